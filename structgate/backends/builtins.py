@@ -1,0 +1,57 @@
+"""The built-in backends' pluggy plugins, registered through this package's own ``structgate``
+entry points (``pyproject.toml``) — the same path a third-party backend uses."""
+from __future__ import annotations
+
+from .hookspecs import hookimpl
+from .registry import BackendSpec
+
+#: entry-point name → module (used only as a fallback when the package metadata is missing)
+BUILTIN_PLUGINS = {
+    "structgate": "structgate.backends.builtins",
+}
+
+_ADAPTER_KINDS = ("regex", "json_schema", "json_object", "choice", "grammar")
+
+
+@hookimpl
+def structgate_register_backends(register):
+    register(BackendSpec(
+        name="native",
+        factory="structgate.native.backend:NativeBackend",
+        requires=("numpy",),
+        distribution="structgate",
+        description="structgate's own byte-level DFA + TokenIndex engine",
+        kinds=("regex", "json_schema", "choice", "json_object"),
+        plugin="structgate",
+    ))
+    register(BackendSpec(
+        name="structgate-xgrammar",
+        factory="structgate.adapters.xgrammar:XGrammarBackend",
+        requires=("xgrammar",),
+        install_hint="pip install 'structgate[xgrammar]'",
+        description="XGrammar (mlc-ai) pushdown automaton engine, through structgate's interface",
+        kinds=_ADAPTER_KINDS,
+        aliases=("sg-xgrammar",),
+        plugin="structgate",
+    ))
+    register(BackendSpec(
+        name="structgate-llguidance",
+        factory="structgate.adapters.llguidance:LLGuidanceBackend",
+        requires=("llguidance",),
+        install_hint="pip install 'structgate[llguidance]'",
+        description="llguidance (Microsoft) Earley + lexer engine, through structgate's interface",
+        kinds=_ADAPTER_KINDS,
+        aliases=("sg-llguidance", "llguidance"),
+        plugin="structgate",
+    ))
+    register(BackendSpec(
+        name="structgate-outlines-core",
+        factory="structgate.adapters.outlines_core:OutlinesCoreBackend",
+        requires=("outlines_core",),
+        distribution="outlines_core",
+        install_hint="pip install 'structgate[outlines-core]'",
+        description="outlines-core (dottxt) regex → full token index engine, through structgate's interface",
+        kinds=("regex", "json_schema", "choice"),
+        aliases=("sg-outlines-core", "outlines-core"),
+        plugin="structgate",
+    ))

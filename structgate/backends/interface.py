@@ -1,0 +1,339 @@
+"""The one interface every structured-output engine implements.
+
+Three nouns, split compile from match (as XGrammar and outlines-core do):
+
+* :class:`Backend` — bound to one :class:`~structgate.vocab.Vocabulary`; ``compile(constraint)``
+  returns a
+* :class:`CompiledGrammar` — immutable, cacheable, safe to share between threads; ``matcher()``
+  returns a
+* :class:`Matcher` — mutable, one per request: fill a bitmask row, advance, validate, rollback.
+
+EOS and termination rules (the same for every backend, whatever the engine's own convention)
+---------------------------------------------------------------------------------------------
+Let ``s`` be the matcher's state after the accepted tokens.
+
+1. A non-special token ``t`` is allowed in ``s`` iff its bytes, fed from ``s``, keep the output a
+   prefix of some complete match (never reach a dead state). Tokens with no bytes (special /
+   control tokens other than EOS) and padding ids ``>= vocab.n_tokens`` are **never** allowed.
+2. Every EOS id is allowed iff ``s`` is *accepting*: the output so far is a complete match
+   (:meth:`Matcher.is_accepting`).
+3. ``s`` is *final* (:meth:`Matcher.is_final`) when it is accepting and no non-EOS token is allowed:
+   the mask then allows EOS only, so the request finishes at the next step.
+4. Advancing by an EOS id in an accepting state *terminates* the matcher
+   (:meth:`Matcher.is_terminated` becomes True). A terminated matcher allows only EOS; advancing it
+   by EOS again returns True and changes nothing; any other token returns False.
+5. ``advance(tokens)`` is atomic: it returns False and leaves the state exactly as it was if any
+   token is not allowed (including EOS in a non-accepting state). It never raises for a rejected
+   token (only for API misuse, e.g. a negative id).
+6. ``rollback(n)`` undoes the last ``n`` accepted tokens exactly, including an accepted EOS (a
+   terminated matcher can be rolled back). Rolling back more than the history raises
+   :class:`~structgate.errors.MatcherStateError`. The history kept is at least
+   ``max_rollback_tokens`` (default unlimited: ``-1``).
+7. ``validate(tokens)`` returns the length of the longest allowed prefix of ``tokens`` without
+   changing the state (EOS counts as a token, per rules 2 and 4).
+8. ``reset()`` returns to the start state with empty history.
+
+The bitmask layout is the one in :mod:`structgate.bitmask`.
+"""
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Iterable, Literal, Sequence
+
+import numpy as np
+
+from ..bitmask import as_numpy_row
+from ..errors import ConstraintKindError, MatcherStateError
+from ..vocab import Vocabulary
+
+__all__ = ["Constraint", "ConstraintKind", "CompileOptions", "Backend", "CompiledGrammar", "Matcher",
+           "CONSTRAINT_KINDS"]
+
+ConstraintKind = Literal["regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"]
+CONSTRAINT_KINDS: tuple[str, ...] = ("regex", "json_schema", "json_object", "choice", "grammar",
+                                     "structural_tag")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What the output must match.
+
+    Attributes
+    ----------
+    kind : {"regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"}
+    value : str | dict | tuple[str, ...] | None
+        The regex text; the JSON Schema (a dict; a JSON string is parsed); the choice strings; the
+        grammar text (Lark for native/llguidance, GBNF/EBNF for xgrammar); ``None`` for json_object;
+        the structural-tag spec (dict) for structural_tag.
+    grammar_format : str | None
+        For ``grammar``: ``"lark"``, ``"ebnf"``/``"gbnf"`` or None (backend default).
+    """
+
+    kind: str
+    value: Any = None
+    grammar_format: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in CONSTRAINT_KINDS:
+            raise ValueError(f"unknown constraint kind {self.kind!r}; expected one of {CONSTRAINT_KINDS}")
+        if self.kind == "json_schema" and isinstance(self.value, (str, bytes)):
+            try:
+                object.__setattr__(self, "value", json.loads(self.value))
+            except json.JSONDecodeError as e:
+                from ..errors import GrammarSyntaxError
+
+                raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(self.value), e.pos)
+        if self.kind == "choice":
+            choices = tuple(self.value or ())
+            if not choices or not all(isinstance(c, str) for c in choices):
+                raise ValueError("a choice constraint needs a non-empty list of strings")
+            object.__setattr__(self, "value", choices)
+
+    @classmethod
+    def regex(cls, pattern: str) -> "Constraint":
+        return cls("regex", pattern)
+
+    @classmethod
+    def json_schema(cls, schema: dict | str | bool) -> "Constraint":
+        return cls("json_schema", schema)
+
+    @classmethod
+    def choice(cls, choices: Iterable[str]) -> "Constraint":
+        return cls("choice", tuple(choices))
+
+    @classmethod
+    def grammar(cls, text: str, grammar_format: str | None = None) -> "Constraint":
+        return cls("grammar", text, grammar_format)
+
+    @classmethod
+    def json_object(cls) -> "Constraint":
+        return cls("json_object", None)
+
+    def cache_key(self) -> str:
+        """A stable string key for compile caches."""
+        v = self.value
+        if isinstance(v, (dict, list, bool)) or v is None:
+            v = json.dumps(v, sort_keys=True)
+        return f"{self.kind}\x00{self.grammar_format}\x00{v}"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Options every backend understands (each maps them onto its engine; unknown ones are ignored).
+
+    Attributes
+    ----------
+    whitespace : {"compact", "flexible"}
+        JSON whitespace between tokens. ``compact`` = minified JSON: no whitespace at all, separators
+        ``,`` and ``:`` (vLLM's ``disable_any_whitespace``). ``flexible`` = between any two JSON
+        tokens, 0 to ``max_whitespace`` characters of ``[ \t\n\r]`` (so ``json.dumps`` output with
+        its ``", "`` / ``": "`` separators and shallow ``indent=2`` output both match).
+    max_whitespace : int
+        Bound on consecutive whitespace in ``flexible`` mode (unbounded whitespace lets a model loop).
+    additional_properties : bool
+        Policy for objects whose schema does not say ``additionalProperties``: False = only the
+        listed properties (the usual structured-output choice), True = follow the spec (any extra key).
+    max_dfa_states : int
+        Native engine: determinization stops with CompileLimitError beyond this many DFA states.
+    compile_timeout_s : float
+        Wall-clock limit on one compile, seconds (``<= 0`` disables).
+    max_rollback_tokens : int
+        History kept per matcher for rollback; ``-1`` = unlimited.
+    max_recursion_depth : int
+        Native engine: depth to which recursive ``$ref`` / nested any-JSON is unrolled (sound
+        approximation; deeper outputs are excluded).
+    threads : int
+        Compile threads for engines that have a pool (XGrammar, llguidance); 1 = single-threaded.
+    cache_size_bytes : int
+        Compiled-grammar cache size for engines that have one; ``-1`` = engine default.
+    """
+
+    whitespace: str = "flexible"
+    max_whitespace: int = 4
+    additional_properties: bool = False
+    max_dfa_states: int = 50_000
+    compile_timeout_s: float = 60.0
+    max_rollback_tokens: int = -1
+    max_recursion_depth: int = 3
+    threads: int = 1
+    cache_size_bytes: int = -1
+    extra: dict = field(default_factory=dict)
+
+    def updated(self, **kw) -> "CompileOptions":
+        known = {k: v for k, v in kw.items() if k in self.__dataclass_fields__ and k != "extra"}
+        extra = {k: v for k, v in kw.items() if k not in self.__dataclass_fields__}
+        return replace(self, **known, extra={**self.extra, **extra})
+
+
+class Matcher(ABC):
+    """Per-request cursor over a :class:`CompiledGrammar`. Not thread-safe; one per request.
+
+    Follow the EOS/termination rules in this module's docstring. Subclasses implement the
+    ``_``-prefixed primitives; the public methods here add argument checks.
+    """
+
+    #: the vocabulary the grammar was compiled for
+    vocab: Vocabulary
+
+    # -- primitives --------------------------------------------------------------------------
+    @abstractmethod
+    def _fill_row(self, row: np.ndarray) -> bool:
+        """Write the allowed-token bits into ``row`` (int32, ``(ceil(V/32),)``, writable view);
+        return True if any token of the ``V`` is forbidden (the row must be applied)."""
+
+    @abstractmethod
+    def advance(self, token_ids: int | Sequence[int]) -> bool:
+        """Accept one token id or a sequence (atomically; rule 5). Returns False if rejected."""
+
+    @abstractmethod
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (rule 6).
+
+        Raises
+        ------
+        MatcherStateError
+            ``num_tokens`` exceeds the recorded history, or is negative.
+        """
+
+    @abstractmethod
+    def is_accepting(self) -> bool:
+        """True when the output so far is a complete match (EOS allowed now)."""
+
+    @abstractmethod
+    def is_terminated(self) -> bool:
+        """True after an EOS id was accepted (rule 4)."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Back to the start state, empty history."""
+
+    # -- derived (override for speed) -------------------------------------------------------------
+    def is_final(self) -> bool:
+        """Accepting and no non-EOS token allowed (rule 3); always True once terminated."""
+        if self.is_terminated():
+            return True
+        if not self.is_accepting():
+            return False
+        words = np.empty((self.vocab.vocab_size + 31) // 32, dtype=np.int32)
+        self._fill_row(words)
+        for e in self.vocab.eos_token_ids:
+            words[e >> 5] &= ~np.int32(1 << (e & 31)) if (e & 31) != 31 else np.int32(0x7FFFFFFF)
+        return not words.any()
+
+    def fill_bitmask(self, bitmask: Any, row: int = 0) -> bool:
+        """Fill row ``row`` of a caller-owned bitmask with the allowed tokens. Does not change state.
+
+        Parameters
+        ----------
+        bitmask : numpy.ndarray | torch.Tensor
+            int32, shape ``(batch, ceil(vocab_size/32))``, CPU, rows contiguous; bit ``t % 32`` of
+            word ``t // 32`` = token ``t`` allowed.
+        row : int
+            The row to write.
+
+        Returns
+        -------
+        need_apply : bool
+            True if some token is forbidden (the row is not all ``-1``).
+
+        Raises
+        ------
+        BitmaskError
+            Wrong dtype, shape, device or row index.
+        """
+        out = as_numpy_row(bitmask, row, self.vocab.vocab_size)
+        return self._fill_row(out)
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """Sorted ids allowed now (int64, for tests and debugging; slow path)."""
+        from ..bitmask import allowed_ids
+
+        words = np.empty((self.vocab.vocab_size + 31) // 32, dtype=np.int32)
+        self._fill_row(words)
+        return allowed_ids(words, self.vocab.vocab_size)
+
+    def validate(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest allowed prefix of ``token_ids``; the state is unchanged (rule 7)."""
+        n = 0
+        try:
+            for t in token_ids:
+                if not self.advance(int(t)):
+                    break
+                n += 1
+        finally:
+            if n:
+                self.rollback(n)
+        return n
+
+    @staticmethod
+    def _as_list(token_ids: int | Sequence[int]) -> list[int]:
+        if isinstance(token_ids, (int, np.integer)):
+            ids = [int(token_ids)]
+        else:
+            ids = [int(t) for t in token_ids]
+        for t in ids:
+            if t < 0:
+                raise MatcherStateError(f"token id must be >= 0, got {t}")
+        return ids
+
+
+class CompiledGrammar(ABC):
+    """Immutable result of :meth:`Backend.compile`; share it between requests and threads."""
+
+    vocab: Vocabulary
+    constraint: Constraint
+
+    @abstractmethod
+    def matcher(self, *, max_rollback_tokens: int = -1) -> Matcher:
+        """A fresh matcher in the start state."""
+
+    @property
+    def memory_size_bytes(self) -> int:
+        """Approximate memory held by this compiled grammar, bytes (0 if unknown)."""
+        return 0
+
+
+class Backend(ABC):
+    """A structured-output engine bound to one vocabulary.
+
+    Subclasses set :attr:`name` and :attr:`supported_kinds`, and implement :meth:`_compile`.
+    ``compile`` checks the constraint kind, then calls ``_compile``.
+
+    Parameters
+    ----------
+    vocab : Vocabulary
+        Token bytes, EOS ids and logits width every mask is built for.
+    **options
+        Keyword overrides of :class:`CompileOptions` (unknown keys land in ``options.extra``).
+    """
+
+    name: ClassVar[str] = "?"
+    supported_kinds: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, vocab: Vocabulary, **options: Any) -> None:
+        self.vocab = vocab
+        self.options = CompileOptions().updated(**options)
+
+    def compile(self, constraint: Constraint) -> CompiledGrammar:
+        """Compile ``constraint`` for this backend's vocabulary.
+
+        Raises
+        ------
+        GrammarSyntaxError, UnsupportedFeatureError, CompileLimitError, ConstraintKindError
+        """
+        if not isinstance(constraint, Constraint):
+            raise TypeError(f"compile() takes a Constraint, got {type(constraint).__name__}")
+        if constraint.kind not in self.supported_kinds:
+            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        return self._compile(constraint)
+
+    @abstractmethod
+    def _compile(self, constraint: Constraint) -> CompiledGrammar:
+        ...
+
+    def validate(self, constraint: Constraint) -> None:
+        """Raise the typed error ``compile`` would raise, without keeping anything (frontends call
+        this to reject a bad request early). Default: compile and drop."""
+        self.compile(constraint)

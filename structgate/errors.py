@@ -1,0 +1,188 @@
+"""Every error structgate raises, in one module.
+
+Two tiers (see docs/design/errors.md):
+
+* compile / validation failures of a *constraint* raise a subclass of :class:`StructgateError`
+  (they are also :class:`ValueError` where the input was the caller's fault, so frameworks that
+  map ``ValueError`` to HTTP 400 do the right thing);
+* on the hot path (``Matcher.advance``) a rejected token is **not** an exception: the call returns
+  ``False`` and leaves the matcher state unchanged.
+
+API misuse (wrong bitmask dtype/shape, rollback past history) raises :class:`BitmaskError` /
+:class:`MatcherStateError` with the expected value in the message.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "StructgateError",
+    "GrammarSyntaxError",
+    "UnsupportedFeatureError",
+    "CompileLimitError",
+    "IncompatibleVocabularyError",
+    "BackendNotFoundError",
+    "BackendUnavailableError",
+    "BitmaskError",
+    "MatcherStateError",
+    "VocabularyError",
+    "ConstraintKindError",
+]
+
+
+class StructgateError(Exception):
+    """Base class of every structgate error."""
+
+    #: short machine-readable kind, used in benchmark reports and JSON output
+    kind: str = "error"
+
+
+class GrammarSyntaxError(StructgateError, ValueError):
+    """A regex / grammar / schema text that does not parse.
+
+    Attributes
+    ----------
+    pattern : str
+        The text that failed to parse.
+    position : int
+        0-based offset (in characters of ``pattern``) of the error.
+    message : str
+        What is wrong, without the caret display.
+    where : str | None
+        Where the pattern came from, e.g. a JSON pointer ``/properties/name/pattern``.
+    """
+
+    kind = "syntax"
+
+    def __init__(self, message: str, pattern: str, position: int, where: str | None = None):
+        self.message = message
+        self.pattern = pattern
+        self.position = max(0, min(position, len(pattern)))
+        self.where = where
+        super().__init__(str(self))
+
+    def caret(self) -> str:
+        """The pattern on one line and a caret under the error position."""
+        shown = self.pattern.replace("\n", "\\n")
+        pre = self.pattern[: self.position].replace("\n", "\\n")
+        return f"    {shown}\n    {' ' * len(pre)}^"
+
+    def __str__(self) -> str:
+        loc = f" in {self.where}" if self.where else ""
+        return f"{self.message} at position {self.position}{loc}:\n{self.caret()}"
+
+
+class UnsupportedFeatureError(StructgateError, ValueError):
+    """A valid constraint that this backend cannot enforce exactly.
+
+    Attributes
+    ----------
+    feature : str
+        The keyword or construct, e.g. ``"allOf"``, ``"$ref (recursive)"``, ``"lookahead (?=...)"``.
+    where : str | None
+        JSON pointer into the schema, or a pattern position description.
+    """
+
+    kind = "unsupported"
+
+    def __init__(self, feature: str, detail: str = "", where: str | None = None):
+        self.feature = feature
+        self.detail = detail
+        self.where = where
+        loc = f" at {where}" if where else ""
+        msg = f"unsupported: {feature}{loc}"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+class CompileLimitError(StructgateError, ValueError):
+    """A configured compile limit was exceeded.
+
+    Attributes
+    ----------
+    limit_name : str
+        Which limit, e.g. ``"max_dfa_states"``, ``"compile_timeout_s"``.
+    given : int | float
+        The value reached when compilation stopped.
+    limit : int | float
+        The configured limit.
+    """
+
+    kind = "limit"
+
+    def __init__(self, limit_name: str, given, limit, hint: str = ""):
+        self.limit_name = limit_name
+        self.given = given
+        self.limit = limit
+        msg = f"compile limit exceeded: {limit_name} reached {given} (limit {limit})"
+        if hint:
+            msg += f"; {hint}"
+        super().__init__(msg)
+
+
+class IncompatibleVocabularyError(StructgateError, ValueError):
+    """The constraint needs bytes that no token of the vocabulary can produce, or the
+    vocabulary does not fit the backend (e.g. no EOS token)."""
+
+    kind = "vocabulary"
+
+
+class VocabularyError(StructgateError, ValueError):
+    """A tokenizer/vocabulary that cannot be loaded or is inconsistent."""
+
+    kind = "vocabulary"
+
+
+class ConstraintKindError(StructgateError, ValueError):
+    """The backend does not support this kind of constraint (e.g. ``grammar`` on a regular engine)."""
+
+    kind = "unsupported"
+
+    def __init__(self, backend: str, constraint_kind: str, supported):
+        self.backend = backend
+        self.constraint_kind = constraint_kind
+        self.supported = tuple(sorted(supported))
+        super().__init__(
+            f"backend {backend!r} does not support constraint kind {constraint_kind!r}; "
+            f"it supports: {', '.join(self.supported)}"
+        )
+
+
+class BackendNotFoundError(StructgateError, KeyError):
+    """No backend is registered under this name."""
+
+    kind = "not_found"
+
+    def __init__(self, name: str, available):
+        self.name = name
+        self.available = tuple(sorted(available))
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        return f"no structured-output backend named {self.name!r}; registered: {', '.join(self.available) or '(none)'}"
+
+
+class BackendUnavailableError(StructgateError, ImportError):
+    """A backend is registered but its engine is not installed (``install_hint`` says how)."""
+
+    kind = "unavailable"
+
+    def __init__(self, name: str, reason: str, install_hint: str = ""):
+        self.name = name
+        self.reason = reason
+        self.install_hint = install_hint
+        msg = f"backend {name!r} is not available: {reason}"
+        if install_hint:
+            msg += f"; install it with: {install_hint}"
+        super().__init__(msg)
+
+
+class BitmaskError(StructgateError, ValueError):
+    """A bitmask buffer of the wrong dtype, shape, device or layout was passed."""
+
+    kind = "bitmask"
+
+
+class MatcherStateError(StructgateError, RuntimeError):
+    """Misuse of a matcher: rollback beyond its history, advancing after an error, ..."""
+
+    kind = "state"

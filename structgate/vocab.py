@@ -1,0 +1,159 @@
+"""The tokenizer vocabulary as the engines see it: the exact bytes of every token id.
+
+A :class:`Vocabulary` is built once per tokenizer and shared by every backend, so all engines see
+the same token bytes, the same EOS ids and the same logits width.
+
+Token bytes come from the tokenizer's byte mapping, never from ``decode([id])``:
+
+* byte-level BPE (GPT-2, Llama 3, Qwen2, cl100k): each character of the token string maps back to
+  one byte through the GPT-2 ``bytes_to_unicode`` table;
+* SentencePiece (Llama 2, Phi-3, Gemma): ``▁`` (U+2581) is a space, ``<0xNN>`` byte-fallback
+  tokens are the single byte ``0xNN``, other pieces are their UTF-8 encoding;
+* tiktoken: the base64 field of each rank line is the token's bytes.
+
+Special / control tokens (BOS, EOS, chat markers, unused slots) have **no bytes**: their entry in
+:attr:`Vocabulary.token_bytes` is ``b""`` and they can never advance a pattern. Only EOS ids get the
+accepting-state rule (see :mod:`structgate.backends.interface`).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .errors import VocabularyError
+
+__all__ = ["Vocabulary", "load_vocabulary", "bundled_tokenizers"]
+
+
+@dataclass(frozen=True, eq=False)
+class Vocabulary:
+    """Token bytes, EOS ids, special ids and logits width of one tokenizer.
+
+    Parameters
+    ----------
+    token_bytes : Sequence[bytes]
+        ``token_bytes[i]`` is the exact byte string of token id ``i``; ``b""`` for special tokens.
+        Its length is the tokenizer's size (``n_tokens``).
+    eos_token_ids : Sequence[int]
+        Ids that end generation; allowed only where the output is a complete match.
+    special_token_ids : frozenset[int]
+        Ids with no bytes (control tokens, including EOS). Never allowed except EOS as above.
+    vocab_size : int
+        Logits width (``>= n_tokens``; models pad their lm_head, e.g. Qwen2 151,936 logits for
+        151,665 tokens). Ids ``n_tokens .. vocab_size-1`` are padding and never allowed.
+    name : str
+        Human-readable name (``"llama3"``, a path).
+    encoder : Callable[[str], list[int]] | None
+        Text → token ids without special tokens (for ``structgate check`` and benchmarks).
+    token_names : Sequence[str] | None
+        The tokenizer's own token strings, for display only.
+
+    Raises
+    ------
+    VocabularyError
+        ``vocab_size < n_tokens``, no EOS id, or an EOS id out of range.
+    """
+
+    token_bytes: tuple[bytes, ...]
+    eos_token_ids: tuple[int, ...]
+    special_token_ids: frozenset[int] = frozenset()
+    vocab_size: int = 0
+    name: str = ""
+    encoder: Callable[[str], list[int]] | None = field(default=None, repr=False)
+    token_names: tuple[str, ...] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "token_bytes", tuple(bytes(b) for b in self.token_bytes))
+        object.__setattr__(self, "eos_token_ids", tuple(int(i) for i in self.eos_token_ids))
+        specials = frozenset(int(i) for i in self.special_token_ids) | frozenset(self.eos_token_ids)
+        object.__setattr__(self, "special_token_ids", specials)
+        n = len(self.token_bytes)
+        if not self.vocab_size:
+            object.__setattr__(self, "vocab_size", n)
+        if self.vocab_size < n:
+            raise VocabularyError(f"vocab_size {self.vocab_size} is smaller than the tokenizer's {n} tokens")
+        if not self.eos_token_ids:
+            raise VocabularyError(f"vocabulary {self.name!r} has no EOS token id")
+        for i in self.eos_token_ids:
+            if not 0 <= i < n:
+                raise VocabularyError(f"EOS id {i} out of range for {n} tokens")
+        if self.token_names is not None:
+            object.__setattr__(self, "token_names", tuple(self.token_names))
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of real token ids (the tokenizer's length)."""
+        return len(self.token_bytes)
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the token bytes, EOS ids and width: a cache key for compiled grammars."""
+        fp = self.__dict__.get("_fp")
+        if fp is None:
+            h = hashlib.sha256()
+            for b in self.token_bytes:
+                h.update(len(b).to_bytes(2, "little"))
+                h.update(b)
+            h.update(repr((self.eos_token_ids, sorted(self.special_token_ids), self.vocab_size)).encode())
+            fp = h.hexdigest()
+            object.__setattr__(self, "_fp", fp)
+        return fp
+
+    def with_vocab_size(self, vocab_size: int) -> "Vocabulary":
+        """The same vocabulary for a model whose logits are ``vocab_size`` wide."""
+        return Vocabulary(self.token_bytes, self.eos_token_ids, self.special_token_ids, vocab_size,
+                          self.name, self.encoder, self.token_names)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no BOS/EOS added). Raises VocabularyError without an encoder."""
+        if self.encoder is None:
+            raise VocabularyError(f"vocabulary {self.name!r} has no encoder (built from bytes only)")
+        return list(self.encoder(text))
+
+    def describe(self, token_id: int) -> str:
+        """``id:repr(bytes)`` for messages."""
+        if 0 <= token_id < self.n_tokens:
+            b = self.token_bytes[token_id]
+            if not b and self.token_names:
+                return f"{token_id}:<{self.token_names[token_id]}>"
+            return f"{token_id}:{b!r}"
+        return f"{token_id}:<padding>"
+
+    # -- constructors (implemented in structgate.tokenizers) -------------------------------------
+    @classmethod
+    def from_hf(cls, tokenizer, *, vocab_size: int | None = None, name: str | None = None) -> "Vocabulary":
+        """From a Hugging Face tokenizer object (``transformers`` or ``tokenizers``) or a folder /
+        ``tokenizer.json`` path. See :func:`structgate.tokenizers.from_hf`."""
+        from .tokenizers import from_hf
+
+        return from_hf(tokenizer, vocab_size=vocab_size, name=name)
+
+    @classmethod
+    def from_gguf(cls, path, *, vocab_size: int | None = None) -> "Vocabulary":
+        """From a (vocab-only) GGUF file. See :func:`structgate.tokenizers.from_gguf`."""
+        from .tokenizers import from_gguf
+
+        return from_gguf(path, vocab_size=vocab_size)
+
+    @classmethod
+    def from_tiktoken(cls, path, *, vocab_size: int | None = None) -> "Vocabulary":
+        """From a tiktoken ``.tiktoken`` BPE ranks file. See :func:`structgate.tokenizers.from_tiktoken`."""
+        from .tokenizers import from_tiktoken
+
+        return from_tiktoken(path, vocab_size=vocab_size)
+
+
+def load_vocabulary(spec: str, *, vocab_size: int | None = None) -> Vocabulary:
+    """Resolve ``spec``: a bundled name (``llama3``, ...), a folder, ``tokenizer.json``, ``.gguf`` or
+    ``.tiktoken`` file. See :func:`structgate.tokenizers.load`."""
+    from .tokenizers import load
+
+    return load(spec, vocab_size=vocab_size)
+
+
+def bundled_tokenizers() -> dict[str, str]:
+    """Names of the tokenizers the package carries, with a one-line description each."""
+    from .tokenizers import BUNDLED
+
+    return {k: v["description"] for k, v in BUNDLED.items()}
