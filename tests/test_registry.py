@@ -1,0 +1,67 @@
+"""The pluggy registry: built-ins through the entry-point path, third-party registration, errors."""
+import pytest
+
+from structgate.backends import registry
+from structgate.backends.interface import Backend, CompiledGrammar, Constraint
+from structgate.errors import BackendNotFoundError, BackendUnavailableError, ConstraintKindError, GrammarSyntaxError
+from structgate.vocab import Vocabulary
+
+
+def test_builtins_come_through_the_entry_point_group():
+    import importlib.metadata
+
+    eps = importlib.metadata.entry_points(group="structgate")
+    assert "structgate" in {ep.name for ep in eps}
+    names = registry.backend_names()
+    for n in ("native", "structgate-xgrammar", "structgate-llguidance", "structgate-outlines-core"):
+        assert n in names
+
+
+def test_names_do_not_collide_with_vllm_builtins():
+    vllm_names = {"auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer"}
+    assert not vllm_names & set(registry.backend_names(include_aliases=True))
+
+
+def test_listing_has_version_and_availability():
+    infos = {i.name: i for i in registry.list_backends()}
+    assert infos["native"].available and infos["native"].version
+    d = infos["native"].as_dict()
+    assert set(d) >= {"name", "version", "available", "reason", "install_hint"}
+
+
+def test_unknown_backend_error_lists_names():
+    with pytest.raises(BackendNotFoundError) as ei:
+        registry.get_backend("nope", None)
+    assert "native" in str(ei.value) and "nope" in str(ei.value)
+
+
+def test_unavailable_backend_gives_install_hint():
+    registry.register_backend(registry.BackendSpec(name="ghost", factory="ghost_engine:Backend",
+                                                    requires=("ghost_engine_not_installed",),
+                                                    install_hint="pip install ghost-engine"))
+    try:
+        info = {i.name: i for i in registry.list_backends()}["ghost"]
+        assert not info.available and "not installed" in info.reason
+        with pytest.raises(BackendUnavailableError, match="pip install ghost-engine"):
+            registry.get_backend("ghost", None)
+    finally:
+        registry._reset_for_tests()
+
+
+def test_constraint_kinds_checked_and_schema_text_parsed():
+    vocab = Vocabulary([b"a", b""], eos_token_ids=[1])
+
+    class OnlyRegex(Backend):
+        name = "only-regex"
+        supported_kinds = frozenset({"regex"})
+
+        def _compile(self, constraint) -> CompiledGrammar:  # pragma: no cover - never reached
+            raise AssertionError
+
+    with pytest.raises(ConstraintKindError, match="does not support constraint kind 'choice'"):
+        OnlyRegex(vocab).compile(Constraint.choice(["a"]))
+    assert Constraint.json_schema('{"type": "integer"}').value == {"type": "integer"}
+    with pytest.raises(GrammarSyntaxError, match="not valid JSON"):
+        Constraint.json_schema('{"type": ')
+    with pytest.raises(ValueError):
+        Constraint("nonsense", "x")
