@@ -218,8 +218,9 @@ class Matcher(ABC):
             return False
         words = np.empty((self.vocab.vocab_size + 31) // 32, dtype=np.int32)
         self._fill_row(words)
+        u = words.view(np.uint32)
         for e in self.vocab.eos_token_ids:
-            words[e >> 5] &= ~np.int32(1 << (e & 31)) if (e & 31) != 31 else np.int32(0x7FFFFFFF)
+            u[e >> 5] &= np.uint32(~(1 << (e & 31)) & 0xFFFFFFFF)
         return not words.any()
 
     def fill_bitmask(self, bitmask: Any, row: int = 0) -> bool:
