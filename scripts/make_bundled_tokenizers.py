@@ -79,7 +79,7 @@ def read_vectors(src: pathlib.Path, stem: str):
     return list(zip(inp, out))
 
 
-def check(tok_json: str, src: pathlib.Path, stem: str, space_prefix: bool) -> None:
+def check(tok_json: str, src: pathlib.Path, stem: str) -> None:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(tok_json)
@@ -89,8 +89,12 @@ def check(tok_json: str, src: pathlib.Path, stem: str, space_prefix: bool) -> No
         if got != ids:
             bad += 1
             print(f"  MISMATCH {text!r}: got {got} want {ids}")
+    for i, at in tok.get_added_tokens_decoder().items():
+        if tok.token_to_id(at.content) != i:
+            bad += 1
+            print(f"  MISMATCH added token {at.content!r}: id {tok.token_to_id(at.content)} want {i}")
     if bad:
-        raise SystemExit(f"{stem}: {bad} test vectors differ")
+        raise SystemExit(f"{stem}: {bad} test vectors / added token ids differ")
     print(f"  {stem}: all test vectors match")
 
 
@@ -100,7 +104,7 @@ def build_hf(name: str, src: pathlib.Path, stem: str, *, desc: str, family: str,
     d.mkdir(parents=True, exist_ok=True)
     doc = gguf_to_tokenizer_json(src / stem, with_bos=True)
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-    check(json.dumps(gguf_to_tokenizer_json(src / stem), ensure_ascii=False), src, stem, False)
+    check(json.dumps(gguf_to_tokenizer_json(src / stem), ensure_ascii=False), src, stem)
     write_gz(d / "tokenizer.json.gz", text)
     added = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
              for t in doc["added_tokens"]}

@@ -270,9 +270,46 @@ def _added_token(i: int, content: str, special: bool) -> dict:
 # encoders (picklable, built lazily)
 
 
+def _strip_dummy_prefix(js: str) -> str:
+    """Remove SentencePiece's dummy-prefix space from a ``tokenizer.json`` text: drop ``Prepend``
+    normalizers and set ``Metaspace`` pre-tokenizers to ``prepend_scheme: never``. Encoding with
+    the result gives ids whose bytes are exactly the text's (``"Hi"`` → ``H``, ``i``; the original
+    gives ``▁Hi``, i.e. ``" Hi"``)."""
+    if '"Prepend"' not in js and '"Metaspace"' not in js:
+        return js
+    doc = json.loads(js)
+
+    def norm(n):
+        if not n:
+            return n
+        if n.get("type") == "Prepend":
+            return None
+        if n.get("type") == "Sequence":
+            n["normalizers"] = [m for m in (norm(m) for m in n.get("normalizers", [])) if m]
+        return n
+
+    def pre(n):
+        if not n:
+            return n
+        if n.get("type") == "Metaspace":
+            n["prepend_scheme"] = "never"
+            if "add_prefix_space" in n:
+                n["add_prefix_space"] = False
+        if n.get("type") == "Sequence":
+            for m in n.get("pretokenizers", []):
+                pre(m)
+        return n
+
+    doc["normalizer"] = norm(doc.get("normalizer"))
+    doc["pre_tokenizer"] = pre(doc.get("pre_tokenizer"))
+    return json.dumps(doc, ensure_ascii=False)
+
+
 class _TokenizersEncoder:
     """Text → ids with a ``tokenizers.Tokenizer``: no special tokens added, special-token text
-    encoded as ordinary text. Pickles as its ``tokenizer.json`` source (a path or JSON string)."""
+    encoded as ordinary text, no SentencePiece dummy prefix (see :func:`_strip_dummy_prefix`), so
+    the ids' bytes concatenate to exactly ``text.encode()``. Pickles as its ``tokenizer.json``
+    source (a path or JSON string)."""
 
     def __init__(self, *, path: str | None = None, json_str: str | None = None, gz: bool = False,
                  tokenizer: Any = None, builder: Any = None):
@@ -287,13 +324,14 @@ class _TokenizersEncoder:
                     from tokenizers import Tokenizer
 
                     if self._json is not None:
-                        tok = Tokenizer.from_str(self._json)
+                        js = self._json
                     elif self._builder is not None:
-                        tok = Tokenizer.from_str(self._builder())
+                        js = self._builder()
                     elif self._gz:
-                        tok = Tokenizer.from_str(gzip.decompress(pathlib.Path(self._path).read_bytes()).decode("utf-8"))
+                        js = gzip.decompress(pathlib.Path(self._path).read_bytes()).decode("utf-8")
                     else:
-                        tok = Tokenizer.from_file(self._path)
+                        js = pathlib.Path(self._path).read_text("utf-8")
+                    tok = Tokenizer.from_str(_strip_dummy_prefix(js))
                     tok.encode_special_tokens = True
                     self._tok = tok
         return self._tok
@@ -328,7 +366,7 @@ class _UserTokenizersEncoder(_TokenizersEncoder):
                 if self._tok is None:
                     from tokenizers import Tokenizer
 
-                    tok = Tokenizer.from_str(self._user.to_str())
+                    tok = Tokenizer.from_str(_strip_dummy_prefix(self._user.to_str()))
                     tok.encode_special_tokens = True
                     self._tok = tok
         return self._tok
@@ -500,6 +538,12 @@ def _assemble(entries: dict[int, bytes], specials: set[int], names: dict[int, st
     return Vocabulary(tuple(tb), tuple(eos_ids), frozenset(sp), vocab_size or n_tokens, name, encoder, tuple(tn))
 
 
+def _reusable(tok):
+    """``tok`` if the encoder can use it as is (no dummy prefix to strip), else None (reparse)."""
+    parts = [c.__getstate__() for c in (tok.normalizer, tok.pre_tokenizer) if c is not None]
+    return None if any(b'"Prepend"' in p or b'"Metaspace"' in p for p in parts) else tok
+
+
 def _vocab_from_tokenizers(tok, *, folder, hf, vocab_size, name, encoder, extra_eos=()) -> Vocabulary:
     kind = _kind_of(tok)
     model_vocab: dict[str, int] = tok.get_vocab(with_added_tokens=False)
@@ -591,7 +635,7 @@ def from_hf(tokenizer, *, vocab_size: int | None = None, name: str | None = None
         except Exception as e:  # tokenizers raises a bare Exception on bad JSON
             raise VocabularyError(f"cannot read tokenizer file {path}: {e}") from e
         tok.encode_special_tokens = True
-        enc = _TokenizersEncoder(path=str(path), tokenizer=tok)
+        enc = _TokenizersEncoder(path=str(path), tokenizer=_reusable(tok))
         return _vocab_from_tokenizers(tok, folder=folder, hf=None, vocab_size=vocab_size,
                                       name=name or str(tokenizer), encoder=enc, extra_eos=eos_token_ids)
     if tok is None:  # slow transformers tokenizer
@@ -866,6 +910,14 @@ def gguf_to_tokenizer_json(path, *, with_bos: bool = False) -> dict:
             added.append(_added_token(i, tokens[i], False))
         else:
             added.append(_added_token(i, tokens[i], True))
+    # ``tokenizers`` gives an added token that is not in the model vocabulary the next free id,
+    # ignoring its declared id; so added tokens that sit among the model's ids (Llama 2's <s> at 1)
+    # must also be model entries. Trailing ones (Llama 3's 128000+) stay out, as in Meta's file.
+    top = max(vocab.values(), default=-1)
+    model_vocab = dict(vocab)
+    for a in added:
+        if a["id"] < top:
+            model_vocab.setdefault(a["content"], a["id"])
     bos = None
     if with_bos and "tokenizer.ggml.bos_token_id" in kv:
         b = int(kv["tokenizer.ggml.bos_token_id"])
@@ -876,7 +928,7 @@ def gguf_to_tokenizer_json(path, *, with_bos: bool = False) -> dict:
             raise VocabularyError(f"{path}: no encoder for GGUF pre-tokenizer {pre!r} (known: {', '.join(sorted(_GGUF_PRE))})")
         regex, nfc, ignore = _GGUF_PRE[pre]
         merges = [m.decode("utf-8", "replace") for m in kv.get("tokenizer.ggml.merges", [])]
-        return _bytelevel_tokenizer_json(vocab, merges, added, regex, nfc=nfc, ignore_merges=ignore, bos=bos)
+        return _bytelevel_tokenizer_json(model_vocab, merges, added, regex, nfc=nfc, ignore_merges=ignore, bos=bos)
     if model in ("llama", "gemma4", "gemma3", "gemma"):
         scores = kv.get("tokenizer.ggml.scores")
         if scores is None:
@@ -884,7 +936,6 @@ def gguf_to_tokenizer_json(path, *, with_bos: bool = False) -> dict:
         normal = {tokens[i]: float(scores[i]) for i in range(n) if types[i] == TOKEN_NORMAL}
         unk_id = kv.get("tokenizer.ggml.unknown_token_id")
         unk = tokens[int(unk_id)] if unk_id is not None and int(unk_id) < n else None
-        model_vocab = dict(vocab)
         if unk is not None:
             model_vocab.setdefault(unk, int(unk_id))
         merges = _spm_merges(vocab, normal)
@@ -1058,10 +1109,10 @@ def _load_bundled(name: str, vocab_size: int | None) -> Vocabulary:
     plain, gz = src / "tokenizer.json", src / "tokenizer.json.gz"
     if plain.is_file():
         tok = Tokenizer.from_file(str(plain))
-        enc = _TokenizersEncoder(path=str(plain), tokenizer=tok)
+        enc = _TokenizersEncoder(path=str(plain), tokenizer=_reusable(tok))
     elif gz.is_file():
         tok = Tokenizer.from_str(gzip.decompress(gz.read_bytes()).decode("utf-8"))
-        enc = _TokenizersEncoder(path=str(gz), gz=True, tokenizer=tok)
+        enc = _TokenizersEncoder(path=str(gz), gz=True, tokenizer=_reusable(tok))
     else:
         raise VocabularyError(f"bundled tokenizer {name!r} is missing its data ({gz}); reinstall structgate")
     tok.encode_special_tokens = True
