@@ -167,6 +167,8 @@ class TokenIndex:
     PRUNE_BELOW = 0.25
     #: levels smaller than this are always walked in full (fewer numpy calls)
     PRUNE_MIN_NODES = 2048
+    #: rows reserved up front (zero pages until touched); beyond, the row store doubles
+    ROW_RESERVE = 4096
 
     def __init__(self, dfa: DFA, vocab: Vocabulary) -> None:
         self.dfa = dfa
@@ -219,7 +221,7 @@ class TokenIndex:
         self._buf = np.empty(max([lv[1].shape[0] for lv in levels] or [1]), dtype=np.int32)
         tn = trie.token_node
         # class node of each token; specials point at a slot (n_class_nodes) that is always dead
-        tok_c = np.full(vocab.vocab_size, cbase, dtype=np.intp)
+        tok_c = np.full(vocab.vocab_size, cbase, dtype=np.int32)
         has = tn >= 0
         tok_c[: vocab.n_tokens][has] = bnode_to_cnode[tn[has]]
         self._token_cnode = tok_c
@@ -231,7 +233,9 @@ class TokenIndex:
         n_states = dfa.n_states
         # slot of each state's row; index n_states (== TERMINATED == -1) is the EOS-only row
         self._slot = np.full(n_states + 1, -1, dtype=np.int64)
-        self._rows = np.zeros((max(4, min(n_states + 1, 64)), self.width), dtype=np.int32)
+        # np.zeros is calloc-backed: untouched rows cost no memory, so reserve room for every state
+        # (up to ROW_RESERVE) and avoid copies on growth
+        self._rows = np.zeros((max(4, min(n_states + 2, self.ROW_RESERVE)), self.width), dtype=np.int32)
         self._n_allowed: list[int] = []  # per slot: allowed ids (incl. EOS)
         self._n_non_eos: list[int] = []  # per slot: allowed non-EOS ids
         self._lock = threading.Lock()
@@ -272,10 +276,11 @@ class TokenIndex:
             if d == 0:
                 table.take(cls_off + state, out=dst)
             elif n >= prune_min:
-                alive = np.flatnonzero(prev)
-                if alive.size == 0:
+                n_alive = count_nonzero(prev)
+                if n_alive == 0:
                     break
-                if alive.size < self.PRUNE_BELOW * prev.shape[0]:
+                if n_alive < self.PRUNE_BELOW * prev.shape[0]:
+                    alive = np.flatnonzero(prev)
                     c = counts[alive]
                     cs = np.cumsum(c)
                     tot = int(cs[-1])
@@ -447,7 +452,7 @@ class TokenIndex:
 
     @property
     def memory_size_bytes(self) -> int:
-        n = self._rows.nbytes + self._slot.nbytes + self._token_cnode.nbytes + self._byte_table.nbytes
+        n = self.n_cached * self.width * 4 + self._slot.nbytes + self._token_cnode.nbytes + self._byte_table.nbytes
         for _, par, cls, starts, counts in self._levels:
             n += par.nbytes + cls.nbytes + starts.nbytes + counts.nbytes
         return int(n)
