@@ -1,0 +1,272 @@
+"""llguidance (guidance-ai/llguidance >= 1.7) behind structgate's interface: backend
+``structgate-llguidance``.
+
+Mapping
+-------
+* tokenizer: an ``LLTokenizer`` built from a ``TokenizerWrapper``-like object over
+  ``vocab.token_bytes`` (special ids, which have no bytes in structgate, get llguidance's special
+  marker ``b"\\xff" + name`` so they can never match text), EOS ids = ``vocab.eos_token_ids``,
+  ``slices`` = llguidance's defaults (``general_slices()``, or ``json_slices()`` for JSON kinds is
+  not used: one tokenizer per backend);
+* kinds: ``json_schema`` / ``json_object`` → ``LLMatcher.grammar_from_json_schema`` with
+  overrides from the options (``whitespace="flexible"`` → ``whitespace_pattern =
+  [\\x20\\x0A\\x0D\\x09]{0,max_whitespace}``; ``"compact"`` → ``whitespace_flexible=False`` with
+  separators ``","`` / ``":"``); ``additional_properties=False`` rewrites the schema so object
+  schemas without ``additionalProperties`` get ``false`` (llguidance follows the spec otherwise);
+  ``regex`` → ``grammar_from_regex``; ``choice`` → a Lark ``start: "a" | "b"``; ``grammar`` →
+  Lark (default) or GBNF (``grammar_format="gbnf"/"ebnf"``, converted by llguidance);
+* options: ``threads`` → the ``LLExecutor`` used by :meth:`LLGuidanceBackend.fill_bitmask_batch`;
+  extras ``llguidance_lenient`` (ignore unknown schema keywords), ``llguidance_coerce_one_of``;
+* errors: ``LLMatcher.validate_grammar`` messages are mapped to :class:`GrammarSyntaxError` (with
+  the position llguidance reports: caret under the regex, or ``at LINE(COL)`` in a Lark grammar) or
+  :class:`UnsupportedFeatureError` ("not supported", "Unimplemented keys").
+
+The compiled grammar keeps one ``LLMatcher`` in its start state; ``matcher()`` deep-copies it (no
+re-parse of the grammar). A rejected token is checked with ``validate_tokens`` first, so the engine
+never enters its sticky error state.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..backends.interface import Backend, CompiledGrammar, Constraint
+from ..errors import GrammarSyntaxError, UnsupportedFeatureError
+from ..vocab import Vocabulary
+from ._base import AdapterMatcher, VocabMasks, apply_additional_properties_default, position_of_line_col
+
+__all__ = ["LLGuidanceBackend", "LLGuidanceCompiledGrammar", "LLGuidanceMatcher", "make_tokenizer"]
+
+_AT = re.compile(r"^at (\d+)\((\d+)\):\s*")
+
+
+def make_tokenizer(vocab: Vocabulary):
+    """An ``llguidance.LLTokenizer`` with exactly ``vocab``'s token bytes and EOS ids."""
+    import llguidance as llg
+
+    names = vocab.token_names
+
+    class _Wrapper(llg.TokenizerWrapper):
+        def __init__(self) -> None:  # noqa: D401 - no super().__init__: nothing to wrap
+            self.eos_token_id = vocab.eos_token_ids[0]
+            self.bos_token_id = None
+            toks = []
+            for i, b in enumerate(vocab.token_bytes):
+                if b and i not in vocab.special_token_ids:
+                    toks.append(b)
+                else:
+                    nm = names[i] if names and names[i] else f"<special_{i}>"
+                    toks.append(b"\xff" + nm.encode("utf-8", "replace"))
+            self.tokens = toks
+            self.special_token_ids = sorted(vocab.special_token_ids)
+            self.is_tokenizer_wrapper = True
+            self._accepts_bytes = False
+
+        def __call__(self, s):  # text -> ids (llguidance uses it for tokenize_str only)
+            if isinstance(s, bytes):
+                s = s.decode("utf-8", "replace")
+            if vocab.encoder is None:
+                return []
+            return list(vocab.encoder(s))
+
+    return llg.LLTokenizer(_Wrapper(), n_vocab=vocab.vocab_size, eos_token=list(vocab.eos_token_ids))
+
+
+def _map_error(msg: str, kind: str, text: str) -> Exception:
+    msg = msg.strip()
+    low = msg.lower()
+    pos = 0
+    m = _AT.match(msg)
+    body = msg
+    if m:
+        body = msg[m.end():]
+        if kind == "grammar":
+            pos = position_of_line_col(text, int(m.group(1)), int(m.group(2)))
+    lines = body.splitlines()
+    # "regex parse error:\n    a(\n     ^\nerror: unclosed group"
+    for i, ln in enumerate(lines[:-1]):
+        if ln.strip() and lines[i + 1].strip() and set(lines[i + 1].strip()) == {"^"} and ln.startswith("    "):
+            if kind == "regex" and ln[4:] == text:
+                pos = lines[i + 1].index("^") - 4
+            break
+    err = next((ln[len("error: "):] for ln in lines if ln.startswith("error: ")), lines[0] if lines else msg)
+    if "not supported" in low or "unimplemented" in low or "unsupported" in low:
+        feat = err
+        mk = re.search(r"Unimplemented keys: (\[.*?\])", body)
+        if mk:
+            feat = mk.group(1)
+        return UnsupportedFeatureError(feat, "llguidance: " + lines[0] if lines else msg,
+                                       f"position {pos}" if kind in ("regex", "grammar") else None)
+    if kind in ("json_schema", "json_object") and pos == 0:
+        for w in re.findall(r"'([^']+)'|\"([^\"]+)\"|: (\w+)$", lines[0] if lines else msg):
+            w = next(x for x in w if x)
+            i = text.find(w)
+            if i >= 0:
+                pos = i
+                break
+    return GrammarSyntaxError(f"llguidance: {err}", text, pos)
+
+
+class LLGuidanceMatcher(AdapterMatcher):
+    """One request's state over an ``llguidance.LLMatcher``."""
+
+    def __init__(self, compiled: "LLGuidanceCompiledGrammar", max_rollback_tokens: int = -1):
+        super().__init__(compiled.vocab, compiled._masks, max_rollback_tokens)
+        self._m = compiled._template.deep_copy()
+        self._nbytes = compiled._engine_words * 4
+
+    def _e_fill(self, row: np.ndarray) -> None:
+        if row.shape[0] * 4 == self._nbytes:
+            self._m.unsafe_compute_mask_ptr(row.ctypes.data, self._nbytes)
+        else:
+            tmp = np.zeros(self._nbytes // 4, dtype=np.int32)
+            self._m.unsafe_compute_mask_ptr(tmp.ctypes.data, self._nbytes)
+            n = min(row.shape[0], tmp.shape[0])
+            row[:n] = tmp[:n]
+            row[n:] = 0
+
+    def _e_accept(self, token: int) -> bool:
+        if self._m.validate_tokens([token]) != 1:
+            return False
+        return bool(self._m.consume_token(token))
+
+    def _e_rollback(self, k: int) -> None:
+        self._m.rollback(k)
+
+    def _e_accepting(self) -> bool:
+        return bool(self._m.is_accepting())
+
+    def _e_reset(self) -> None:
+        self._m.reset()
+
+
+class LLGuidanceCompiledGrammar(CompiledGrammar):
+    """A validated llguidance grammar plus a start-state ``LLMatcher`` to copy."""
+
+    def __init__(self, backend: "LLGuidanceBackend", constraint: Constraint, grammar: str, template: Any):
+        self.vocab = backend.vocab
+        self.constraint = constraint
+        self.grammar = grammar
+        self._template = template
+        self._masks = backend._masks
+        self._engine_words = backend._engine_words
+
+    def matcher(self, *, max_rollback_tokens: int = -1) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self, max_rollback_tokens)
+
+    @property
+    def memory_size_bytes(self) -> int:
+        return len(self.grammar)
+
+
+class LLGuidanceBackend(Backend):
+    """llguidance engine bound to one :class:`~structgate.vocab.Vocabulary`.
+
+    Parameters
+    ----------
+    vocab : Vocabulary
+    **options
+        :class:`~structgate.backends.interface.CompileOptions` fields (``whitespace``,
+        ``max_whitespace``, ``additional_properties``, ``threads``) and the extras
+        ``llguidance_lenient``, ``llguidance_coerce_one_of`` (bool).
+    """
+
+    name = "structgate-llguidance"
+    supported_kinds = frozenset({"regex", "json_schema", "json_object", "choice", "grammar"})
+
+    def __init__(self, vocab: Vocabulary, **options: Any) -> None:
+        super().__init__(vocab, **options)
+        self._tok = make_tokenizer(vocab)
+        self._engine_words = (int(self._tok.vocab_size) + 31) // 32
+        self._masks = VocabMasks(vocab)
+        self._executor = None
+
+    def _json_overrides(self) -> dict:
+        o = self.options
+        ov: dict[str, Any] = {}
+        if o.whitespace == "compact":
+            ov.update(whitespace_flexible=False, item_separator=",", key_separator=":")
+        else:
+            ov.update(whitespace_flexible=True,
+                      whitespace_pattern=r"[\x20\x0A\x0D\x09]{0,%d}" % max(1, int(o.max_whitespace)))
+        if o.extra.get("llguidance_lenient"):
+            ov["lenient"] = True
+        if o.extra.get("llguidance_coerce_one_of"):
+            ov["coerce_one_of"] = True
+        return ov
+
+    def _compile(self, constraint: Constraint) -> LLGuidanceCompiledGrammar:
+        import llguidance as llg
+
+        L = llg.LLMatcher
+        kind = constraint.kind
+        if kind == "json_schema":
+            schema = constraint.value
+            text = json.dumps(schema, ensure_ascii=False)
+            if not self.options.additional_properties:
+                schema = apply_additional_properties_default(schema, False)
+            try:
+                grammar = L.grammar_from_json_schema(json.dumps(schema), overrides=self._json_overrides())
+            except ValueError as e:
+                raise GrammarSyntaxError(f"llguidance: {e}", text, 0) from e
+        elif kind == "json_object":
+            text = '{"type": "object"}'
+            grammar = L.grammar_from_json_schema(text, overrides=self._json_overrides())
+        elif kind == "regex":
+            text = str(constraint.value)
+            grammar = L.grammar_from_regex(text)
+        elif kind == "choice":
+            text = "start: " + " | ".join(json.dumps(c, ensure_ascii=False) for c in constraint.value)
+            grammar = L.grammar_from_lark(text)
+        else:  # grammar
+            text = str(constraint.value)
+            fmt = (constraint.grammar_format or "lark").lower()
+            if fmt == "lark":
+                grammar = L.grammar_from_lark(text)
+            elif fmt in ("gbnf", "ebnf"):
+                try:
+                    grammar = llg.grammar_from("gbnf", text)
+                except ValueError as e:
+                    raise GrammarSyntaxError(f"llguidance: {e}", text, 0) from e
+            else:
+                raise UnsupportedFeatureError(f"grammar format {fmt!r}", "llguidance takes 'lark' or 'gbnf'")
+        err = L.validate_grammar(grammar, self._tok)
+        if err and not err.startswith("WARNING"):
+            raise _map_error(err, kind, text)
+        template = L(self._tok, grammar, log_level=0)
+        if template.is_error():
+            raise _map_error(template.get_error(), kind, text)
+        return LLGuidanceCompiledGrammar(self, constraint, grammar, template)
+
+    def fill_bitmask_batch(self, pairs: Sequence[tuple[LLGuidanceMatcher, int]], bitmask: Any) -> None:
+        """Fill several rows in parallel with ``LLExecutor`` (``threads`` workers), then apply the
+        EOS/special/padding rules per row. Arguments as :meth:`XGrammarBackend.fill_bitmask_batch`.
+
+        Raises
+        ------
+        BitmaskError
+        """
+        import llguidance as llg
+
+        from ..bitmask import as_numpy_row
+
+        rows = [(m, r, as_numpy_row(bitmask, r, self.vocab.vocab_size)) for m, r in pairs]
+        arr = rows[0][2].base if rows else None
+        live = [(m, r) for m, r, _ in rows if not m._terminated]
+        words = (self.vocab.vocab_size + 31) // 32
+        if live and words == self._engine_words and arr is not None and arr.ndim == 2 and arr.flags["C_CONTIGUOUS"]:
+            if self._executor is None:
+                self._executor = llg.LLExecutor(max(1, int(self.options.threads)))
+            self._executor.unsafe_compute_mask_ptr([(m._m, r) for m, r in live], arr.ctypes.data, words * 4,
+                                                   arr.shape[0])
+            for m, r, row in rows:
+                if m._terminated:
+                    row[:] = m._masks.eos_row
+                else:
+                    m._masks.sanitise(row, m._e_accepting())
+            return
+        for m, r, row in rows:
+            m._fill_row(row)
