@@ -1,0 +1,18 @@
+"""JSON Schema → regex for the native engine (see :mod:`.compiler` and ``docs/json-schema.md``).
+
+Public API::
+
+    schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) -> str
+    json_object_regex(options: CompileOptions | None = None) -> str
+    json_value_regex(options: CompileOptions | None = None, depth: int | None = None) -> str
+
+Building blocks (regex text): ``STRING``, ``JSON_CHAR``, ``JSON_NUMBER``, ``JSON_INTEGER``,
+``NEVER``, ``FORMAT_REGEX``; ``integer_range(lo, hi)``, ``number_range(lo, lo_excl, hi, hi_excl)``.
+"""
+from ._charset import JSON_CHAR, STRING, json_char_regex, literal_string_regex
+from ._numeric import JSON_INTEGER, JSON_NUMBER, integer_range, number_range
+from .compiler import FORMAT_REGEX, NEVER, json_object_regex, json_value_regex, schema_to_regex
+
+__all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "STRING", "JSON_CHAR",
+           "JSON_NUMBER", "JSON_INTEGER", "NEVER", "FORMAT_REGEX", "integer_range", "number_range",
+           "json_char_regex", "literal_string_regex"]

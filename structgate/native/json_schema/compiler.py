@@ -1,0 +1,930 @@
+"""JSON Schema (draft 2020-12 subset) → one regex for the native engine.
+
+See ``docs/json-schema.md`` for the supported keywords and every policy/approximation. In short:
+the regex accepts a *sound subset* of the schema's valid instances (every accepted text is a JSON
+document valid against the schema), never more; where a keyword cannot be enforced exactly the
+compiler raises :class:`UnsupportedFeatureError` with the keyword and its JSON pointer.
+
+The construction follows Outlines' ``build_regex_from_schema`` (Willard & Louf 2023, "Efficient
+Guided Generation for Large Language Models"), with exact numeric ranges, decoded-length string
+bounds, JSON-encoded pattern translation and a linear chain for optional properties.
+"""
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from itertools import product
+from typing import Any
+from urllib.parse import unquote
+
+from ...backends.interface import CompileOptions
+from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from ._charset import ANY, STRING, json_char_regex, literal_string_regex, subtract
+from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
+from ._pattern import parse_pattern, pattern_body_regex
+
+__all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "NEVER"]
+
+#: a regex that matches nothing (a class over no code point) — returned for unsatisfiable schemas
+NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
+
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+
+ANNOTATIONS = frozenset({
+    "$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "$defs", "definitions",
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef_ignored",
+})
+STRING_KW = frozenset({"minLength", "maxLength", "pattern", "format"})
+NUMBER_KW = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+OBJECT_KW = frozenset({"properties", "required", "additionalProperties", "patternProperties",
+                       "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+                       "dependentSchemas", "unevaluatedProperties", "dependencies"})
+ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains", "minContains",
+                      "maxContains", "uniqueItems", "unevaluatedItems", "additionalItems"})
+GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
+                        "then", "else", "$dynamicRef"})
+KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW
+
+_FORMATS = {
+    "date": (r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])", None),
+    "time": None, "date-time": None, "uuid": None, "email": None, "ipv4": None,
+}
+
+
+def _date() -> str:
+    leap = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+    return (r"(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-"
+            r"(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|" + leap + "-02-29)")
+
+
+_TIME = (r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?"
+         r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])")
+_HEX = "[0-9a-fA-F]"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+FORMAT_REGEX = {
+    "date": _date(),
+    "time": _TIME,
+    "date-time": _date() + "[Tt]" + _TIME,
+    "uuid": f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
+    "ipv4": rf"{_OCTET}(?:\.{_OCTET}){{3}}",
+    "email": rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_LABEL}(?:\.{_LABEL})+",
+}
+#: decoded length range of each format's strings (to drop a length bound the format already meets)
+FORMAT_LENGTH = {"date": (10, 10), "uuid": (36, 36), "ipv4": (7, 15)}
+
+
+def _ptr(where: str, *parts) -> str:
+    return where + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _dec(v) -> Decimal:
+    return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+
+
+def _g(r: str) -> str:
+    """Group r if it has a top-level alternation (cheap check: any '|')."""
+    return f"(?:{r})" if "|" in r and not (r.startswith("(?:") and _one_group(r)) else r
+
+
+def _one_group(r: str) -> bool:
+    depth = 0
+    esc = in_cls = False
+    for i, ch in enumerate(r):
+        if esc:
+            esc = False
+        elif ch == "\\":
+            esc = True
+        elif in_cls:
+            in_cls = ch != "]"
+        elif ch == "[":
+            in_cls = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and i != len(r) - 1:
+                return False
+    return True
+
+
+def _json_equal(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_num(a) and _is_num(b):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+class _Compiler:
+    def __init__(self, root: Any, options: CompileOptions):
+        self.root = root
+        self.opt = options
+        if options.whitespace not in ("flexible", "compact"):
+            raise ValueError(f"whitespace must be 'flexible' or 'compact', got {options.whitespace!r}")
+        k = int(options.max_whitespace)
+        self.ws = "" if options.whitespace == "compact" or k <= 0 else f"[ \\t\\n\\r]{{0,{k}}}"
+        self.comma = f"{self.ws},{self.ws}"
+        self.colon = f"{self.ws}:{self.ws}"
+        self.active: dict[str, int] = {}
+        self.cut = False
+        self._any: dict[int, str] = {}
+        self._validator = None
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def any_value(self, depth: int | None = None) -> str:
+        """Any JSON value with at most ``depth`` nested container levels."""
+        d = self.opt.max_recursion_depth if depth is None else depth
+        if d in self._any:
+            return self._any[d]
+        scalars = ["null", "true", "false", JSON_NUMBER, STRING]
+        if d > 0:
+            v = self.any_value(d - 1)
+            scalars.append(self._array_of(v))
+            scalars.append(self._object_of(STRING, v))
+        r = "(?:" + "|".join(scalars) + ")"
+        self._any[d] = r
+        return r
+
+    def _array_of(self, v: str) -> str:
+        return rf"\[{self.ws}(?:{v}(?:{self.comma}{v})*{self.ws})?\]"
+
+    def _object_of(self, key: str, v: str) -> str:
+        m = f"{key}{self.colon}{v}"
+        return rf"\{{{self.ws}(?:{m}(?:{self.comma}{m})*{self.ws})?\}}"
+
+    def resolve(self, ref: str, where: str):
+        if not isinstance(ref, str):
+            raise GrammarSyntaxError("$ref must be a string", json.dumps(ref), 0, where)
+        if not ref.startswith("#"):
+            raise UnsupportedFeatureError("$ref (non-local)", f"only '#...' references are supported: {ref!r}",
+                                          where)
+        frag = unquote(ref[1:])
+        if frag and not frag.startswith("/"):
+            raise UnsupportedFeatureError("$ref (anchor)", f"plain-name fragments are not supported: {ref!r}",
+                                          where)
+        node = self.root
+        for tok in frag.split("/")[1:] if frag else []:
+            tok = tok.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and tok in node:
+                node = node[tok]
+            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
+                node = node[int(tok)]
+            else:
+                raise GrammarSyntaxError(f"$ref target not found: {ref}", ref, 0, where)
+        if not isinstance(node, (dict, bool)):
+            raise GrammarSyntaxError(f"$ref target is not a schema: {ref}", ref, 0, where)
+        return node
+
+    def _check_schema(self, s, where):
+        if not isinstance(s, (dict, bool)):
+            raise GrammarSyntaxError("a schema must be a JSON object or a boolean",
+                                     json.dumps(s, default=str)[:200], 0, where)
+
+    # -- merge (allOf / $ref with siblings) -------------------------------------------------------
+    def flatten(self, schemas, where, refs: list[str], seen: set[str]):
+        """Expand $ref / allOf into a flat list of ref-free, allOf-free dicts (False = never)."""
+        out = []
+        for s, w in schemas:
+            self._check_schema(s, w)
+            if s is True:
+                continue
+            if s is False:
+                return False
+            s = dict(s)
+            if "$dynamicRef" in s:
+                raise UnsupportedFeatureError("$dynamicRef", "", _ptr(w, "$dynamicRef"))
+            if "$ref" in s:
+                ref = s.pop("$ref")
+                rw = _ptr(w, "$ref")
+                if ref not in seen:  # allOf is idempotent: a ref already included adds nothing
+                    seen.add(ref)
+                    refs.append(ref)
+                    sub = self.flatten([(self.resolve(ref, rw), rw)], w, refs, seen)
+                    if sub is False:
+                        return False
+                    out.extend(sub)
+            if "allOf" in s:
+                members = s.pop("allOf")
+                if not isinstance(members, list) or not members:
+                    raise GrammarSyntaxError("allOf must be a non-empty array", json.dumps(members), 0,
+                                             _ptr(w, "allOf"))
+                sub = self.flatten([(m, _ptr(w, "allOf", i)) for i, m in enumerate(members)], w, refs, seen)
+                if sub is False:
+                    return False
+                out.extend(sub)
+            out.append((s, w))
+        return out
+
+    def merge(self, parts, where) -> dict | bool:
+        """Intersect flat schemas into one dict, or raise UnsupportedFeatureError("allOf")."""
+        parts = [(s, w) for s, w in parts if s]
+        if not parts:
+            return True
+        if len(parts) == 1:
+            return parts[0][0]
+
+        def unsup(detail, w=where):
+            raise UnsupportedFeatureError("allOf", detail, w)
+
+        m: dict = {}
+        # types
+        tsets = []
+        for s, w in parts:
+            if "type" in s:
+                t = s["type"]
+                tsets.append(set([t] if isinstance(t, str) else t))
+        if tsets:
+            ts = set(TYPES)
+            for t in tsets:
+                t = set(t)
+                if "number" in t:
+                    t.add("integer")
+                ts &= t
+            if "number" in ts and not all("number" in t for t in tsets):
+                ts.discard("number")
+            m["type"] = [t for t in TYPES if t in ts]
+        # numeric bounds (draft-4 boolean exclusives normalised)
+        lows, highs = [], []
+        for s, w in parts:
+            lo, hi = self._bounds(s, w)
+            if lo:
+                lows.append(lo)
+            if hi:
+                highs.append(hi)
+        if lows:
+            v, x = max(lows, key=lambda b: (b[0], b[1]))
+            m["exclusiveMinimum" if x else "minimum"] = v
+        if highs:
+            v, x = min(highs, key=lambda b: (b[0], not b[1]))
+            m["exclusiveMaximum" if x else "maximum"] = v
+        for kw, f in (("minLength", max), ("maxLength", min), ("minItems", max), ("maxItems", min),
+                      ("minProperties", max), ("maxProperties", min)):
+            vals = [s[kw] for s, _ in parts if kw in s]
+            if vals:
+                m[kw] = f(vals)
+        req: list = []
+        for s, _ in parts:
+            for r in s.get("required", []):
+                if r not in req:
+                    req.append(r)
+        if req:
+            m["required"] = req
+        # enum / const → enum intersection
+        enums = []
+        for s, _ in parts:
+            if "const" in s:
+                enums.append([s["const"]])
+            if "enum" in s:
+                enums.append(list(s["enum"]))
+        if enums:
+            cur = enums[0]
+            for e in enums[1:]:
+                cur = [v for v in cur if any(_json_equal(v, x) for x in e)]
+            m["enum"] = cur
+        # properties
+        if any(k in s for s, _ in parts for k in ("properties", "additionalProperties", "patternProperties")):
+            if any("patternProperties" in s for s, _ in parts):
+                unsup("patternProperties across allOf members")
+            keys: list = []
+            for s, _ in parts:
+                for k in s.get("properties", {}):
+                    if k not in keys:
+                        keys.append(k)
+            props = {}
+            for k in keys:
+                subs = []
+                for s, _ in parts:
+                    if k in s.get("properties", {}):
+                        subs.append(s["properties"][k])
+                    elif "additionalProperties" in s:
+                        subs.append(s["additionalProperties"])
+                props[k] = subs[0] if len(subs) == 1 else {"allOf": subs}
+            if props:
+                m["properties"] = props
+            addl = [s["additionalProperties"] for s, _ in parts if "additionalProperties" in s]
+            if addl:
+                m["additionalProperties"] = addl[0] if len(addl) == 1 else {"allOf": addl}
+        # arrays
+        if any("prefixItems" in s for s, _ in parts):
+            pre = [s for s, _ in parts if "prefixItems" in s]
+            if len(pre) > 1:
+                unsup("prefixItems in several allOf members")
+            p = pre[0]
+            others = [s["items"] for s, _ in parts if s is not p and "items" in s]
+            m["prefixItems"] = [x if not others else {"allOf": [x] + others} for x in p["prefixItems"]]
+        items = [s["items"] for s, _ in parts if "items" in s]
+        if items:
+            m["items"] = items[0] if len(items) == 1 else {"allOf": items}
+        # strings
+        pats = []
+        for s, _ in parts:
+            if "pattern" in s and s["pattern"] not in pats:
+                pats.append(s["pattern"])
+        if len(pats) > 1:
+            unsup("two different patterns cannot be intersected")
+        if pats:
+            m["pattern"] = pats[0]
+        fmts = [s["format"] for s, _ in parts if "format" in s]
+        if fmts and all(f == fmts[0] for f in fmts):
+            m["format"] = fmts[0]  # differing formats: annotations only, dropped
+        mult = [s["multipleOf"] for s, _ in parts if "multipleOf" in s]
+        if mult:
+            if any(x != mult[0] for x in mult):
+                unsup("different multipleOf values")
+            m["multipleOf"] = mult[0]
+        anyofs = [s["anyOf"] for s, _ in parts if "anyOf" in s]
+        if len(anyofs) == 1:
+            m["anyOf"] = anyofs[0]
+        elif anyofs:
+            combos = list(product(*anyofs)) if math.prod(len(a) for a in anyofs) <= 256 else None
+            if combos is None:
+                unsup("too many anyOf combinations")
+            m["anyOf"] = [{"allOf": list(c)} for c in combos]
+        oneofs = [s["oneOf"] for s, _ in parts if "oneOf" in s]
+        if len(oneofs) > 1:
+            unsup("oneOf in several allOf members")
+        if oneofs:
+            m["oneOf"] = oneofs[0]
+        handled = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                   "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
+                   "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
+                   "pattern", "format", "multipleOf", "anyOf", "oneOf"}
+        for s, w in parts:
+            for k, v in s.items():
+                if k in handled or k in ANNOTATIONS:
+                    continue
+                if k in m and m[k] != v:
+                    unsup(f"keyword {k!r} in several allOf members", _ptr(w, k))
+                m[k] = v
+        return m
+
+    def _bounds(self, s, where):
+        """((lo, lo_excl) | None, (hi, hi_excl) | None) from a schema's numeric keywords."""
+        lo = hi = None
+        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+            if kw in s and not _is_num(s[kw]) and not (kw.startswith("exclusive") and isinstance(s[kw], bool)):
+                raise GrammarSyntaxError(f"{kw} must be a number", json.dumps(s[kw]), 0, _ptr(where, kw))
+        if "minimum" in s:
+            lo = (s["minimum"], s.get("exclusiveMinimum") is True)
+        if _is_num(s.get("exclusiveMinimum")):
+            c = (s["exclusiveMinimum"], True)
+            lo = c if lo is None or c[0] >= lo[0] else lo
+        if "maximum" in s:
+            hi = (s["maximum"], s.get("exclusiveMaximum") is True)
+        if _is_num(s.get("exclusiveMaximum")):
+            c = (s["exclusiveMaximum"], True)
+            hi = c if hi is None or c[0] <= hi[0] else hi
+        return lo, hi
+
+    # -- main dispatch ----------------------------------------------------------------------------
+    def value(self, schema, where: str) -> str | None:
+        """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing."""
+        self._check_schema(schema, where)
+        if schema is True:
+            return self.any_value()
+        if schema is False:
+            return None
+        if "$ref" in schema or "allOf" in schema or "$dynamicRef" in schema:
+            refs: list[str] = []
+            flat = self.flatten([(schema, where)], where, refs, set())
+            if flat is False:
+                return None
+            for r in refs:
+                if self.active.get(r, 0) >= self.opt.max_recursion_depth:
+                    self.cut = True
+                    return None
+            for r in refs:
+                self.active[r] = self.active.get(r, 0) + 1
+            try:
+                merged = self.merge(flat, where)
+                return self.value(merged, where)
+            finally:
+                for r in refs:
+                    self.active[r] -= 1
+        for kw in schema:
+            if not isinstance(kw, str):
+                continue
+        if "anyOf" in schema or "oneOf" in schema:
+            return self.union(schema, where)
+        if "not" in schema:
+            schema = self.apply_not(schema, where)
+            if schema is False:
+                return None
+            return self.value(schema, where)
+        if "if" in schema:
+            if "then" in schema or "else" in schema:
+                raise UnsupportedFeatureError("if/then/else", "", _ptr(where, "if"))
+        if "const" in schema or "enum" in schema:
+            return self.enum(schema, where)
+        return self.typed(schema, where)
+
+    def union(self, schema, where):
+        key = "anyOf" if "anyOf" in schema else "oneOf"
+        branches = schema[key]
+        if not isinstance(branches, list) or not branches:
+            raise GrammarSyntaxError(f"{key} must be a non-empty array", json.dumps(branches), 0, _ptr(where, key))
+        rest = {k: v for k, v in schema.items() if k != key}
+        constraining = {k for k in rest if k not in ANNOTATIONS}
+        if key == "oneOf":
+            self.check_disjoint(branches, rest, _ptr(where, key))
+        outs = []
+        for i, b in enumerate(branches):
+            w = _ptr(where, key, i)
+            sub = {"allOf": [rest, b]} if constraining else b
+            r = self.value(sub, w)
+            if r is not None:
+                outs.append(r)
+        return alt(outs)
+
+    def _branch_types(self, b) -> set[str]:
+        """Types a branch's values can have (a superset), for oneOf disjointness."""
+        if b is True:
+            return set(TYPES) - {"integer"}
+        if b is False:
+            return set()
+        if "$ref" in b and len(b) == 1:
+            try:
+                return self._branch_types(self.resolve(b["$ref"], ""))
+            except Exception:
+                return set(TYPES) - {"integer"}
+        ts = set(TYPES) - {"integer"}
+        if "type" in b:
+            t = b["type"]
+            t = {t} if isinstance(t, str) else set(t)
+            ts = {("number" if x == "integer" else x) for x in t}
+        vals = None
+        if "const" in b:
+            vals = [b["const"]]
+        elif "enum" in b and isinstance(b["enum"], list):
+            vals = b["enum"]
+        if vals is not None:
+            ts &= {self._type_of(v) for v in vals}
+        return ts
+
+    @staticmethod
+    def _type_of(v) -> str:
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "boolean"
+        if isinstance(v, (int, float)):
+            return "number"
+        if isinstance(v, str):
+            return "string"
+        if isinstance(v, list):
+            return "array"
+        return "object"
+
+    def check_disjoint(self, branches, rest, where):
+        """oneOf is compiled as anyOf: only sound if no value is valid in two branches."""
+        n = len(branches)
+        types = [self._branch_types(b) for b in branches]
+        for i in range(n):
+            for j in range(i + 1, n):
+                if not (types[i] & types[j]):
+                    continue
+                bi, bj = branches[i], branches[j]
+                if self._disjoint_values(bi, bj):
+                    continue
+                raise UnsupportedFeatureError(
+                    "oneOf (overlapping branches)",
+                    f"branches {i} and {j} may both match a value; oneOf is compiled as anyOf only "
+                    "when the branches are disjoint (different types, distinct const/enum values, "
+                    "or a required property with distinct const values)", where)
+
+    def _disjoint_values(self, a, b) -> bool:
+        def vals(s):
+            if not isinstance(s, dict):
+                return None
+            if "const" in s:
+                return [s["const"]]
+            if "enum" in s and isinstance(s["enum"], list):
+                return s["enum"]
+            return None
+        va, vb = vals(a), vals(b)
+        if va is not None and vb is not None:
+            return not any(_json_equal(x, y) for x in va for y in vb)
+        if isinstance(a, dict) and isinstance(b, dict):
+            pa, pb = a.get("properties", {}), b.get("properties", {})
+            ra, rb = set(a.get("required", [])), set(b.get("required", []))
+            for k in set(pa) & set(pb) & ra & rb:
+                x, y = vals(pa[k]), vals(pb[k])
+                if x is not None and y is not None and not any(_json_equal(u, v) for u in x for v in y):
+                    return True
+        return False
+
+    def apply_not(self, schema, where):
+        inner = schema["not"]
+        w = _ptr(where, "not")
+        rest = {k: v for k, v in schema.items() if k != "not"}
+        if inner is True or inner == {}:
+            return False
+        if inner is False:
+            return rest
+        if isinstance(inner, dict) and set(inner) - ANNOTATIONS == {"type"}:
+            t = inner["type"]
+            banned = {t} if isinstance(t, str) else set(t)
+            cur = rest.get("type", list(TYPES))
+            cur = [cur] if isinstance(cur, str) else list(cur)
+            if "number" in cur:
+                cur = cur + ["integer"]
+            keep = [x for x in TYPES if x in cur and x not in banned and not (x == "integer" and "number" in banned)]
+            if "integer" in banned and "number" in keep:
+                raise UnsupportedFeatureError("not", "not integer of a number", w)
+            if not keep:
+                return False
+            rest["type"] = keep
+            return rest
+        raise UnsupportedFeatureError("not", "only 'not' of a type list is supported", w)
+
+    # -- enum / const ---------------------------------------------------------------------------
+    def _validator_for(self, schema):
+        from jsonschema import Draft202012Validator
+
+        if self._validator is None:
+            root = self.root if isinstance(self.root, (dict, bool)) else {}
+            self._validator = Draft202012Validator(root)
+        return self._validator.evolve(schema=schema)
+
+    def enum(self, schema, where):
+        if "enum" in schema and not isinstance(schema["enum"], list):
+            raise GrammarSyntaxError("enum must be an array", json.dumps(schema["enum"]), 0, _ptr(where, "enum"))
+        cands = [schema["const"]] if "const" in schema else list(schema["enum"])
+        if "const" in schema and "enum" in schema:
+            cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
+        if rest:
+            v = self._validator_for(schema)
+            cands = [c for c in cands if v.is_valid(c)]
+        outs = []
+        for c in cands:
+            r = self.const(c, where)
+            if r not in outs:
+                outs.append(r)
+        return alt(outs)
+
+    def const(self, v, where) -> str:
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return str(v) if v >= 0 else str(v)
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise GrammarSyntaxError("non-finite number in const/enum", repr(v), 0, where)
+            if v.is_integer() and abs(v) < 1e16:
+                i = int(v)
+                return f"{'-' if v < 0 or (v == 0 and math.copysign(1, v) < 0) else ''}{abs(i)}(?:\\.0+)?"
+            return repr(v).replace(".", r"\.").replace("+", r"\+")
+        if isinstance(v, str):
+            return literal_string_regex(v)
+        if isinstance(v, list):
+            if not v:
+                return rf"\[{self.ws}\]"
+            return rf"\[{self.ws}" + self.comma.join(self.const(x, where) for x in v) + rf"{self.ws}\]"
+        if isinstance(v, dict):
+            if not v:
+                return rf"\{{{self.ws}\}}"
+            body = self.comma.join(literal_string_regex(k) + self.colon + self.const(x, where) for k, x in v.items())
+            return rf"\{{{self.ws}{body}{self.ws}\}}"
+        raise GrammarSyntaxError("const/enum value is not JSON", repr(v), 0, where)
+
+    # -- typed ----------------------------------------------------------------------------------
+    def typed(self, schema, where):
+        for k in schema:
+            if k not in KNOWN and not isinstance(schema.get(k), (dict, list, bool, str, int, float, type(None))):
+                pass
+        t = schema.get("type", list(TYPES))
+        if isinstance(t, str):
+            t = [t]
+        if not isinstance(t, list) or not all(x in TYPES for x in t):
+            raise GrammarSyntaxError(f"invalid type {t!r}", json.dumps(schema.get("type")), 0, _ptr(where, "type"))
+        ts = set(t)
+        outs = []
+        if "null" in ts:
+            outs.append("null")
+        if "boolean" in ts:
+            outs.append("(?:true|false)")
+        if "number" in ts:
+            outs.append(self.number(schema, where, integer=False))
+        elif "integer" in ts:
+            outs.append(self.number(schema, where, integer=True))
+        if "string" in ts:
+            outs.append(self.string(schema, where))
+        if "array" in ts:
+            outs.append(self.array(schema, where))
+        if "object" in ts:
+            outs.append(self.object(schema, where))
+        return alt(outs)
+
+    def number(self, schema, where, integer: bool):
+        lo, hi = self._bounds(schema, where)
+        if "multipleOf" in schema:
+            mo = schema["multipleOf"]
+            if mo <= 0:
+                raise GrammarSyntaxError("multipleOf must be > 0", json.dumps(mo), 0, _ptr(where, "multipleOf"))
+            trivial = integer and (Decimal(1) / _dec(mo)) == (Decimal(1) / _dec(mo)).to_integral_value()
+            if not trivial:
+                raise UnsupportedFeatureError("multipleOf", "only multipleOf dividing 1 on integers",
+                                              _ptr(where, "multipleOf"))
+        if integer:
+            ilo = ihi = None
+            if lo is not None:
+                d = _dec(lo[0])
+                ilo = int(d.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo[1] else \
+                    int(d.to_integral_value(rounding="ROUND_CEILING"))
+            if hi is not None:
+                d = _dec(hi[0])
+                ihi = int(d.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi[1] else \
+                    int(d.to_integral_value(rounding="ROUND_FLOOR"))
+            if ilo is None and ihi is None:
+                return JSON_INTEGER
+            return integer_range(ilo, ihi)
+        if lo is None and hi is None:
+            return JSON_NUMBER
+        return number_range(None if lo is None else _dec(lo[0]), bool(lo and lo[1]),
+                            None if hi is None else _dec(hi[0]), bool(hi and hi[1]))
+
+    def string(self, schema, where):
+        for kw in ("minLength", "maxLength"):
+            if kw in schema and not (isinstance(schema[kw], int) and not isinstance(schema[kw], bool)
+                                     and schema[kw] >= 0):
+                if _is_num(schema[kw]) and float(schema[kw]).is_integer() and schema[kw] >= 0:
+                    continue
+                raise GrammarSyntaxError(f"{kw} must be a non-negative integer", json.dumps(schema[kw]), 0,
+                                         _ptr(where, kw))
+        lmin = int(schema.get("minLength", 0))
+        lmax = int(schema["maxLength"]) if "maxLength" in schema else None
+        if lmax is not None and lmin > lmax:
+            return None
+        length = None if (lmin == 0 and lmax is None) else (lmin, lmax)
+        if "pattern" in schema:
+            w = _ptr(where, "pattern")
+            branches = parse_pattern(schema["pattern"], w)
+            body = pattern_body_regex(branches, length, w)
+            return None if body is None else f'"{body}"'
+        fmt = schema.get("format")
+        if isinstance(fmt, str) and fmt in FORMAT_REGEX:
+            flen = FORMAT_LENGTH.get(fmt)
+            if length is None or (flen and lmin <= flen[0] and (lmax is None or flen[1] <= lmax)):
+                return f'"{FORMAT_REGEX[fmt]}"'
+            # format is an annotation in 2020-12: with a length bound we cannot intersect, drop it
+        char = json_char_regex(ANY)
+        if length is None:
+            return STRING
+        if lmax is None:
+            q = "*" if lmin == 0 else ("+" if lmin == 1 else f"{{{lmin},}}")
+        elif lmin == lmax:
+            q = f"{{{lmin}}}"
+        else:
+            q = f"{{{lmin},{lmax}}}"
+        if lmax == 0:
+            return '""'
+        return f'"(?:{char}){q}"'
+
+    def _count(self, schema, kw, where):
+        v = schema[kw]
+        if _is_num(v) and float(v).is_integer() and v >= 0:
+            return int(v)
+        raise GrammarSyntaxError(f"{kw} must be a non-negative integer", json.dumps(v), 0, _ptr(where, kw))
+
+    def array(self, schema, where):
+        for kw, ok in (("uniqueItems", lambda v: v is False), ("contains", None), ("minContains", None),
+                       ("maxContains", None), ("unevaluatedItems", None)):
+            if kw in schema:
+                if ok is not None and ok(schema[kw]):
+                    continue
+                if kw == "uniqueItems" and "maxItems" in schema and self._count(schema, "maxItems", where) <= 1:
+                    continue
+                if kw in ("minContains", "maxContains") and "contains" not in schema:
+                    continue
+                if kw == "unevaluatedItems" and (schema[kw] is True):
+                    continue
+                raise UnsupportedFeatureError(kw, "", _ptr(where, kw))
+        mn = self._count(schema, "minItems", where) if "minItems" in schema else 0
+        mx = self._count(schema, "maxItems", where) if "maxItems" in schema else None
+        prefix = schema.get("prefixItems", [])
+        if not isinstance(prefix, list):
+            raise GrammarSyntaxError("prefixItems must be an array", json.dumps(prefix), 0, _ptr(where, "prefixItems"))
+        pre: list[str] = []
+        cap = mx
+        for i, p in enumerate(prefix):
+            r = self.value(p, _ptr(where, "prefixItems", i))
+            if r is None:
+                cap = i if cap is None else min(cap, i)
+                break
+            pre.append(r)
+        k = len(prefix)
+        if len(pre) == k:
+            items = schema.get("items", True)
+            item = self.value(items, _ptr(where, "items")) if "items" in schema else self.any_value()
+            if item is None:
+                cap = k if cap is None else min(cap, k)
+        else:
+            item = None
+        if cap is not None and mn > cap:
+            return None
+        ws, comma = self.ws, self.comma
+
+        def rest(j: int) -> str:
+            """Elements from position j on, j >= 1 elements already written."""
+            if cap is not None and j >= cap:
+                return ""
+            if j < len(pre):
+                e = comma + pre[j] + rest(j + 1)
+                return e if j < mn else f"(?:{e})?"
+            lo = max(mn - j, 0)
+            hi = None if cap is None else cap - j
+            if item is None or hi == 0:
+                return ""
+            return self._rep(comma + item, lo, hi)
+
+        if cap == 0:
+            ne = None
+        elif pre:
+            ne = pre[0] + rest(1)
+        elif item is None:
+            ne = None
+        else:
+            ne = item + rest(1)
+        if ne is None:
+            return rf"\[{ws}\]" if mn == 0 else None
+        if mn == 0:
+            return rf"\[{ws}(?:{ne}{ws})?\]"
+        return rf"\[{ws}{ne}{ws}\]"
+
+    @staticmethod
+    def _rep(r: str, lo: int, hi: int | None) -> str:
+        g = f"(?:{r})"
+        if hi is None:
+            return g + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+        if lo == hi:
+            return "" if lo == 0 else (g if lo == 1 else g + f"{{{lo}}}")
+        return g + ("?" if (lo, hi) == (0, 1) else f"{{{lo},{hi}}}")
+
+    def object(self, schema, where):
+        for kw in ("patternProperties", "propertyNames", "dependentSchemas", "unevaluatedProperties",
+                   "dependencies", "dependentRequired", "minProperties", "maxProperties"):
+            if kw in schema:
+                v = schema[kw]
+                if kw in ("patternProperties", "dependentSchemas", "dependencies", "dependentRequired") and v == {}:
+                    continue
+                if kw == "propertyNames" and v in (True, {}):
+                    continue
+                if kw == "unevaluatedProperties" and v is True:
+                    continue
+                if kw == "minProperties" and self._count(schema, kw, where) == 0:
+                    continue
+                raise UnsupportedFeatureError(kw, "", _ptr(where, kw))
+        props = schema.get("properties", {})
+        if not isinstance(props, dict):
+            raise GrammarSyntaxError("properties must be an object", json.dumps(props), 0, _ptr(where, "properties"))
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise GrammarSyntaxError("required must be an array of strings", json.dumps(required), 0,
+                                     _ptr(where, "required"))
+        has_addl = "additionalProperties" in schema
+        addl = schema.get("additionalProperties", True)
+        listed: list[tuple[str, str | None, bool]] = []
+        for k, s in props.items():
+            listed.append((k, self.value(s, _ptr(where, "properties", k)), k in required))
+        for r in required:
+            if r not in props:
+                listed.append((r, self.value(addl, _ptr(where, "additionalProperties")), True))
+        # extras policy
+        if has_addl:
+            extra_v = self.value(addl, _ptr(where, "additionalProperties")) if addl is not False else None
+        elif not props and not required:
+            extra_v = self.any_value()
+        elif self.opt.additional_properties:
+            extra_v = self.any_value()
+        else:
+            extra_v = None
+        if any(v is None and req for _, v, req in listed):
+            return None
+        listed = [(k, v, req) for k, v, req in listed if v is not None]
+        names = [k for k, _, _ in listed]
+        extra = None
+        if extra_v is not None:
+            key = STRING if not names else _key_not_in(names)
+            extra = f"{key}{self.colon}{extra_v}"
+        comma = self.comma
+        kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
+        n = len(listed)
+        # B[i]: members i.. given something precedes; A[i]: non-empty members i.. with nothing before
+        b_next = "" if extra is None else f"(?:{comma}{extra})*"
+        a_next = None if extra is None else f"{extra}(?:{comma}{extra})*"
+        for i in range(n - 1, -1, -1):
+            req = listed[i][2]
+            kv = kvs[i]
+            a_i = kv + b_next
+            if not req:
+                a_i = f"(?:{a_i}|{a_next})" if a_next is not None else a_i
+            b_i = f"{comma}{kv}{b_next}" if req else f"(?:{comma}{kv})?{b_next}"
+            a_next, b_next = a_i, b_i
+        ws = self.ws
+        empty_ok = not any(req for _, _, req in listed)
+        if a_next is None:
+            return rf"\{{{ws}\}}"
+        if empty_ok:
+            return rf"\{{{ws}(?:{a_next}{ws})?\}}"
+        return rf"\{{{ws}{a_next}{ws}\}}"
+
+
+def _key_not_in(names: list[str]) -> str:
+    """Canonically encoded JSON strings (quotes included) whose decoded value is not in names."""
+    trie: dict = {}
+    for n in names:
+        node = trie
+        for ch in n:
+            node = node.setdefault(ch, {})
+        node[None] = True
+    canon_any = json_char_regex(ANY, escapes=False)
+
+    def rec(node) -> str:
+        parts = []
+        chars = [c for c in node if c is not None]
+        other = subtract(ANY, tuple((ord(c), ord(c)) for c in sorted(chars)))
+        o = json_char_regex(tuple(sorted(set(other))), escapes=False) if other else None
+        if o is not None:
+            parts.append(f"{o}(?:{canon_any})*")
+        for c in chars:
+            parts.append(json_char_regex(((ord(c), ord(c)),), escapes=False) + rec(node[c]))
+        body = alt(parts) or ""
+        if None not in node:  # the string may end here
+            return f"(?:{body})?" if body else ""
+        return body if body else "(?!)"
+
+    return '"' + rec(trie) + '"'
+
+
+def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) -> str:
+    """Compile a JSON Schema into a regex (structgate native dialect, full-match) of valid JSON texts.
+
+    Parameters
+    ----------
+    schema : dict | bool | str
+        Draft 2020-12 schema (a JSON string is parsed). ``$ref`` may point into the same document.
+    options : CompileOptions | None
+        ``whitespace`` ("flexible": ``[ \\t\\n\\r]{0,max_whitespace}`` between tokens, "compact":
+        none), ``additional_properties`` (policy when a schema with ``properties`` omits
+        ``additionalProperties``), ``max_recursion_depth`` (recursive ``$ref`` unrolling and the
+        nesting depth of unconstrained JSON values).
+
+    Returns
+    -------
+    str
+        The regex. Every text it matches parses as JSON and is valid against ``schema``; object
+        keys appear in declared order. An unsatisfiable schema (e.g. ``false``) gives :data:`NEVER`.
+
+    Raises
+    ------
+    GrammarSyntaxError
+        Malformed schema or ``pattern`` (``where`` = JSON pointer of the keyword).
+    UnsupportedFeatureError
+        A keyword that cannot be enforced exactly (``where`` = its JSON pointer), or a recursive
+        schema whose unrolling to ``max_recursion_depth`` leaves no valid value.
+    """
+    options = options or CompileOptions()
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
+    c = _Compiler(schema, options)
+    r = c.value(schema, "")
+    if r is None:
+        if c.cut:
+            raise UnsupportedFeatureError("$ref (recursive)",
+                                          f"no value fits within max_recursion_depth={options.max_recursion_depth}")
+        return NEVER
+    return r
+
+
+def json_value_regex(options: CompileOptions | None = None, depth: int | None = None) -> str:
+    """Any JSON value, containers nested at most ``depth`` (default ``options.max_recursion_depth``)
+    levels deep; whitespace per ``options``. A sound approximation of JSON (which is not regular)."""
+    c = _Compiler(True, options or CompileOptions())
+    return c.any_value(depth)
+
+
+def json_object_regex(options: CompileOptions | None = None) -> str:
+    """Any JSON *object* (the ``json_object`` constraint, as vLLM / OpenAI ``response_format``
+    define it) whose values nest at most ``options.max_recursion_depth`` further container levels.
+    Sound approximation: every match is a JSON object; deeper objects are excluded."""
+    opt = options or CompileOptions()
+    c = _Compiler(True, opt)
+    return c._object_of(STRING, c.any_value(opt.max_recursion_depth))
