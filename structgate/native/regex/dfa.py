@@ -1,0 +1,497 @@
+"""Thompson NFA → dense minimal byte DFA (:class:`structgate.native.automaton.DFA`).
+
+Pipeline
+--------
+1. **Byte classes from the NFA.** Every byte-range boundary used by the NFA cuts ``0..255``;
+   the resulting intervals are numbered in byte order, so each NFA range is a contiguous interval
+   of class ids (rust-lang/regex ``util/alphabet.rs``, ``ByteClassSet``).
+2. **Epsilon closures** over ``EPS`` states, computed lazily with an iterative Tarjan SCC walk and
+   memoised per state; a state whose closure equals one child's shares that ``frozenset`` object.
+   ``EOL`` assertions are folded in (they add ``MATCH`` when the end of text can be reached from
+   them with zero-width steps only), ``BOL`` assertions hold only in the start state's closure.
+3. **Subset construction** (Rabin–Scott) over the class alphabet: a DFA state is the frozenset of
+   byte/match NFA states; per DFA state the class intervals are swept once, so the work is
+   proportional to the number of NFA ranges in the set, not to ``n_classes``. The number of DFA
+   states is checked as each one is created (``CompileLimitError("max_dfa_states", ...)``).
+4. **Dead-state pruning** (states that cannot reach an accepting state become 0) — only needed
+   when the NFA has assertions or empty classes; otherwise every non-empty subset is live.
+5. **Minimisation**: Moore's partition refinement, vectorised with numpy. Each round refines the
+   blocks by the signature ``(block[s], block[table[s, c]] for every class c)``; the signature is
+   hashed to 64 bits for speed and the final partition is **verified** to be a congruence (every
+   state's signature equals its block representative's), which proves it is the exact coarsest
+   one; on a (astronomically unlikely) hash collision the exact row-wise refinement is used.
+   Starting from ``{dead, accepting, other}`` and splitting only, the start state is merged only
+   with language-equivalent states (no "equivalent successor" shortcut, field case
+   ``xgr-start-state-merge``).
+6. **Canonical numbering**: dead = 0, start = 1, the rest in breadth-first order over classes;
+   the final byte classes are the distinct columns of the minimal table, numbered by first byte.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...errors import CompileLimitError
+from ..automaton import DFA
+from .nfa import BOL, BYTE, EOL, EPS, MATCH, NFA
+
+__all__ = ["nfa_to_dfa", "minimize", "canonicalize", "trim"]
+
+
+class _Closures:
+    """Lazily computed epsilon closures (frozensets of BYTE/MATCH state ids)."""
+
+    def __init__(self, nfa: NFA) -> None:
+        self.nfa = nfa
+        self.cache: list[frozenset | None] = [None] * len(nfa)
+        self._eol_ok: dict[int, bool] = {}
+        self._empty = frozenset()
+
+    def eol_ok(self, s: int) -> bool:
+        """MATCH reachable from EOL state ``s`` through zero-width steps at the end of the text."""
+        r = self._eol_ok.get(s)
+        if r is not None:
+            return r
+        nfa = self.nfa
+        kind, out, outs = nfa.kind, nfa.out, nfa.outs
+        seen = {s}
+        stack = [out[s]]
+        r = False
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            k = kind[v]
+            if k == MATCH:
+                r = True
+                break
+            if k == EPS:
+                stack.extend(outs[v])
+            elif k == EOL:
+                stack.append(out[v])
+        self._eol_ok[s] = r
+        return r
+
+    def _leaf(self, v: int):
+        """Contribution of a non-EPS state (None for EPS)."""
+        k = self.nfa.kind[v]
+        if k == BYTE or k == MATCH:
+            return (v,)
+        if k == EOL:
+            return (self.nfa.match,) if self.eol_ok(v) else ()
+        return ()  # BOL (not at the start), FAIL
+
+    def get(self, v: int) -> frozenset:
+        c = self.cache[v]
+        if c is not None:
+            return c
+        nfa = self.nfa
+        if nfa.kind[v] != EPS:
+            c = self.cache[v] = frozenset(self._leaf(v))
+            return c
+        return self._tarjan(v)
+
+    def _tarjan(self, root: int) -> frozenset:
+        nfa = self.nfa
+        kind, outs, cache = nfa.kind, nfa.outs, self.cache
+        index: dict[int, int] = {root: 0}
+        low: dict[int, int] = {root: 0}
+        onstack: set[int] = {root}
+        sstack = [root]
+        call = [(root, 0)]
+        counter = 1
+        while call:
+            v, i = call[-1]
+            succ = outs[v]
+            if i < len(succ):
+                call[-1] = (v, i + 1)
+                w = succ[i]
+                if kind[w] != EPS or cache[w] is not None:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    sstack.append(w)
+                    onstack.add(w)
+                    call.append((w, 0))
+                elif w in onstack:
+                    if index[w] < low[v]:
+                        low[v] = index[w]
+                continue
+            call.pop()
+            if call:
+                u = call[-1][0]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] != index[v]:
+                continue
+            comp = []
+            while True:
+                w = sstack.pop()
+                onstack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            comp_set = set(comp)
+            own: set[int] = set()
+            parts: dict[int, frozenset] = {}
+            for u in comp:
+                for w in outs[u]:
+                    if kind[w] == EPS:
+                        if w in comp_set:
+                            continue
+                        c = cache[w]
+                        parts[id(c)] = c
+                    else:
+                        c = cache[w]
+                        if c is None:
+                            c = cache[w] = frozenset(self._leaf(w))
+                        if len(c) == 1:
+                            own.update(c)
+                        elif c:
+                            parts[id(c)] = c
+            ps = list(parts.values())
+            if len(ps) == 1 and own <= ps[0]:
+                res = ps[0]
+            elif not ps:
+                res = frozenset(own) if own else self._empty
+            else:
+                res = frozenset(own).union(*ps)
+            for u in comp:
+                cache[u] = res
+        return cache[root]
+
+    def start(self) -> tuple[frozenset, bool]:
+        """Closure of the NFA start at offset 0 (BOL passable) and whether the empty text matches."""
+        nfa = self.nfa
+        kind, out, outs = nfa.kind, nfa.out, nfa.outs
+        if not nfa.has_assertions:
+            c = self.get(nfa.start)
+            return c, nfa.match in c
+        members: set[int] = set()
+        seen: set[int] = set()
+        stack = [nfa.start]
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            k = kind[v]
+            if k == EPS:
+                stack.extend(outs[v])
+            elif k == BOL:
+                stack.append(out[v])
+            else:
+                members.update(self._leaf(v))
+        # empty text: both assertions hold at offset 0
+        acc = False
+        seen = set()
+        stack = [nfa.start]
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            k = kind[v]
+            if k == MATCH:
+                acc = True
+                break
+            if k == EPS:
+                stack.extend(outs[v])
+            elif k == BOL or k == EOL:
+                stack.append(out[v])
+        return frozenset(members), acc
+
+
+def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int], list[int]]:
+    """Classes from the NFA's range boundaries: (byte → class uint8 (256,), clo, chi per state)."""
+    kind, lo, hi = nfa.kind, nfa.lo, nfa.hi
+    bounds = bytearray(257)
+    for s in range(len(kind)):
+        if kind[s] == BYTE:
+            bounds[lo[s]] = 1
+            bounds[hi[s] + 1] = 1
+    bounds[0] = 1
+    cls = np.cumsum(np.frombuffer(bytes(bounds[:256]), dtype=np.uint8).astype(np.int32)) - 1
+    cl = cls.tolist()
+    clo = [-1] * len(kind)
+    chi = [-1] * len(kind)
+    for s in range(len(kind)):
+        if kind[s] == BYTE:
+            clo[s] = cl[lo[s]]
+            chi[s] = cl[hi[s]]
+    return cls.astype(np.uint8), clo, chi
+
+
+def nfa_to_dfa(nfa: NFA, *, max_states: int = 50_000, pattern: str = "", minimize_dfa: bool = True,
+               deadline: float | None = None, timeout_s: float = 0.0) -> DFA:
+    """Determinise (and by default minimise) ``nfa`` into the :class:`~structgate.native.automaton.DFA`
+    layout: state 0 dead, 1 start, every non-zero state live.
+
+    Parameters
+    ----------
+    nfa : NFA
+    max_states : int
+        Cap on live DFA states created by the subset construction.
+    pattern : str
+        Stored in the DFA for messages.
+    minimize_dfa : bool
+        Minimise (default True); False still prunes and canonicalises.
+    deadline : float | None
+        ``time.monotonic()`` value after which ``CompileLimitError("compile_timeout_s")`` is raised.
+    timeout_s : float
+        The configured timeout, for the error message.
+
+    Raises
+    ------
+    CompileLimitError
+        ``"max_dfa_states"`` (given = states reached) or ``"compile_timeout_s"``.
+    """
+    byte_classes, clo, chi = _byte_classes(nfa)
+    n_cls = int(byte_classes.max()) + 1
+    closures = _Closures(nfa)
+    match = nfa.match
+    start_key, start_acc = closures.start()
+    keys: list = [None]
+    acc: list[bool] = [False]
+    ids: dict = {frozenset(): 0}
+    if start_acc != (match in start_key):
+        start_key = start_key | {-1}  # keep the start distinct from look-alike states
+    keys.append(start_key)
+    acc.append(start_acc)
+    ids[start_key] = 1
+    rows: list[list[int]] = [[0] * n_cls]
+    succ: list[frozenset | None] = [None] * len(nfa)
+    out = nfa.out
+    get_closure = closures.get
+    union_memo: dict[frozenset, frozenset] = {}
+    zero_row = [0] * n_cls
+    i = 1
+    while i < len(keys):
+        S = keys[i]
+        i += 1
+        if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
+            raise CompileLimitError("compile_timeout_s", round(timeout_s + time.monotonic() - deadline, 3),
+                                    timeout_s)
+        items = [(clo[p], chi[p], p) for p in S if p >= 0 and clo[p] >= 0]
+        row = zero_row[:]
+        if not items:
+            rows.append(row)
+            continue
+        items.sort()
+        disjoint = True
+        prev_hi = -1
+        for a, b, _p in items:
+            if a <= prev_hi:
+                disjoint = False
+                break
+            prev_hi = b
+        if disjoint:
+            groups = []
+            for a, b, p in items:
+                t = succ[p]
+                if t is None:
+                    t = succ[p] = get_closure(out[p])
+                groups.append((a, b, t))
+        else:
+            starts: dict[int, list[int]] = {}
+            ends: dict[int, list[int]] = {}
+            pts = set()
+            for a, b, p in items:
+                starts.setdefault(a, []).append(p)
+                ends.setdefault(b + 1, []).append(p)
+                pts.add(a)
+                pts.add(b + 1)
+            pts_l = sorted(pts)
+            active: set[int] = set()
+            groups = []
+            for j in range(len(pts_l) - 1):
+                x = pts_l[j]
+                for p in ends.get(x, ()):
+                    active.discard(p)
+                for p in starts.get(x, ()):
+                    active.add(p)
+                if not active:
+                    continue
+                if len(active) == 1:
+                    (p,) = active
+                    t = succ[p]
+                    if t is None:
+                        t = succ[p] = get_closure(out[p])
+                else:
+                    fa = frozenset(active)
+                    t = union_memo.get(fa)
+                    if t is None:
+                        parts = []
+                        for p in fa:
+                            tp = succ[p]
+                            if tp is None:
+                                tp = succ[p] = get_closure(out[p])
+                            parts.append(tp)
+                        t = union_memo[fa] = frozenset().union(*parts)
+                groups.append((x, pts_l[j + 1] - 1, t))
+        for a, b, t in groups:
+            tid = ids.get(t)
+            if tid is None:
+                tid = len(keys)
+                if tid > max_states:
+                    raise CompileLimitError("max_dfa_states", tid, max_states,
+                                            "the regex determinises into too many states")
+                ids[t] = tid
+                keys.append(t)
+                acc.append(match in t)
+            if a == b:
+                row[a] = tid
+            else:
+                row[a:b + 1] = [tid] * (b - a + 1)
+        rows.append(row)
+    table = np.array(rows, dtype=np.int32)
+    accepting = np.array(acc, dtype=bool)
+    if nfa.has_assertions:
+        table, accepting = trim(table, accepting)
+    if not accepting.any():  # empty language: dead + a start state with no way out
+        table = np.zeros((2, n_cls), dtype=np.int32)
+        accepting = np.zeros(2, dtype=bool)
+    if minimize_dfa and table.shape[0] > 2:
+        table, accepting = minimize(table, accepting)
+    return canonicalize(table, accepting, byte_classes, pattern)
+
+
+def trim(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Redirect transitions into states that cannot reach an accepting state to 0 and drop those
+    states (state 1 is kept, possibly with an all-zero row). Returns (table, accepting)."""
+    n = table.shape[0]
+    live = accepting.copy()
+    live[0] = False
+    # reverse reachability: iterate to a fixpoint over predecessor edges
+    src, _cls = np.nonzero(table)
+    dst = table[src, _cls]
+    order = np.argsort(dst, kind="stable")
+    src_sorted = src[order].tolist()
+    dst_sorted = dst[order]
+    starts = np.searchsorted(dst_sorted, np.arange(n + 1)).tolist()
+    stack = np.flatnonzero(live).tolist()
+    lv = live.tolist()
+    while stack:
+        v = stack.pop()
+        for k in range(starts[v], starts[v + 1]):
+            u = src_sorted[k]
+            if not lv[u]:
+                lv[u] = True
+                stack.append(u)
+    live = np.array(lv, dtype=bool)
+    keep = live.copy()
+    keep[0] = True
+    keep[1] = True
+    new_id = np.cumsum(keep) - 1
+    t = np.where(live[table], new_id[table], 0).astype(np.int32)[keep]
+    t[0] = 0
+    return np.ascontiguousarray(t), accepting[keep]
+
+
+_HASH_MULT = None
+
+
+def _refine_exact(table: np.ndarray, block: np.ndarray) -> np.ndarray:
+    while True:
+        sig = np.concatenate([block[:, None], block[table]], axis=1)
+        _, new = np.unique(sig, axis=0, return_inverse=True)
+        new = new.reshape(-1).astype(np.int64)
+        if new.max() == block.max():
+            return new
+        block = new
+
+
+def minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Moore minimisation of a trimmed DFA (state 0 dead). Returns (table, accepting) of the
+    quotient; block ids are arbitrary (use :func:`canonicalize`)."""
+    global _HASH_MULT
+    n, k = table.shape
+    if _HASH_MULT is None or _HASH_MULT.shape[0] < k + 1:
+        rng = np.random.default_rng(0x5EED)
+        _HASH_MULT = (rng.integers(1, 2**63 - 1, size=max(k + 1, 64), dtype=np.int64) | 1).astype(np.uint64)
+    mult = _HASH_MULT[: k + 1]
+    # initial partition: dead, accepting, non-accepting live
+    block = np.where(accepting, 1, 2).astype(np.int64)
+    block[0] = 0
+    _, block = np.unique(block, return_inverse=True)
+    block = block.reshape(-1)
+    nb = int(block.max()) + 1
+    with np.errstate(over="ignore"):
+        while True:
+            sig = block[table].astype(np.uint64) * mult[1:][None, :]
+            h = sig.sum(axis=1, dtype=np.uint64) + block.astype(np.uint64) * mult[0]
+            _, new = np.unique(h, return_inverse=True)
+            new = new.reshape(-1)
+            nb2 = int(new.max()) + 1
+            block = new
+            if nb2 == nb:
+                break
+            nb = nb2
+    # verify: every state's signature equals its representative's
+    reps = np.zeros(nb, dtype=np.int64)
+    reps[block[::-1]] = np.arange(n - 1, -1, -1)
+    bt = block[table]
+    if not (np.array_equal(bt, bt[reps[block]]) and np.array_equal(accepting, accepting[reps[block]])):
+        block = _refine_exact(table, np.where(accepting, 1, 2).astype(np.int64) * (np.arange(n) != 0))
+        nb = int(block.max()) + 1
+        reps = np.zeros(nb, dtype=np.int64)
+        reps[block[::-1]] = np.arange(n - 1, -1, -1)
+        bt = block[table]
+    # relabel blocks: dead state's block -> 0, start's block -> 1
+    perm = np.arange(nb, dtype=np.int64)
+    b0, b1 = int(block[0]), int(block[1])
+    perm[[b0, 0]] = perm[[0, b0]]
+    p1 = int(perm[b1])
+    if p1 != 1:
+        j = int(np.flatnonzero(perm == 1)[0])
+        perm[b1], perm[j] = 1, p1
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(nb)
+    new_table = perm[bt[reps[inv]]].astype(np.int32)
+    return new_table, accepting[reps[inv]]
+
+
+def canonicalize(table: np.ndarray, accepting: np.ndarray, byte_classes: np.ndarray,
+                 pattern: str = "") -> DFA:
+    """Canonical :class:`DFA`: identical byte-class columns merged (classes numbered by first
+    byte), states numbered dead=0, start=1, then breadth-first over classes in order.
+
+    ``table`` (int, ``(n, k)``) may use arbitrary ids as long as state 0 is dead and state 1 is the
+    start; ``byte_classes`` (``(256,)``) maps bytes to its ``k`` columns. Unreachable states are
+    dropped. Two minimal DFAs of the same language canonicalise to identical arrays.
+    """
+    n = table.shape[0]
+    if n < 2:
+        table = np.zeros((2, table.shape[1]), dtype=np.int32)
+        accepting = np.zeros(2, dtype=bool)
+        n = 2
+    cols = table[:, byte_classes.astype(np.int64)]  # (n, 256)
+    _, first_idx, inv = np.unique(cols, axis=1, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    rank = np.argsort(np.argsort(first_idx))
+    new_bc = rank[inv].astype(np.uint8)
+    n_new = int(new_bc.max()) + 1
+    first_byte = np.zeros(n_new, dtype=np.int64)
+    first_byte[new_bc[::-1]] = np.arange(255, -1, -1)
+    tc = cols[:, first_byte]
+    tl = tc.tolist()
+    order = [0, 1]
+    seen = {0: 0, 1: 1}
+    q = 1
+    while q < len(order):
+        for t in tl[order[q]]:
+            if t not in seen:
+                seen[t] = len(order)
+                order.append(t)
+        q += 1
+    idx = np.array(order, dtype=np.int64)
+    remap = np.zeros(n, dtype=np.int32)
+    remap[idx] = np.arange(len(order), dtype=np.int32)
+    final = np.ascontiguousarray(remap[tc[idx]], dtype=np.int32)
+    acc = np.asarray(accepting, dtype=bool)[idx].copy()
+    acc[0] = False
+    final[0] = 0
+    return DFA(byte_classes=new_bc, table=final, accepting=acc, pattern=pattern)

@@ -1,0 +1,249 @@
+"""AST → Thompson NFA over byte ranges.
+
+The NFA is built *backwards* ("compile with a continuation", as in RE2's and Russ Cox's
+constructions): ``compile(node, next) -> start`` returns the state that matches ``node`` and then
+continues at ``next``. Concatenation therefore needs no epsilon states, and byte-range states are
+hash-consed (two states with the same byte range and the same successor are one state), which
+gives RE2's UTF-8 suffix sharing for free. The construction runs on an explicit stack of
+generators, so it never recurses in Python whatever the pattern's nesting depth.
+
+States (parallel lists, index = state id):
+
+=========  ===========================================================================
+``BYTE``   consume one byte in ``lo[s]..hi[s]`` and go to ``out[s]``
+``EPS``    epsilon split to every state of ``outs[s]``
+``MATCH``  the accepting state (one per NFA)
+``BOL``    zero-width "start of text" assertion, then ``out[s]``
+``EOL``    zero-width "end of text" assertion, then ``out[s]``
+``FAIL``   matches nothing (an empty character class)
+=========  ===========================================================================
+
+Counted repeats follow ``DESIGN.md`` §2: ``x{m,n}`` is ``m`` mandatory copies followed by
+``n - m`` *nested* optional copies ``(x(x(x)?)?)?``, so every optional copy's exit goes straight
+to the continuation and epsilon closures stay O(1) in size; ``x{m,}`` is ``m - 1`` copies and
+``x+``; ``x+`` is one copy of ``x`` looping back through one split state.
+"""
+from __future__ import annotations
+
+from ...errors import CompileLimitError
+from .parser import Alt, Anchor, Chars, Concat, Node, Repeat
+from .utf8 import utf8_sequences
+
+__all__ = ["NFA", "build_nfa", "BYTE", "EPS", "MATCH", "BOL", "EOL", "FAIL"]
+
+BYTE, EPS, MATCH, BOL, EOL, FAIL = range(6)
+
+
+class NFA:
+    """A Thompson NFA over bytes (see the module docstring for the state kinds).
+
+    Attributes
+    ----------
+    kind, lo, hi, out : list[int]
+        Per state; ``lo``/``hi`` are inclusive byte bounds (``-1`` unless ``BYTE``); ``out`` is the
+        successor of ``BYTE``/``BOL``/``EOL`` states (``-1`` otherwise).
+    outs : list[tuple[int, ...] | None]
+        Successors of ``EPS`` states.
+    start, match : int
+        Start state and the single ``MATCH`` state.
+    has_assertions : bool
+        True when some ``BOL``/``EOL``/``FAIL`` state exists (then a byte state may be dead and
+        the DFA builder prunes dead states explicitly).
+    """
+
+    __slots__ = ("kind", "lo", "hi", "out", "outs", "start", "match", "has_assertions",
+                 "_byte_memo", "_eps_memo", "_fail", "max_states")
+
+    def __init__(self, max_states: int = 2_000_000) -> None:
+        self.kind: list[int] = []
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self.out: list[int] = []
+        self.outs: list[tuple[int, ...] | None] = []
+        self.start = -1
+        self.has_assertions = False
+        self._byte_memo: dict[tuple[int, int, int], int] = {}
+        self._eps_memo: dict[tuple[int, ...], int] = {}
+        self._fail = -1
+        self.max_states = max_states
+        self.match = self._new(MATCH, -1, -1, -1, None)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    # -- state constructors --------------------------------------------------------------------
+    def _new(self, kind: int, lo: int, hi: int, out: int, outs) -> int:
+        s = len(self.kind)
+        if s >= self.max_states:
+            raise CompileLimitError("max_nfa_states", s, self.max_states,
+                                    "the pattern (after expanding counted repeats) is too large")
+        self.kind.append(kind)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        self.out.append(out)
+        self.outs.append(outs)
+        return s
+
+    def byte(self, lo: int, hi: int, nxt: int) -> int:
+        key = (lo, hi, nxt)
+        s = self._byte_memo.get(key)
+        if s is None:
+            s = self._byte_memo[key] = self._new(BYTE, lo, hi, nxt, None)
+        return s
+
+    def split(self, targets) -> int:
+        """An epsilon state to every target (deduplicated; a single target is returned as is)."""
+        seen: dict[int, None] = {}
+        for t in targets:
+            if t != self._fail or self._fail < 0:
+                seen[t] = None
+        ts = tuple(seen)
+        if len(ts) == 1:
+            return ts[0]
+        if not ts:
+            return self.fail()
+        s = self._eps_memo.get(ts)
+        if s is None:
+            s = self._eps_memo[ts] = self._new(EPS, -1, -1, -1, ts)
+        return s
+
+    def loop_placeholder(self) -> int:
+        """A fresh epsilon state whose targets are set later with :meth:`set_outs`."""
+        return self._new(EPS, -1, -1, -1, ())
+
+    def set_outs(self, s: int, targets) -> None:
+        self.outs[s] = tuple(dict.fromkeys(targets))
+
+    def fail(self) -> int:
+        if self._fail < 0:
+            self._fail = self._new(FAIL, -1, -1, -1, None)
+            self.has_assertions = True
+        return self._fail
+
+    def assertion(self, kind: int, nxt: int) -> int:
+        self.has_assertions = True
+        return self._new(kind, -1, -1, nxt, None)
+
+    def chars(self, ranges, nxt: int) -> int:
+        """States matching one code point of ``ranges`` (UTF-8 encoded) then ``nxt``."""
+        if len(ranges) == 1:
+            lo, hi = ranges[0]
+            if hi <= 0x7F:
+                return self.byte(lo, hi, nxt)
+        firsts: list[int] = []
+        byte = self.byte
+        for lo, hi in ranges:
+            for seq in utf8_sequences(lo, hi):
+                s = nxt
+                for blo, bhi in reversed(seq):
+                    s = byte(blo, bhi, s)
+                firsts.append(s)
+        if not firsts:
+            return self.fail()
+        return self.split(firsts)
+
+
+def _strip_edge_anchors(node: Node) -> Node:
+    """Drop ``^`` anchors in leading position and ``$`` anchors in trailing position of the
+    whole pattern (they always hold there). Anchors left in place stay exact assertions, so the
+    walk simply stops at a bounded depth."""
+
+    def strip(nd: Node, kind: str, depth: int) -> Node:
+        if depth > 100:
+            return nd
+        if isinstance(nd, Anchor):
+            return Concat(()) if nd.kind == kind else nd
+        if isinstance(nd, Alt):
+            return Alt(tuple(strip(it, kind, depth + 1) for it in nd.items))
+        if isinstance(nd, Concat):
+            items = list(nd.items)
+            idx = 0 if kind == "start" else -1
+            while items and isinstance(items[idx], Anchor) and items[idx].kind == kind:
+                items.pop(idx)
+            if items:
+                items[idx] = strip(items[idx], kind, depth + 1)
+            return items[0] if len(items) == 1 else Concat(tuple(items))
+        return nd
+
+    return strip(strip(node, "start", 0), "end", 0)
+
+
+def _compile(nfa: NFA, node: Node, nxt: int):
+    """Generator: yields ``(child, next)`` requests, receives their start states; returns the start."""
+    if isinstance(node, Concat):
+        cur = nxt
+        for it in reversed(node.items):
+            cur = yield (it, cur)
+        return cur
+    if isinstance(node, Alt):
+        starts = []
+        for it in node.items:
+            starts.append((yield (it, nxt)))
+        return nfa.split(starts)
+    if isinstance(node, Repeat):
+        item, lo, hi = node.item, node.min, node.max
+        cur = nxt
+        if hi is None:
+            if lo == 0:  # x*
+                loop = nfa.loop_placeholder()
+                body = yield (item, loop)
+                nfa.set_outs(loop, (body, nxt))
+                return loop
+            loop = nfa.loop_placeholder()  # x+ : body -> loop -> (body | next)
+            body = yield (item, loop)
+            nfa.set_outs(loop, (body, nxt))
+            cur = body
+            lo -= 1
+        else:
+            for _ in range(hi - lo):  # nested optionals, innermost first
+                s = yield (item, cur)
+                cur = nfa.split((s, nxt))
+        for _ in range(lo):
+            cur = yield (item, cur)
+        return cur
+    if isinstance(node, Anchor):
+        return nfa.assertion(BOL if node.kind == "start" else EOL, nxt)
+    raise TypeError(f"not a regex AST node: {type(node).__name__}")
+
+
+def build_nfa(node: Node, *, max_states: int = 2_000_000, strip_anchors: bool = True) -> NFA:
+    """Thompson NFA (over bytes) for an AST from :func:`~structgate.native.regex.parse_regex`.
+
+    Parameters
+    ----------
+    node : Node
+        The AST.
+    max_states : int
+        Cap on NFA states.
+    strip_anchors : bool
+        Remove anchors that trivially hold (leading ``^``, trailing ``$``).
+
+    Raises
+    ------
+    CompileLimitError
+        ``"max_nfa_states"`` when the NFA would exceed ``max_states``.
+    """
+    nfa = NFA(max_states)
+    if strip_anchors:
+        node = _strip_edge_anchors(node)
+    chars = nfa.chars
+    if isinstance(node, Chars):
+        nfa.start = chars(node.ranges, nfa.match)
+        return nfa
+    stack = [_compile(nfa, node, nfa.match)]
+    value = None
+    while stack:
+        try:
+            req = stack[-1].send(value)
+        except StopIteration as e:
+            stack.pop()
+            value = e.value
+            continue
+        child, nxt = req
+        if isinstance(child, Chars):
+            value = chars(child.ranges, nxt)
+        else:
+            stack.append(_compile(nfa, child, nxt))
+            value = None
+    nfa.start = value
+    return nfa

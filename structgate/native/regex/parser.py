@@ -1,0 +1,677 @@
+"""Regex text → AST (the dialect of structgate's native engine).
+
+The parser is an explicit-stack (iterative) recursive-descent parser, so patterns of any nesting
+depth (generated JSON-Schema regexes of 100 KB and more) parse without ``RecursionError``.
+
+AST
+---
+* :class:`Chars` — a set of code points, as sorted, disjoint, non-adjacent inclusive ranges
+  (an empty set matches nothing);
+* :class:`Concat` — a sequence (``Concat(())`` is the empty string);
+* :class:`Alt` — an alternation;
+* :class:`Repeat` — ``item{min,max}``, ``max=None`` for unbounded;
+* :class:`Anchor` — ``"start"`` (``^``, ``\\A``) or ``"end"`` (``$``, ``\\Z``, ``\\z``): true
+  start / end of the text (no multiline mode, and ``$`` does **not** match before a final
+  newline, as in ECMAScript).
+
+Syntax and semantics (``DESIGN.md`` §2)
+--------------------------------------
+* ``|``, concatenation, ``(...)``, ``(?:...)``, ``(?P<name>...)`` and ``(?<name>...)`` (all groups
+  are plain groups), ``(?#comment)``;
+* quantifiers ``* + ? {m} {m,} {m,n} {,n}`` (Python's forms) and their lazy forms ``*? +? ?? {m,n}?``
+  (laziness does not change a full-match language: accepted and ignored). A ``{`` that does not
+  start a valid quantifier is a literal (``a{``, ``{x}``, ``a{1,2``). A quantifier on nothing
+  (``*a``, ``a|*``, ``^*``) or on a quantifier (``a**``, ``a{2}{3}``) is a
+  :class:`~structgate.errors.GrammarSyntaxError`, like Python's ``re``; ``{m,n}`` with ``m > n`` too.
+  Possessive quantifiers (``a*+``) raise :class:`~structgate.errors.UnsupportedFeatureError`;
+* classes ``[...]`` with ranges and escapes, ``]`` first is a literal, ``-`` first or last is a
+  literal; negation ``[^...]`` is the complement over **all** code points U+0000..U+10FFFF
+  (surrogates have no UTF-8 encoding and never match);
+* ``.`` = any code point except ``\\n`` (with the ``s`` flag: any code point);
+* ``\\d \\w \\s \\D \\W \\S`` have **ECMAScript semantics without the u flag** (the JSON Schema regex
+  dialect): ``\\d = [0-9]``, ``\\w = [A-Za-z0-9_]`` (ASCII only), ``\\s`` = the ECMAScript
+  WhiteSpace + LineTerminator set ``[\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f
+  \\u205f\\u3000\\ufeff]``. (Python's ``re`` agrees on ``\\d \\w`` with ``re.ASCII``.)
+* escapes ``\\n \\t \\r \\f \\v \\a \\0`` (and Python octal ``\\0oo``, ``\\ooo``), ``\\xHH``, ``\\x{H..}``,
+  ``\\uHHHH`` (an escaped UTF-16 surrogate pair ``\\uD83D\\uDE00`` is one code point, as in
+  ECMAScript), ``\\u{H..}``, ``\\UHHHHHHHH``, ``\\N{NAME}``, ``\\cX`` (control), any escaped
+  non-alphanumeric character is itself; inside a class ``\\b`` is backspace (U+0008);
+* anchors ``^ $ \\A \\Z \\z`` anywhere: the DFA matches the whole text, so anchors at the ends are
+  no-ops and anchors elsewhere are exact zero-width assertions (``a^b`` matches nothing,
+  ``^a$|^b$`` is ``a|b``);
+* inline flags ``(?s)``, ``(?x)`` (verbose), ``(?a)``, ``(?m)`` (harmless unless an anchor is used
+  under it) at the start of the pattern, and scoped ``(?s:...)``, ``(?-s:...)``.
+
+Unsupported (raise :class:`~structgate.errors.UnsupportedFeatureError` naming the construct and
+its position): backreferences (``\\1``, ``(?P=n)``, ``\\k<n>``), lookaround (``(?=``, ``(?!``,
+``(?<=``, ``(?<!``), word boundaries ``\\b \\B``, atomic groups, conditionals, possessive
+quantifiers, Unicode properties ``\\p{..}``, the ``i``/``u``/``L`` flags and anchors in multiline mode.
+
+Errors in the text raise :class:`~structgate.errors.GrammarSyntaxError` with the 0-based position
+of the offending construct.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Union
+
+from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+
+__all__ = ["Node", "Chars", "Concat", "Alt", "Repeat", "Anchor", "parse_regex", "EMPTY",
+           "DIGIT", "WORD", "SPACE", "normalize_ranges", "negate_ranges", "ast_size"]
+
+MAX_CP = 0x10FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Chars:
+    """One code point out of ``ranges``: sorted, disjoint, non-adjacent ``(lo, hi)`` inclusive."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Concat:
+    """``items`` one after the other; ``Concat(())`` matches the empty string."""
+
+    items: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    """Any one of ``items``."""
+
+    items: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """``item`` repeated ``min`` to ``max`` times (``max=None``: unbounded)."""
+
+    item: "Node"
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Zero-width assertion: ``kind="start"`` (start of text) or ``"end"`` (end of text)."""
+
+    kind: str
+
+
+Node = Union[Chars, Concat, Alt, Repeat, Anchor]
+EMPTY = Concat(())
+
+DIGIT = ((0x30, 0x39),)
+WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+SPACE = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+         (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF))
+
+
+def normalize_ranges(ranges) -> tuple[tuple[int, int], ...]:
+    """Sort and merge overlapping / adjacent inclusive ranges."""
+    rs = sorted(ranges)
+    out: list[list[int]] = []
+    for lo, hi in rs:
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1][1] = hi
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def negate_ranges(ranges) -> tuple[tuple[int, int], ...]:
+    """Complement of normalized ``ranges`` over U+0000..U+10FFFF."""
+    out = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CP:
+        out.append((nxt, MAX_CP))
+    return tuple(out)
+
+
+_DOT = ((0, 9), (11, MAX_CP))
+_ANY = ((0, MAX_CP),)
+_CLASS_ESC = {"d": DIGIT, "w": WORD, "s": SPACE}
+_SIMPLE_ESC = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
+_HEX = "0123456789abcdefABCDEF"
+_OCT = "01234567"
+_QUANT_START = "*+?{"
+_FLAG_LETTERS = "aiLmsux"
+
+
+def _is_hi_surrogate(cp: int) -> bool:
+    return 0xD800 <= cp <= 0xDBFF
+
+
+class _Flags:
+    __slots__ = ("dotall", "verbose", "multiline")
+
+    def __init__(self, dotall=False, verbose=False, multiline=False):
+        self.dotall = dotall
+        self.verbose = verbose
+        self.multiline = multiline
+
+    def copy(self) -> "_Flags":
+        return _Flags(self.dotall, self.verbose, self.multiline)
+
+
+class _Parser:
+    def __init__(self, pattern: str, where: str | None):
+        if not isinstance(pattern, str):
+            raise TypeError(f"a regex pattern must be str, got {type(pattern).__name__}")
+        self.p = pattern
+        self.n = len(pattern)
+        self.where = where
+
+    # -- errors -----------------------------------------------------------------------------------
+    def err(self, msg: str, pos: int) -> GrammarSyntaxError:
+        return GrammarSyntaxError(msg, self.p, pos, self.where)
+
+    def unsupported(self, feature: str, pos: int, detail: str = "") -> UnsupportedFeatureError:
+        loc = f"position {pos} of regex {self._short()}"
+        if self.where:
+            loc += f" in {self.where}"
+        return UnsupportedFeatureError(feature, detail, loc)
+
+    def _short(self) -> str:
+        return repr(self.p if len(self.p) <= 60 else self.p[:57] + "...")
+
+    # -- main loop ---------------------------------------------------------------------------------
+    def parse(self) -> Node:
+        p, n = self.p, self.n
+        flags = _Flags()
+        i = 0
+        # leading global flags (?sxam)
+        while p.startswith("(?", i) and i + 2 < n and p[i + 2] in _FLAG_LETTERS + "-":
+            j, on, off, scoped = self._parse_flags(i)
+            if scoped:
+                break
+            self._apply_flags(flags, on, off, i)
+            i = j
+        frames: list[tuple] = []
+        alts: list[Node] = []
+        items: list[Node] = []
+        while i < n:
+            c = p[i]
+            if flags.verbose and (c in " \t\n\r\f\v" or c == "#"):
+                i = self._skip_verbose(i)
+                continue
+            atom: Node | None = None
+            atom_pos = i
+            if c == "(":
+                j, kind, new_flags = self._group_open(i, flags)
+                if kind == "skip":  # comment
+                    i = j
+                    continue
+                frames.append((alts, items, flags, i))
+                alts, items = [], []
+                flags = new_flags
+                i = j
+                continue
+            elif c == ")":
+                if not frames:
+                    raise self.err("unbalanced parenthesis", i)
+                node = self._finish(alts, items)
+                alts, items, flags, atom_pos = frames.pop()
+                atom = node
+                i += 1
+            elif c == "|":
+                alts.append(self._concat(items))
+                items = []
+                i += 1
+                continue
+            elif c in "*+?":
+                raise self.err("nothing to repeat", i)
+            elif c == "{":
+                if self._try_quant(i) is not None:
+                    raise self.err("nothing to repeat", i)
+                atom = Chars(((0x7B, 0x7B),))
+                i += 1
+            elif c == "^" or c == "$":
+                if flags.multiline:
+                    raise self.unsupported(f"anchor {c!r} in multiline mode", i)
+                items.append(Anchor("start" if c == "^" else "end"))
+                i += 1
+                self._no_quant_after_anchor(i, flags)
+                continue
+            elif c == "[":
+                atom, i = self._parse_class(i)
+            elif c == ".":
+                atom = Chars(_ANY if flags.dotall else _DOT)
+                i += 1
+            elif c == "\\":
+                atom, i = self._escape(i, flags)
+                if isinstance(atom, Anchor):
+                    items.append(atom)
+                    self._no_quant_after_anchor(i, flags)
+                    continue
+            else:
+                cp = ord(c)
+                atom = Chars(((cp, cp),))
+                i += 1
+            # quantifiers
+            if flags.verbose:
+                i = self._skip_verbose(i)
+            if i < n and p[i] in _QUANT_START:
+                q = self._try_quant(i)
+                if q is not None:
+                    lo, hi, j = q
+                    if j < n and p[j] == "?":
+                        j += 1
+                    elif j < n and p[j] == "+":
+                        raise self.unsupported("possessive quantifier", j, "a*+ / a++ / a?+")
+                    atom = _repeat(atom, lo, hi)
+                    i = j
+                    if flags.verbose:
+                        i = self._skip_verbose(i)
+                    if i < n and p[i] in _QUANT_START and self._try_quant(i) is not None:
+                        raise self.err("multiple repeat", i)
+            items.append(atom)
+        if frames:
+            raise self.err("missing ), unterminated subpattern", frames[-1][3])
+        return self._finish(alts, items)
+
+    def _no_quant_after_anchor(self, i: int, flags: _Flags) -> None:
+        if flags.verbose:
+            i = self._skip_verbose(i)
+        if i < self.n and self.p[i] in _QUANT_START and self._try_quant(i) is not None:
+            raise self.err("nothing to repeat", i)
+
+    def _skip_verbose(self, i: int) -> int:
+        p, n = self.p, self.n
+        while i < n:
+            c = p[i]
+            if c in " \t\n\r\f\v":
+                i += 1
+            elif c == "#":
+                while i < n and p[i] != "\n":
+                    i += 1
+            else:
+                break
+        return i
+
+    @staticmethod
+    def _concat(items: list[Node]) -> Node:
+        if len(items) == 1:
+            return items[0]
+        return Concat(tuple(items))
+
+    def _finish(self, alts: list[Node], items: list[Node]) -> Node:
+        last = self._concat(items)
+        if not alts:
+            return last
+        return Alt(tuple(alts) + (last,))
+
+    # -- quantifiers -------------------------------------------------------------------------------
+    def _try_quant(self, i: int):
+        """``(min, max, end)`` if a quantifier starts at ``i``, None if ``{`` is a literal."""
+        p, n = self.p, self.n
+        c = p[i]
+        if c == "*":
+            return 0, None, i + 1
+        if c == "+":
+            return 1, None, i + 1
+        if c == "?":
+            return 0, 1, i + 1
+        # '{'
+        j = i + 1
+        if j < n and p[j] == "}":
+            return None
+        k = j
+        while k < n and p[k].isascii() and p[k].isdigit():
+            k += 1
+        lo_s = p[j:k]
+        if k < n and p[k] == ",":
+            k2 = k + 1
+            while k2 < n and p[k2].isascii() and p[k2].isdigit():
+                k2 += 1
+            hi_s = p[k + 1:k2]
+            k = k2
+        else:
+            hi_s = lo_s
+        if not (k < n and p[k] == "}"):
+            return None
+        lo = int(lo_s) if lo_s else 0
+        hi = int(hi_s) if hi_s else None
+        if hi is not None and hi < lo:
+            raise self.err("min repeat greater than max repeat", i)
+        if lo >= 0xFFFFFFFF or (hi is not None and hi >= 0xFFFFFFFF):
+            raise self.err("the repetition number is too large", i)
+        return lo, hi, k + 1
+
+    # -- groups ------------------------------------------------------------------------------------
+    def _parse_flags(self, i: int):
+        """Parse ``(?flags)`` / ``(?flags-flags:``; returns (end, on, off, scoped)."""
+        p, n = self.p, self.n
+        j = i + 2
+        on = ""
+        off = ""
+        while j < n and p[j] in _FLAG_LETTERS:
+            on += p[j]
+            j += 1
+        if j < n and p[j] == "-":
+            j += 1
+            while j < n and p[j] in _FLAG_LETTERS:
+                off += p[j]
+                j += 1
+            if not off:
+                raise self.err("missing flag", j)
+        if j >= n:
+            raise self.err("missing -, : or )", j)
+        if p[j] == ")":
+            if off:
+                raise self.err("missing :", j)
+            return j + 1, on, off, False
+        if p[j] == ":":
+            return j + 1, on, off, True
+        raise self.err("unknown flag" if p[j].isalpha() else "missing -, : or )", j)
+
+    def _apply_flags(self, flags: _Flags, on: str, off: str, pos: int) -> None:
+        for letter, value in [(x, True) for x in on] + [(x, False) for x in off]:
+            if letter == "s":
+                flags.dotall = value
+            elif letter == "x":
+                flags.verbose = value
+            elif letter == "m":
+                flags.multiline = value
+            elif letter == "a":
+                pass  # ASCII classes are the default
+            elif letter == "i":
+                raise self.unsupported("case-insensitive flag (?i)", pos)
+            else:
+                raise self.unsupported(f"regex flag {letter!r}", pos)
+
+    def _group_open(self, i: int, flags: _Flags):
+        """Parse a group opener at ``i``; returns (index after it, kind, flags inside)."""
+        p, n = self.p, self.n
+        if not p.startswith("(?", i):
+            return i + 1, "group", flags
+        j = i + 2
+        if j >= n:
+            raise self.err("unexpected end of pattern", j)
+        c = p[j]
+        if c == ":":
+            return j + 1, "group", flags
+        if c == "P":
+            if j + 1 < n and p[j + 1] == "<":
+                return self._named_group(j + 2, i), "group", flags
+            if j + 1 < n and p[j + 1] == "=":
+                raise self.unsupported("backreference (?P=name)", i)
+            raise self.err("unknown extension ?P" + (p[j + 1] if j + 1 < n else ""), i + 1)
+        if c == "<":
+            if j + 1 < n and p[j + 1] == "=":
+                raise self.unsupported("lookbehind (?<=...)", i)
+            if j + 1 < n and p[j + 1] == "!":
+                raise self.unsupported("negative lookbehind (?<!...)", i)
+            return self._named_group(j + 1, i), "group", flags
+        if c == "=":
+            raise self.unsupported("lookahead (?=...)", i)
+        if c == "!":
+            raise self.unsupported("negative lookahead (?!...)", i)
+        if c == ">":
+            raise self.unsupported("atomic group (?>...)", i)
+        if c == "(":
+            raise self.unsupported("conditional group (?(...)...)", i)
+        if c == "#":
+            k = p.find(")", j)
+            if k < 0:
+                raise self.err("missing ), unterminated comment", i)
+            return k + 1, "skip", flags
+        if c in _FLAG_LETTERS or c == "-":
+            k, on, off, scoped = self._parse_flags(i)
+            if not scoped:
+                raise self.err("global flags not at the start of the expression", i)
+            new = flags.copy()
+            self._apply_flags(new, on, off, i)
+            return k, "group", new
+        raise self.err(f"unknown extension ?{c}", i + 1)
+
+    def _named_group(self, j: int, i: int) -> int:
+        p = self.p
+        k = p.find(">", j)
+        if k < 0:
+            raise self.err("missing >, unterminated name", j)
+        name = p[j:k]
+        if not name:
+            raise self.err("missing group name", j)
+        if not name.isidentifier():
+            raise self.err(f"bad character in group name {name!r}", j)
+        return k + 1
+
+    # -- escapes -----------------------------------------------------------------------------------
+    def _hex(self, i: int, j: int, count: int, what: str) -> tuple[int, int]:
+        """Exactly ``count`` hex digits at ``j``; ``i`` = position of the backslash."""
+        s = self.p[j:j + count]
+        if len(s) < count or any(ch not in _HEX for ch in s):
+            raise self.err(f"incomplete escape {self.p[i:j + count]}", i)
+        return int(s, 16), j + count
+
+    def _braced_hex(self, i: int, j: int) -> tuple[int, int]:
+        """``{H..}`` at ``j`` (the ``{``)."""
+        k = self.p.find("}", j)
+        s = self.p[j + 1:k] if k > 0 else ""
+        if k < 0 or not s or len(s) > 8 or any(ch not in _HEX for ch in s):
+            raise self.err("bad escape: expected {hex digits}", i)
+        cp = int(s, 16)
+        if cp > MAX_CP:
+            raise self.err(f"bad escape: code point {s} beyond U+10FFFF", i)
+        return cp, k + 1
+
+    def _code_escape(self, i: int, in_class: bool):
+        """Escapes that denote a single code point or a class; returns (kind, value, end) with
+        kind "char" (value = code point) or "set" (value = ranges), or None if not one of them."""
+        p, n = self.p, self.n
+        c = p[i + 1]
+        j = i + 2
+        if c in _CLASS_ESC:
+            return "set", _CLASS_ESC[c], j
+        if c in "DWS":
+            return "set", negate_ranges(_CLASS_ESC[c.lower()]), j
+        if c in _SIMPLE_ESC:
+            return "char", _SIMPLE_ESC[c], j
+        if c == "x":
+            if j < n and p[j] == "{":
+                cp, j = self._braced_hex(i, j)
+                return "char", cp, j
+            cp, j = self._hex(i, j, 2, "\\x")
+            return "char", cp, j
+        if c == "u":
+            if j < n and p[j] == "{":
+                cp, j = self._braced_hex(i, j)
+                return "char", cp, j
+            cp, j = self._hex(i, j, 4, "\\u")
+            if _is_hi_surrogate(cp) and p.startswith("\\u", j):
+                try:
+                    lo, k = self._hex(j, j + 2, 4, "\\u")
+                except GrammarSyntaxError:
+                    lo = -1
+                if 0xDC00 <= lo <= 0xDFFF:
+                    return "char", 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00), k
+            return "char", cp, j
+        if c == "U":
+            cp, j = self._hex(i, j, 8, "\\U")
+            if cp > MAX_CP:
+                raise self.err(f"bad escape {p[i:j]}", i)
+            return "char", cp, j
+        if c == "N":
+            if j < n and p[j] == "{":
+                k = p.find("}", j)
+                if k > j + 1:
+                    name = p[j + 1:k]
+                    try:
+                        return "char", ord(unicodedata.lookup(name)), k + 1
+                    except KeyError:
+                        raise self.err(f"undefined character name {name!r}", i) from None
+            raise self.err("missing {NAME} after \\N", i)
+        if c == "c":
+            if j < n and p[j].isascii() and p[j].isalpha():
+                return "char", ord(p[j]) % 32, j + 1
+            raise self.err("bad escape \\c: expected a letter", i)
+        if c in "pP":
+            raise self.unsupported(f"Unicode property escape \\{c}", i)
+        if c == "0" or (in_class and c in _OCT):
+            k = j
+            while k < n and k < j + 2 and p[k] in _OCT:
+                k += 1
+            cp = int(p[i + 1:k], 8)
+            if cp > 0o377:
+                raise self.err(f"octal escape value {p[i:k]} outside of range 0-0o377", i)
+            return "char", cp, k
+        return None
+
+    def _escape(self, i: int, flags: _Flags):
+        """Escape outside a class at ``i`` (the backslash); returns (node, end)."""
+        p, n = self.p, self.n
+        if i + 1 >= n:
+            raise self.err("bad escape (end of pattern)", i)
+        c = p[i + 1]
+        r = self._code_escape(i, False)
+        if r is not None:
+            kind, val, j = r
+            if kind == "set":
+                return Chars(val), j
+            return Chars(((val, val),)), j
+        j = i + 2
+        if c in "123456789":
+            # Python: three octal digits are an octal escape, otherwise a group reference
+            if (j + 1 < n and c in _OCT and p[j] in _OCT and p[j + 1] in _OCT):
+                cp = int(p[i + 1:j + 2], 8)
+                if cp > 0o377:
+                    raise self.err(f"octal escape value {p[i:j + 2]} outside of range 0-0o377", i)
+                return Chars(((cp, cp),)), j + 2
+            raise self.unsupported("backreference \\" + c, i)
+        if c == "b":
+            raise self.unsupported("word boundary \\b", i)
+        if c == "B":
+            raise self.unsupported("non-word boundary \\B", i)
+        if c == "k":
+            raise self.unsupported("backreference \\k<name>", i)
+        if c in "AZz":
+            if flags.multiline and c == "Z":
+                pass
+            return Anchor("start" if c == "A" else "end"), j
+        if c.isascii() and c.isalnum():
+            raise self.err(f"bad escape \\{c}", i)
+        cp = ord(c)
+        return Chars(((cp, cp),)), j
+
+    # -- classes -----------------------------------------------------------------------------------
+    def _class_item(self, i: int):
+        p = self.p
+        c = p[i]
+        if c != "\\":
+            return "char", ord(c), i + 1
+        if i + 1 >= self.n:
+            raise self.err("unterminated character set", i)
+        r = self._code_escape(i, True)
+        if r is not None:
+            return r
+        e = p[i + 1]
+        if e == "b":
+            return "char", 8, i + 2
+        if e.isascii() and e.isalnum():
+            raise self.err(f"bad escape \\{e}", i)
+        return "char", ord(e), i + 2
+
+    def _parse_class(self, start: int):
+        p, n = self.p, self.n
+        i = start + 1
+        negate = False
+        if i < n and p[i] == "^":
+            negate = True
+            i += 1
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while True:
+            if i >= n:
+                raise self.err("unterminated character set", start)
+            if p[i] == "]" and not first:
+                i += 1
+                break
+            first = False
+            item_pos = i
+            kind, val, i = self._class_item(i)
+            if i + 1 < n and p[i] == "-" and p[i + 1] != "]":
+                kind2, val2, i = self._class_item(i + 1)
+                if kind != "char" or kind2 != "char":
+                    raise self.err(f"bad character range {p[item_pos:i]}", item_pos)
+                if val2 < val:
+                    raise self.err(f"bad character range {p[item_pos:i]}", item_pos)
+                ranges.append((val, val2))
+            elif kind == "set":
+                ranges.extend(val)
+            else:
+                ranges.append((val, val))
+        rs = normalize_ranges(ranges)
+        if negate:
+            rs = negate_ranges(rs)
+        return Chars(rs), i
+
+
+def _repeat(atom: Node, lo: int, hi: int | None) -> Node:
+    if hi == 0:
+        return EMPTY
+    if lo == 1 and hi == 1:
+        return atom
+    return Repeat(atom, lo, hi)
+
+
+def parse_regex(pattern: str, *, where: str | None = None) -> Node:
+    """Parse ``pattern`` into an AST (see the module docstring for the dialect).
+
+    Parameters
+    ----------
+    pattern : str
+        The regex text (any code points, including NUL).
+    where : str | None
+        Where the pattern came from (e.g. a JSON pointer), copied into errors.
+
+    Returns
+    -------
+    node : Chars | Concat | Alt | Repeat | Anchor
+
+    Raises
+    ------
+    GrammarSyntaxError
+        Invalid syntax (``.position`` is the 0-based offset of the offending construct).
+    UnsupportedFeatureError
+        Valid syntax outside the regular subset (backreferences, lookaround, ``\\b``...).
+    """
+    return _Parser(pattern, where).parse()
+
+
+def ast_size(node: Node) -> int:
+    """Number of code-point-set leaves after expanding counted repeats (an NFA size estimate);
+    iterative, saturates at 2**62."""
+    # post-order with explicit stack
+    cap = 1 << 62
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    out: list[int] = []
+    while stack:
+        nd, done = stack.pop()
+        if isinstance(nd, Chars) or isinstance(nd, Anchor):
+            out.append(1)
+        elif not done:
+            stack.append((nd, True))
+            if isinstance(nd, Repeat):
+                stack.append((nd.item, False))
+            else:
+                for it in nd.items:
+                    stack.append((it, False))
+        elif isinstance(nd, Repeat):
+            k = out.pop()
+            mult = max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1)
+            out.append(min(cap, k * mult + 1))
+        else:
+            cnt = len(nd.items)
+            s = sum(out[len(out) - cnt:]) if cnt else 0
+            del out[len(out) - cnt:]
+            out.append(min(cap, s + 1))
+    return out[0]
