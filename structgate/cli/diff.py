@@ -1,0 +1,109 @@
+"""``structgate diff``: compare the token masks of several backends along the same tokens.
+
+::
+
+    structgate diff --backends A,B[,C] --tokenizer TOK
+                    (--regex R | --json-schema FILE_OR_JSON | --choice A --choice B ... |
+                     --grammar FILE | --json-object)
+                    (--text S ... | --jsonl FILE) [--cap N] [--compact] [--json]
+
+Every text is tokenized once (``Vocabulary.encode``) and every backend is driven through the same
+tokens; at each step the full allowed-token sets are compared. Each disagreement is reported with
+the step, the token ids and their byte strings (first ``--cap`` of each group, plus the count) and
+which backends allow / forbid them (see :mod:`structgate.diff`). ``--json`` prints::
+
+    {"tokenizer": ..., "backends": [...], "ok": bool, "reports": [DiffReport.as_dict(), ...]}
+
+Exit status: 0 no disagreement, 1 some disagreement (masks, a rejected text token, or a backend
+that cannot compile the constraint while another can), 2 user error (bad arguments or constraint,
+unknown backend or tokenizer; also when no two backends compile the constraint).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("diff", help="compare the token masks of several backends step by step",
+                       description="Drive several backends through the same tokens and compare the full "
+                                   "allowed-token set at every step.")
+    p.add_argument("--backends", required=True, help="comma-separated backend names (at least two)")
+    p.add_argument("--tokenizer", default="llama3",
+                   help="bundled tokenizer name, folder, tokenizer.json, .gguf or .tiktoken (default: llama3)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--regex", help="regular expression (full match)")
+    g.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
+                   help="JSON Schema: a file path if it exists, else JSON text")
+    g.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
+    g.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
+    g.add_argument("--json-object", dest="json_object", action="store_true", help="any JSON object")
+    p.add_argument("--text", action="append", default=[], help="text to drive (repeatable)")
+    p.add_argument("--jsonl", metavar="FILE", help='file of {"text": ...} lines')
+    p.add_argument("--cap", type=int, default=20, help="token ids listed per disagreement group (default 20)")
+    p.add_argument("--compact", action="store_true", help='JSON whitespace policy "compact" (default flexible)')
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..diff import diff_masks
+    from ..errors import StructgateError
+    from ..vocab import load_vocabulary
+    from .check import _UsageError, _constraint, _texts
+
+    prog = "structgate diff"
+    names = [n.strip() for n in args.backends.split(",") if n.strip()]
+    try:
+        if len(names) < 2:
+            raise _UsageError("--backends needs at least two names, e.g. native,structgate-xgrammar")
+        if len(set(names)) != len(names):
+            raise _UsageError(f"--backends names must be distinct: {names}")
+        if args.cap < 1:
+            raise _UsageError("--cap must be >= 1")
+        texts = _texts(args)
+        if not texts:
+            raise _UsageError("give at least one --text or a --jsonl file")
+        if args.json_object:
+            from ..backends.interface import Constraint
+
+            constraint = Constraint.json_object()
+        else:
+            constraint = _constraint(args)
+        vocab = load_vocabulary(args.tokenizer)
+        from ..backends.registry import get_backend
+
+        opts = {"whitespace": "compact"} if args.compact else {}
+        backends = [get_backend(n, vocab, **opts) for n in names]
+        compiled: dict = {}
+        for n, b in zip(names, backends):
+            try:
+                compiled[n] = b.compile(constraint)
+            except StructgateError as e:
+                compiled[n] = e
+        good = [n for n in names if not isinstance(compiled[n], BaseException)]
+        if len(good) < 2:
+            errs = "; ".join(f"{n}: {type(e).__name__}: {str(e).splitlines()[0]}" for n, e in compiled.items()
+                             if isinstance(e, BaseException))
+            raise _UsageError(f"fewer than two backends compile the constraint ({errs})")
+    except StructgateError as e:
+        msg = str(e).splitlines()
+        print(f"{prog}: error: {type(e).__name__}: {msg[0] if msg else ''}", file=sys.stderr)
+        for line in msg[1:]:
+            print(line, file=sys.stderr)
+        return 2
+    except (ValueError, OSError, _UsageError) as e:
+        print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+    reports = [diff_masks(names, vocab, constraint, text=t, cap=args.cap, compiled=compiled) for t in texts]
+    ok = all(r.ok for r in reports)
+    if args.json:
+        print(json.dumps({"tokenizer": args.tokenizer, "backends": names, "ok": ok,
+                          "reports": [r.as_dict() for r in reports]}, ensure_ascii=False, default=list))
+    else:
+        for r in reports:
+            print(r.format())
+        n_bad = sum(not r.ok for r in reports)
+        print(f"{len(reports)} texts, {n_bad} with disagreements" if n_bad else f"{len(reports)} texts, no disagreement")
+    return 0 if ok else 1
