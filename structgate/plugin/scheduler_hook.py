@@ -1,0 +1,497 @@
+"""Engine-core side: batched bitmask fill and background mask prefetch for structgate backends.
+
+vLLM 0.32 fills the structured-output bitmask in ``StructuredOutputManager.grammar_bitmask`` with
+one ``grammar.fill_bitmask(bitmask, i)`` call per request and per speculative position (a thread
+pool of 16-request chunks above 128 requests without speculation). For structgate backends this
+hook replaces that loop with one batched operation per step:
+
+* **native** matchers (they expose ``.token_index`` and an int ``.state``): the row of each state is
+  precomputed and cached in the grammar's :class:`~structgate.native.token_index.TokenIndex`, so the
+  step is one vectorised gather per distinct grammar, ``bitmask[rows] = ti.rows[ti.slots(states)]``;
+* **adapters**: rows prefetched in the background are copied; the others go through the engine's
+  batched fill, ``sg_backend.fill_bitmask_batch([(matcher, row), ...], bitmask)`` (XGrammar's
+  ``BatchGrammarMatcher``, llguidance's ``LLExecutor``) when the backend has one, else one
+  ``matcher.fill_bitmask`` per row;
+* **speculative rows** follow vLLM exactly (fill, accept the draft token, next row, ..., roll back
+  the accepted drafts; rows after a rejected draft copy the last valid row), except that native rows
+  only record the state at each position and are gathered with the others.
+
+**Prefetch.** When the engine accepts a request's new tokens (``StructuredOutputManager.accept_tokens``)
+the hook schedules, on one background thread, the work the next ``grammar_bitmask`` would do for it:
+for native matchers the TokenIndex row of the new state if it is not cached yet (rows are keyed by
+state and immutable, so a prefetched row can never be stale), for adapters the row itself, into a
+per-request buffer tagged with the request's *epoch* (the number of accept calls so far).
+
+**No stale mask.** Every matcher operation of the manager (accept, validate, the speculative fill
+loop) runs under a per-request lock, and each accept increments the epoch under that lock. A
+prefetched adapter row is used only if its epoch equals the current one; otherwise the row is
+computed now, after *claiming* the epoch so that a queued prefetch job skips it. So every row
+reflects every accepted token.
+
+Other backends (vLLM's own xgrammar/guidance/outlines) are untouched: the original method runs.
+
+Environment
+-----------
+``STRUCTGATE_SCHEDULER_HOOK=0`` disables the hook (vLLM's loop runs for structgate backends too).
+``STRUCTGATE_MASK_PREFETCH=0`` keeps the batched fill but disables the background prefetch.
+Both are read at call time.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["ENV_DISABLE", "ENV_PREFETCH", "hook_enabled", "prefetch_enabled", "BatchFill",
+           "MaskPrefetcher", "grammar_bitmask", "accept_tokens", "validate_tokens", "install", "uninstall",
+           "stats"]
+
+logger = logging.getLogger("structgate.plugin")
+
+ENV_DISABLE = "STRUCTGATE_SCHEDULER_HOOK"
+ENV_PREFETCH = "STRUCTGATE_MASK_PREFETCH"
+
+_OFF = ("0", "false", "no", "off")
+
+
+def hook_enabled() -> bool:
+    """True unless ``STRUCTGATE_SCHEDULER_HOOK`` is 0/false/no/off."""
+    return os.environ.get(ENV_DISABLE, "1").strip().lower() not in _OFF
+
+
+def prefetch_enabled() -> bool:
+    """True unless ``STRUCTGATE_MASK_PREFETCH`` is 0/false/no/off."""
+    return os.environ.get(ENV_PREFETCH, "1").strip().lower() not in _OFF
+
+
+#: counters for tests and the benchmark (reset with ``stats.clear()``)
+stats: dict[str, int] = {}
+
+
+def _count(key: str, n: int = 1) -> None:
+    stats[key] = stats.get(key, 0) + n
+
+
+# -- per-request hook state -----------------------------------------------------------------------
+class _Slot:
+    """Hook state attached to one vLLM grammar object."""
+
+    __slots__ = ("lock", "epoch", "ready_epoch", "claimed_epoch", "buf", "buf_need_apply")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.epoch = 0
+        self.ready_epoch = -1
+        self.claimed_epoch = -1
+        self.buf: np.ndarray | None = None
+        self.buf_need_apply = True
+
+
+_ATTR = "_structgate_hook_slot"
+_fallback_slots: dict[int, _Slot] = {}
+_slots_lock = threading.Lock()
+
+
+def _slot(grammar: Any) -> _Slot:
+    s = getattr(grammar, _ATTR, None)
+    if s is not None:
+        return s
+    with _slots_lock:
+        s = getattr(grammar, _ATTR, None)
+        if s is None:
+            s = _Slot()
+            try:
+                object.__setattr__(grammar, _ATTR, s)
+            except (AttributeError, TypeError):  # __slots__ class: keep it aside by id
+                s = _fallback_slots.setdefault(id(grammar), s)
+    return s
+
+
+def sg_matcher(grammar: Any):
+    """The structgate :class:`~structgate.backends.interface.Matcher` behind a vLLM grammar object
+    (the bridge's grammars expose it as ``.matcher``), or None."""
+    from ..backends.interface import Matcher
+
+    m = getattr(grammar, "matcher", None)
+    return m if isinstance(m, Matcher) else None
+
+
+def _native_parts(matcher: Any):
+    """``(token_index, state)`` for a native-style matcher, else None."""
+    ti = getattr(matcher, "token_index", None)
+    if ti is None or not hasattr(ti, "slots") or not hasattr(ti, "rows"):
+        return None
+    st = getattr(matcher, "state", None)
+    if not isinstance(st, (int, np.integer)):
+        return None
+    return ti, int(st)
+
+
+def _row_cached(ti: Any, state: int) -> bool:
+    slot = getattr(ti, "_slot", None)  # the TokenIndex's state -> row table (-1 = not computed)
+    if slot is None:
+        return False
+    try:
+        return int(slot[state]) >= 0
+    except (IndexError, TypeError):
+        return False
+
+
+# -- the background prefetcher --------------------------------------------------------------------
+class MaskPrefetcher:
+    """One background thread that prepares masks as soon as a request's token is accepted.
+
+    Parameters
+    ----------
+    max_workers : int
+        Threads (default 1: the work is mostly numpy / engine code that releases the GIL, and one
+        thread keeps prefetches in submission order).
+    """
+
+    def __init__(self, max_workers: int = 1) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="structgate-mask")
+
+    def on_accepted(self, grammar: Any, matcher: Any, slot: _Slot, epoch: int) -> None:
+        """Schedule the next mask of ``grammar`` (its matcher just reached epoch ``epoch``)."""
+        if matcher.is_terminated():
+            return
+        parts = _native_parts(matcher)
+        if parts is not None:
+            ti, st = parts
+            if st >= 0 and not _row_cached(ti, st):
+                _count("prefetch_native_submitted")
+                self._pool.submit(self._native_job, ti, st)
+            return
+        _count("prefetch_adapter_submitted")
+        self._pool.submit(self._adapter_job, matcher, slot, epoch)
+
+    @staticmethod
+    def _native_job(ti: Any, state: int) -> None:
+        try:
+            ti.slots(np.array([state], dtype=np.int64))
+            _count("prefetch_native_done")
+        except Exception:  # the synchronous path will raise it again, in context
+            logger.debug("structgate: native prefetch failed", exc_info=True)
+
+    @staticmethod
+    def _adapter_job(matcher: Any, slot: _Slot, epoch: int) -> None:
+        with slot.lock:
+            if slot.epoch != epoch or slot.claimed_epoch == epoch or slot.ready_epoch == epoch:
+                _count("prefetch_adapter_skipped")
+                return
+            try:
+                width = (matcher.vocab.vocab_size + 31) // 32
+                if slot.buf is None or slot.buf.shape[1] != width:
+                    slot.buf = np.empty((1, width), dtype=np.int32)
+                slot.buf_need_apply = bool(matcher.fill_bitmask(slot.buf, 0))
+                slot.ready_epoch = epoch
+                _count("prefetch_adapter_done")
+            except Exception:
+                logger.debug("structgate: adapter prefetch failed", exc_info=True)
+
+    def drain(self) -> None:
+        """Wait until every job submitted so far has run (tests, benchmarks)."""
+        self._pool.submit(lambda: None).result()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+_prefetcher: MaskPrefetcher | None = None
+_prefetcher_lock = threading.Lock()
+
+
+def prefetcher() -> MaskPrefetcher:
+    """The process-wide :class:`MaskPrefetcher` (created on first use)."""
+    global _prefetcher
+    if _prefetcher is None:
+        with _prefetcher_lock:
+            if _prefetcher is None:
+                _prefetcher = MaskPrefetcher()
+    return _prefetcher
+
+
+# -- the batched fill -----------------------------------------------------------------------------
+class BatchFill:
+    """Rows of one step's bitmask, collected and then filled with as few calls as possible.
+
+    Parameters
+    ----------
+    bitmask : torch.Tensor | numpy.ndarray
+        The manager's int32 ``(rows, ceil(vocab/32))`` CPU buffer.
+    sg_backend : structgate Backend | None
+        Used for ``fill_bitmask_batch`` when it has one.
+    """
+
+    def __init__(self, bitmask: Any, sg_backend: Any = None) -> None:
+        self.bm = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
+        self.bitmask = bitmask
+        self.sg_backend = sg_backend
+        self.full_rows: list[int] = []
+        self.native: dict[int, tuple[Any, list[int], list[int]]] = {}
+        self.batch: list[tuple[Any, int]] = []
+        self.single: list[tuple[Any, int]] = []
+        self.copies: list[tuple[int, int]] = []
+
+    def add(self, grammar: Any, row: int, apply: bool, *, transient: bool = False) -> None:
+        """Schedule row ``row`` for ``grammar`` in its current state.
+
+        ``transient``: the matcher state will change before :meth:`run` (speculative positions), so
+        rows that cannot be recorded as a native state are filled now.
+        """
+        if not apply or grammar.is_terminated():
+            self.full_rows.append(row)
+            return
+        m = sg_matcher(grammar)
+        if m is None:  # not a structgate grammar: vLLM's per-row call
+            grammar.fill_bitmask(self.bitmask, row)
+            return
+        parts = _native_parts(m)
+        if parts is not None:
+            ti, st = parts
+            entry = self.native.get(id(ti))
+            if entry is None:
+                entry = self.native[id(ti)] = (ti, [], [])
+            entry[1].append(row)
+            entry[2].append(st)
+            return
+        if transient:
+            m.fill_bitmask(self.bm, row)
+            _count("fill_adapter_transient")
+            return
+        slot = _slot(grammar)
+        with slot.lock:
+            if slot.ready_epoch == slot.epoch and slot.buf is not None:
+                self.bm[row] = slot.buf[0]
+                _count("fill_adapter_prefetched")
+                return
+            slot.claimed_epoch = slot.epoch  # a queued prefetch for this epoch must not run now
+        if self.sg_backend is not None and hasattr(self.sg_backend, "fill_bitmask_batch"):
+            self.batch.append((m, row))
+        else:
+            self.single.append((m, row))
+
+    def copy(self, dst: int, src: int) -> None:
+        """Row ``dst`` = row ``src`` once the fills are done (rows after a rejected draft)."""
+        self.copies.append((dst, src))
+
+    def run(self) -> None:
+        """Do the fills: full rows, one gather per native grammar, one engine batch, the rest."""
+        bm = self.bm
+        if self.full_rows:
+            bm[self.full_rows] = -1
+        for ti, rows, states in self.native.values():
+            slots = ti.slots(np.asarray(states, dtype=np.int64))
+            bm[rows] = ti.rows[slots]
+            _count("fill_native_rows", len(rows))
+        if self.batch:
+            self.sg_backend.fill_bitmask_batch(self.batch, bm)
+            _count("fill_adapter_batched", len(self.batch))
+        for m, row in self.single:
+            m.fill_bitmask(bm, row)
+            _count("fill_adapter_single")
+        for dst, src in self.copies:
+            bm[dst] = bm[src]
+
+
+# -- the patched StructuredOutputManager methods --------------------------------------------------
+_ORIG: dict[str, Any] = {}
+
+
+def _active(manager: Any) -> bool:
+    return hook_enabled() and getattr(manager.backend, "sg_backend", None) is not None
+
+
+def _strip(tokens: Sequence[int]) -> list[int]:
+    from vllm.v1.structured_output.utils import strip_speculative_padding
+
+    return strip_speculative_padding(list(tokens))
+
+
+def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[str],
+                    scheduled_spec_decode_tokens: dict[str, list[int]]):
+    """Replacement of ``StructuredOutputManager.grammar_bitmask`` (same signature and result: an
+    int32 numpy array with one row per structured request and speculative position, ordered as
+    ``structured_output_request_ids``)."""
+    if not _active(self):
+        return _ORIG["grammar_bitmask"](self, requests, structured_output_request_ids,
+                                        scheduled_spec_decode_tokens)
+    if not structured_output_request_ids:
+        return None
+    max_num_spec_tokens = self.vllm_config.num_speculative_tokens
+    if self._grammar_bitmask is None:
+        max_batch_size = self.vllm_config.scheduler_config.max_num_seqs
+        self._grammar_bitmask = self.backend.allocate_token_bitmask(max_batch_size * (1 + max_num_spec_tokens))
+    is_diffusion = bool(getattr(self.vllm_config.model_config, "is_diffusion", False))
+    plan = BatchFill(self._grammar_bitmask, getattr(self.backend, "sg_backend", None))
+    idx = 0
+    for req_id in structured_output_request_ids:
+        request = requests[req_id]
+        grammar = request.structured_output_request.grammar
+        req_tokens = scheduled_spec_decode_tokens.get(req_id, ())
+        if not req_tokens:  # the common case: one row, the current state
+            bounds = self._get_constraint_bounds(request, ())
+            plan.add(grammar, idx, bounds.constraint_start == 0)
+            idx += 1
+            continue
+        idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion)
+    plan.run()
+    out = self._grammar_bitmask
+    if idx < out.shape[0]:
+        out = out[:idx]
+    return out.numpy() if not isinstance(out, np.ndarray) else out
+
+
+def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, req_tokens: list[int],
+               idx: int, is_diffusion: bool) -> int:
+    """vLLM's speculative loop (fill, accept, ..., bonus row, roll back) with deferred fills."""
+    grammar_start, constraint_start = self._get_constraint_bounds(request, _strip(req_tokens))
+    slot = _slot(grammar)
+    with slot.lock:
+        advanced = 0
+        seen_padding = False
+        failed: int | None = None
+        for i, token in enumerate(req_tokens):
+            if failed is not None:
+                plan.copy(idx, failed)
+                idx += 1
+                continue
+            plan.add(grammar, idx, not seen_padding and i >= constraint_start, transient=True)
+            if token == -1:
+                seen_padding = True
+            elif not seen_padding and i >= grammar_start:
+                if not grammar.is_terminated() and grammar.accept_tokens(req_id, [token]):
+                    advanced += 1
+                else:
+                    failed = idx
+                    logger.error("structgate: grammar terminated or rejected draft token %s for request %s "
+                                 "during bitmask fill", token, req_id)
+            idx += 1
+        if not (is_diffusion and req_tokens):
+            if failed is not None:
+                plan.copy(idx, failed)
+            else:
+                plan.add(grammar, idx, not seen_padding and constraint_start <= len(req_tokens), transient=True)
+            idx += 1
+        if advanced:
+            grammar.rollback(advanced)
+    return idx
+
+
+def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
+    """Replacement of ``StructuredOutputManager.accept_tokens``: the original under the request's
+    lock, an epoch increment, then a background prefetch of the next mask."""
+    orig = _ORIG["accept_tokens"]
+    if not _active(self) or not new_token_ids or not request.use_structured_output:
+        return orig(self, request, new_token_ids)
+    grammar = request.structured_output_request.grammar
+    m = sg_matcher(grammar)
+    if m is None:
+        return orig(self, request, new_token_ids)
+    slot = _slot(grammar)
+    with slot.lock:
+        ok = orig(self, request, new_token_ids)
+        slot.epoch += 1
+        epoch = slot.epoch
+    if not ok:
+        logger.error("structgate: request %s: the grammar rejected sampled token(s) %s; the request fails "
+                     "(FINISHED_ERROR). This happens when the mask left no legal token (for instance "
+                     "another logits processor forbade the grammar's only tokens) or a mask was not "
+                     "applied.", request.request_id, list(new_token_ids))
+    elif prefetch_enabled():
+        prefetcher().on_accepted(grammar, m, slot, epoch)
+    return ok
+
+
+def validate_tokens(self, request: Any, spec_tokens: list[int]) -> list[int]:
+    """Replacement of ``StructuredOutputManager.validate_tokens``: the original under the request's
+    lock (it advances and rolls back the matcher; the net state, hence the epoch, is unchanged)."""
+    orig = _ORIG["validate_tokens"]
+    if not _active(self) or not request.use_structured_output:
+        return orig(self, request, spec_tokens)
+    grammar = request.structured_output_request.grammar
+    if sg_matcher(grammar) is None:
+        return orig(self, request, spec_tokens)
+    with _slot(grammar).lock:
+        return orig(self, request, spec_tokens)
+
+
+_METHODS = {"grammar_bitmask": grammar_bitmask, "accept_tokens": accept_tokens,
+            "validate_tokens": validate_tokens}
+
+
+def install(manager_cls: Any = None) -> None:
+    """Patch ``StructuredOutputManager`` (idempotent). The ledger calls this through its entry;
+    tests may call it directly. Checks the patched methods' signatures first.
+
+    Raises
+    ------
+    VllmPatchError
+        A patched method is missing or its signature changed.
+    """
+    from . import ledger
+
+    if manager_cls is None:
+        from vllm.v1.structured_output import StructuredOutputManager as manager_cls
+    sigs = {"grammar_bitmask": ("self", "requests", "structured_output_request_ids", "scheduled_spec_decode_tokens"),
+            "accept_tokens": ("self", "request", "new_token_ids"),
+            "validate_tokens": ("self", "request", "spec_tokens")}
+    sym = "vllm.v1.structured_output.StructuredOutputManager"
+    for name, params in sigs.items():
+        cur = ledger.require_attr(manager_cls, name, f"{sym}.{name}")
+        if ledger.is_marked(cur):
+            continue
+        ledger.require_signature(cur, params, f"{sym}.{name}")
+        _ORIG[name] = cur
+        setattr(manager_cls, name, ledger.mark(_wrap(_METHODS[name], name), cur, f"scheduler-hook:{name}"))
+    ledger.require_attr(manager_cls, "_get_constraint_bounds", f"{sym}._get_constraint_bounds")
+
+
+def _wrap(fn, name):
+    def wrapper(self, *a, **kw):
+        return fn(self, *a, **kw)
+
+    wrapper.__name__ = name
+    wrapper.__qualname__ = f"StructuredOutputManager.{name}"
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def uninstall(manager_cls: Any = None) -> None:
+    """Restore the original methods (tests)."""
+    if manager_cls is None:
+        from vllm.v1.structured_output import StructuredOutputManager as manager_cls
+    for name in _METHODS:
+        cur = manager_cls.__dict__.get(name)
+        orig = getattr(cur, "__structgate_original__", None)
+        if orig is not None:
+            setattr(manager_cls, name, orig)
+
+
+def _register() -> None:
+    try:
+        from .ledger import Patch, register_patch
+    except ImportError:  # pragma: no cover
+        return
+    register_patch(Patch(
+        name="scheduler-batched-bitmask",
+        module="vllm.v1.structured_output",
+        target="StructuredOutputManager.grammar_bitmask / accept_tokens / validate_tokens",
+        why="vLLM fills one bitmask row per request and speculative position in a Python loop; "
+            "structgate backends can gather every row of a step in one vectorised operation and "
+            "prefetch masks in the background.",
+        how="for managers whose backend has .sg_backend: batched fill (native row gather, adapter "
+            "fill_bitmask_batch), vLLM's speculative accept/fill/rollback kept, per-request lock + "
+            "epoch so no stale mask is used; other backends call the originals. "
+            f"{ENV_DISABLE}=0 disables.",
+        versions="0.32.0",
+        removal="when vLLM exposes a batched fill hook on StructuredOutputBackend",
+        apply=lambda mod: install(mod.StructuredOutputManager),
+    ))
+
+
+_register()
