@@ -1,0 +1,154 @@
+"""``structgate check``: compile a constraint with one backend and walk texts through its masks.
+
+::
+
+    structgate check --backend NAME --tokenizer TOK
+                     (--regex R | --json-schema FILE_OR_JSON | --choice A --choice B ... | --grammar FILE)
+                     [--text S ...] [--jsonl FILE] [--json]
+
+Each text is tokenized without special tokens (``Vocabulary.encode``); every token must be allowed
+by the mask before the matcher advances, and EOS must be allowed at the end. Per text it reports
+``accepted``, ``rejected_at`` (the index of the first token the mask forbids, ``"eos"`` when all
+tokens passed but EOS is forbidden, ``null`` when accepted) and ``n_tokens``; once, the compile
+time in milliseconds. ``--json`` prints::
+
+    {"backend": ..., "tokenizer": ..., "compile_ms": ..., "results": [{"text", "accepted", "rejected_at", "n_tokens"}]}
+
+Exit status: 0 when it ran (whatever the verdicts), 2 on a bad constraint / unknown backend or
+tokenizer (one line naming the typed error, no traceback).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+_GRAMMAR_FORMATS = {".lark": "lark", ".gbnf": "gbnf", ".ebnf": "ebnf"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("check", help="compile a constraint and check whether texts are accepted",
+                       description="Compile a constraint with one backend, then walk each text's tokens "
+                                   "through the backend's masks (every token allowed, then EOS).")
+    p.add_argument("--backend", default="native", help="registered backend name (default: native)")
+    p.add_argument("--tokenizer", default="llama3",
+                   help="bundled tokenizer name, folder, tokenizer.json, .gguf or .tiktoken (default: llama3)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--regex", help="regular expression (full match)")
+    g.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
+                   help="JSON Schema: a file path if it exists, else JSON text")
+    g.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
+    g.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
+    p.add_argument("--text", action="append", default=[], help="text to check (repeatable)")
+    p.add_argument("--jsonl", metavar="FILE", help='file of {"text": ...} lines to check')
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run)
+
+
+def _constraint(args):
+    from ..backends.interface import Constraint
+
+    if args.regex is not None:
+        return Constraint.regex(args.regex)
+    if args.json_schema is not None:
+        src = args.json_schema
+        if os.path.isfile(src):
+            with open(src, encoding="utf-8") as f:
+                src = f.read()
+        return Constraint.json_schema(src)
+    if args.choice is not None:
+        return Constraint.choice(args.choice)
+    ext = os.path.splitext(args.grammar)[1].lower()
+    with open(args.grammar, encoding="utf-8") as f:
+        text = f.read()
+    return Constraint.grammar(text, _GRAMMAR_FORMATS.get(ext))
+
+
+def _texts(args) -> list[str]:
+    texts = list(args.text)
+    if args.jsonl:
+        with open(args.jsonl, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                    texts.append(obj["text"] if isinstance(obj, dict) else obj)
+                except (json.JSONDecodeError, KeyError) as e:
+                    raise _UsageError(f"{args.jsonl}:{n}: expected a JSON object with a \"text\" field ({e})")
+                if not isinstance(texts[-1], str):
+                    raise _UsageError(f"{args.jsonl}:{n}: \"text\" must be a string")
+    return texts
+
+
+class _UsageError(Exception):
+    pass
+
+
+def check_text(matcher, vocab, text: str, bitmask) -> dict:
+    """Walk ``text``'s tokens through ``matcher`` (reset first), checking each token's mask bit
+    before advancing, then the EOS bit. Returns ``{"text", "accepted", "rejected_at", "n_tokens"}``."""
+    ids = vocab.encode(text)
+    matcher.reset()
+    rejected_at = None
+    for i, t in enumerate(ids):
+        matcher.fill_bitmask(bitmask, 0)
+        if not (t < vocab.vocab_size and (int(bitmask[0, t >> 5]) >> (t & 31)) & 1) or not matcher.advance(t):
+            rejected_at = i
+            break
+    if rejected_at is None:
+        matcher.fill_bitmask(bitmask, 0)
+        words = bitmask[0]
+        if not any((int(words[e >> 5]) >> (e & 31)) & 1 for e in vocab.eos_token_ids):
+            rejected_at = "eos"
+    matcher.reset()
+    return {"text": text, "accepted": rejected_at is None, "rejected_at": rejected_at, "n_tokens": len(ids)}
+
+
+def _one_line(e) -> str:
+    """The typed error as one line (a syntax error names the position and the pattern)."""
+    from ..errors import GrammarSyntaxError
+
+    if isinstance(e, GrammarSyntaxError):
+        loc = f" in {e.where}" if e.where else ""
+        pat = e.pattern if len(e.pattern) <= 120 else e.pattern[:117] + "..."
+        return f"{e.message} at position {e.position}{loc} of {pat!r}"
+    return " ".join(str(e).split())
+
+
+def run(args) -> int:
+    import time
+
+    from ..backends.registry import get_backend
+    from ..bitmask import allocate_bitmask
+    from ..errors import StructgateError
+    from ..vocab import load_vocabulary
+
+    prog = "structgate check"
+    try:
+        texts = _texts(args)
+        vocab = load_vocabulary(args.tokenizer)
+        backend = get_backend(args.backend, vocab)
+        constraint = _constraint(args)
+        t0 = time.perf_counter()
+        grammar = backend.compile(constraint)
+        compile_ms = (time.perf_counter() - t0) * 1e3
+    except StructgateError as e:
+        print(f"{prog}: error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError, _UsageError) as e:
+        print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+    matcher = grammar.matcher()
+    bitmask = allocate_bitmask(1, vocab.vocab_size)
+    results = [check_text(matcher, vocab, t, bitmask) for t in texts]
+    if args.json:
+        print(json.dumps({"backend": args.backend, "tokenizer": args.tokenizer,
+                          "compile_ms": round(compile_ms, 3), "results": results}, ensure_ascii=False))
+        return 0
+    print(f"backend {args.backend}, tokenizer {args.tokenizer}: compiled in {compile_ms:.1f} ms")
+    for r in results:
+        verdict = "accepted" if r["accepted"] else f"rejected at {r['rejected_at']}"
+        print(f"{verdict:<16} {r['n_tokens']:>4} tokens  {r['text']!r}")
+    return 0

@@ -1,0 +1,145 @@
+"""``structgate check``: verdicts, output formats, exit codes, with a stub backend registered at run
+time (any registered backend must work) and with the native backend."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structgate.backends import registry
+from structgate.backends.interface import Backend
+from structgate.cli import main
+from structgate.errors import GrammarSyntaxError, UnsupportedFeatureError
+from structgate.native.matcher import NativeMatcher
+from structgate.native.token_index import TokenIndex
+
+from test_native_token_index import literal_dfa
+
+
+class _Grammar:
+    def __init__(self, vocab, words):
+        self.vocab = vocab
+        self.index = TokenIndex(literal_dfa([w.encode() for w in words]), vocab)
+
+    def matcher(self, **kw):
+        return NativeMatcher(self.index, **kw)
+
+
+class LiteralBackend(Backend):
+    """Stub: a 'regex' is a '|'-separated list of literal words; '**' is a syntax error; the last
+    constraint seen is kept for inspection."""
+
+    name = "stub-literal"
+    supported_kinds = frozenset({"regex", "json_schema", "choice"})
+    last = None
+
+    def _compile(self, constraint):
+        LiteralBackend.last = constraint
+        if constraint.kind == "json_schema":
+            raise UnsupportedFeatureError("stub", "schemas are not compiled by the stub", "/")
+        if constraint.kind == "choice":
+            return _Grammar(self.vocab, constraint.value)
+        if "**" in constraint.value:
+            raise GrammarSyntaxError("quantifier repeated", constraint.value, constraint.value.index("**") + 1)
+        return _Grammar(self.vocab, constraint.value.split("|"))
+
+
+@pytest.fixture()
+def stub():
+    registry.register_backend(registry.BackendSpec(name="stub-literal", factory=LiteralBackend,
+                                                   description="test stub"))
+    yield "stub-literal"
+    registry._reset_for_tests()
+
+
+def run_json(capsys, *argv):
+    rc = main(["check", *argv, "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return json.loads(out.out)
+
+
+def test_verdicts_and_json_shape(stub, capsys, llama3_vocab):
+    doc = run_json(capsys, "--backend", stub, "--tokenizer", "llama3", "--regex", "hello|hello world",
+                   "--text", "hello", "--text", "hello world", "--text", "hello there", "--text", "hell",
+                   "--text", "")
+    assert doc["backend"] == stub and doc["tokenizer"] == "llama3" and doc["compile_ms"] >= 0
+    res = {r["text"]: r for r in doc["results"]}
+    assert list(res) == ["hello", "hello world", "hello there", "hell", ""]
+    assert res["hello"] == {"text": "hello", "accepted": True, "rejected_at": None,
+                            "n_tokens": len(llama3_vocab.encode("hello"))}
+    assert res["hello world"]["accepted"] is True
+    # 'hello' ' there': the second token is not allowed
+    assert res["hello there"]["accepted"] is False and res["hello there"]["rejected_at"] == 1
+    # every token allowed, but the text is incomplete
+    assert res["hell"]["rejected_at"] == "eos" and res["hell"]["accepted"] is False
+    assert res[""]["rejected_at"] == "eos" and res[""]["n_tokens"] == 0
+
+
+def test_jsonl_and_choice(stub, capsys, tmp_path):
+    f = tmp_path / "texts.jsonl"
+    f.write_text(json.dumps({"text": "yes"}) + "\n\n" + json.dumps({"text": "maybe"}) + "\n")
+    doc = run_json(capsys, "--backend", stub, "--choice", "yes", "--choice", "no", "--jsonl", str(f),
+                   "--text", "no")
+    assert [(r["text"], r["accepted"]) for r in doc["results"]] == [("no", True), ("yes", True), ("maybe", False)]
+    assert LiteralBackend.last.kind == "choice" and LiteralBackend.last.value == ("yes", "no")
+
+
+def test_json_schema_is_path_or_text(stub, capsys, tmp_path):
+    schema = {"type": "integer", "minimum": 3}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(schema))
+    for arg in (str(p), json.dumps(schema)):
+        rc = main(["check", "--backend", stub, "--json-schema", arg, "--text", "3"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "UnsupportedFeatureError" in err
+        assert LiteralBackend.last.value == schema
+
+
+def test_errors_exit_2_one_message(stub, capsys, tmp_path):
+    rc = main(["check", "--backend", stub, "--regex", "foo**", "--text", "foo"])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == ""
+    assert cap.err == "structgate check: error: GrammarSyntaxError: quantifier repeated at position 4 of 'foo**'\n"
+    rc = main(["check", "--backend", "no-such-backend", "--regex", "a"])
+    assert rc == 2 and "BackendNotFoundError" in capsys.readouterr().err
+    rc = main(["check", "--backend", stub, "--json-schema", "{not json", "--text", "x"])
+    assert rc == 2 and "GrammarSyntaxError" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[1, 2\n")
+    rc = main(["check", "--backend", stub, "--regex", "a", "--jsonl", str(bad)])
+    assert rc == 2 and "bad.jsonl:1" in capsys.readouterr().err
+    rc = main(["check", "--backend", stub, "--grammar", str(tmp_path / "missing.lark")])
+    assert rc == 2 and "missing.lark" in capsys.readouterr().err
+
+
+def test_plain_output(stub, capsys):
+    rc = main(["check", "--backend", stub, "--regex", "ok", "--text", "ok", "--text", "no"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = out.splitlines()
+    assert "compiled in" in lines[0]
+    assert lines[1].startswith("accepted") and lines[2].startswith("rejected at 0")
+
+
+def _has_regex() -> bool:
+    try:
+        from structgate.native.regex import compile_regex  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_regex(), reason="native regex compiler not landed yet")
+def test_native_backend_end_to_end(capsys):
+    doc = run_json(capsys, "--regex", r"[0-9]{2,3}-[a-z]+", "--text", "12-ab", "--text", "1-ab",
+                   "--text", "123-", "--text", "1234-a")
+    got = [(r["accepted"], r["rejected_at"]) for r in doc["results"]]
+    assert got[0] == (True, None) and got[2] == (False, "eos")
+    assert got[1][0] is False and got[3][0] is False
+    doc = run_json(capsys, "--choice", "a.b", "--choice", "(x)", "--choice", "1+1?", "--text", "a.b",
+                   "--text", "axb", "--text", "(x)", "--text", "1+1?", "--text", "11")
+    assert [r["accepted"] for r in doc["results"]] == [True, False, True, True, False]
+    rc = main(["check", "--regex", "foo**", "--text", "foo"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "GrammarSyntaxError" in err and "Traceback" not in err
