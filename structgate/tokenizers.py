@@ -36,6 +36,7 @@ import base64
 import gzip
 import hashlib
 import json
+import mmap
 import os
 import pathlib
 import re
@@ -88,11 +89,17 @@ BUNDLED: dict[str, dict[str, Any]] = {
     },
 }
 
-#: Texts of special tokens that end generation (llama.cpp's EOG list, ``llama-vocab.cpp``).
+#: Texts of tokens that end generation (llama.cpp's EOG list in ``llama-vocab.cpp``, plus Gemma 4's
+#: ``<turn|>``). As llama.cpp does, a GGUF token or HF *added* token with one of these texts is
+#: treated as a control token (no bytes) and an EOS id, whatever its declared type.
 EOG_TOKEN_NAMES: frozenset[str] = frozenset({
     "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
     "<|endoftext|>", "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>",
+    "<|flush|>", "<|calls|>", "<end_of_utterance>", "<turn|>",
 })
+
+#: EOS texts used only when a tokenizer names no EOS at all (a bare ``tokenizers.Tokenizer``).
+_EOS_FALLBACK_NAMES = frozenset({"</s>", "<eos>", "<|eos|>", "[EOS]"})
 
 _PAD_RE = re.compile(r"\[PAD\d+\]\Z")
 
@@ -160,12 +167,18 @@ _CL100K_SPECIALS = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_mi
                     "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
 _R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
-# GGUF ``tokenizer.ggml.pre`` → (split regex or None for GPT-2's ByteLevel regex, NFC, ignore_merges)
-_GGUF_PRE: dict[str, tuple[str | None, bool, bool]] = {
-    "llama-bpe": (_LLAMA3_PAT, False, True),
-    "llama3": (_LLAMA3_PAT, False, True),
-    "smaug-bpe": (_LLAMA3_PAT, False, False),
-    "qwen2": (_QWEN2_PAT, True, False),
+# DeepSeek Coder: llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER splits, applied in sequence
+_DEEPSEEK_CODER_PATS = ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[一-龥ࠀ-一가-퟿]+", r"\p{N}")
+
+# GGUF ``tokenizer.ggml.pre`` → (split regexes applied in sequence, or None for GPT-2's ByteLevel
+# regex; NFC normalizer; ignore_merges). Checked against llama.cpp's test vectors: llama-bpe,
+# qwen2, gpt-2, deepseek-coder.
+_GGUF_PRE: dict[str, tuple[tuple[str, ...] | None, bool, bool]] = {
+    "llama-bpe": ((_LLAMA3_PAT,), False, True),
+    "llama3": ((_LLAMA3_PAT,), False, True),
+    "smaug-bpe": ((_LLAMA3_PAT,), False, False),
+    "qwen2": ((_QWEN2_PAT,), True, False),
+    "deepseek-coder": (_DEEPSEEK_CODER_PATS, False, False),
     "gpt-2": (None, False, False),
     "gpt2": (None, False, False),
     "default": (None, False, False),
@@ -173,19 +186,20 @@ _GGUF_PRE: dict[str, tuple[str | None, bool, bool]] = {
 
 
 def _bytelevel_tokenizer_json(vocab: Mapping[str, int], merges: Sequence[str], added: Sequence[dict],
-                              split_regex: str | None, *, nfc: bool = False, ignore_merges: bool = False,
-                              bos: tuple[str, int] | None = None) -> dict:
+                              split_regexes: Sequence[str] | None, *, nfc: bool = False,
+                              ignore_merges: bool = False, bos: tuple[str, int] | None = None) -> dict:
     """A ``tokenizer.json`` document for a byte-level BPE tokenizer.
 
-    ``split_regex=None`` uses the GPT-2 ``ByteLevel(use_regex=True)`` pre-tokenizer, otherwise
-    ``Split(regex, Isolated)`` then ``ByteLevel(use_regex=False)`` as in Meta's Llama 3 and Qwen2
-    files. ``bos`` adds a ``TemplateProcessing`` post-processor that prepends it.
+    ``split_regexes=None`` uses the GPT-2 ``ByteLevel(use_regex=True)`` pre-tokenizer, otherwise
+    one ``Split(regex, Isolated)`` per regex then ``ByteLevel(use_regex=False)`` as in Meta's
+    Llama 3 and Qwen2 files. ``bos`` adds a ``TemplateProcessing`` post-processor that prepends it.
     """
-    if split_regex is None:
+    if split_regexes is None:
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
         pre = {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": split_regex}, "behavior": "Isolated", "invert": False},
+            *({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
+              for r in split_regexes),
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
     post: dict = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
     if bos is not None:
@@ -530,9 +544,14 @@ def _assemble(entries: dict[int, bytes], specials: set[int], names: dict[int, st
     holes = np.nonzero(~present)[0]
     sp.update(int(i) for i in holes)  # ids with no token at all are never allowed
     eos_ids = sorted({int(i) for i in eos if 0 <= int(i) < n_tokens})
+    if not eos_ids:  # a bare tokenizer without config: the conventional EOS texts
+        eos_ids = sorted(i for i in sp if tn[i] in _EOS_FALLBACK_NAMES)
+    for i in eos_ids:  # EOS is a control token: no bytes
+        tb[i] = b""
     if not eos_ids:
-        raise VocabularyError(f"tokenizer {name!r} has no EOS token (no eos_token and no end-of-generation "
-                              f"special token among {sorted(EOG_TOKEN_NAMES)})")
+        raise VocabularyError(f"tokenizer {name!r} has no EOS token: no eos_token in its config and no special "
+                              f"token named like an end of generation (e.g. </s>, <|endoftext|>, <|eot_id|>); "
+                              f"pass eos_token_ids=")
     if vocab_size is not None and vocab_size < n_tokens:
         raise VocabularyError(f"vocab_size {vocab_size} is smaller than tokenizer {name!r}'s {n_tokens} tokens")
     return Vocabulary(tuple(tb), tuple(eos_ids), frozenset(sp), vocab_size or n_tokens, name, encoder, tuple(tn))
@@ -568,7 +587,7 @@ def _vocab_from_tokenizers(tok, *, folder, hf, vocab_size, name, encoder, extra_
         if isinstance(unk, str) and unk in model_vocab:
             specials.add(model_vocab[unk])
         elif type(tok.model).__name__ == "Unigram":
-            uid = getattr(tok.model, "unk_id", None)
+            uid = json.loads(tok.model.__getstate__()).get("unk_id")
             if isinstance(uid, int):
                 specials.add(uid)
     else:
@@ -577,7 +596,7 @@ def _vocab_from_tokenizers(tok, *, folder, hf, vocab_size, name, encoder, extra_
             names[i] = s
     for i, at in added.items():
         names[i] = at.content
-        if at.special:
+        if at.special or at.content in EOG_TOKEN_NAMES:
             specials.add(i)
         else:
             entries[i] = at.content.encode("utf-8")
@@ -687,13 +706,13 @@ TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TO
 
 
 def read_gguf_metadata(path, *, prefix: str | None = None) -> dict[str, Any]:
-    """The key/value metadata of a GGUF file (format v2/v3), without its tensors.
+    """The key/value metadata of a GGUF file (format v2/v3; gzipped files too), without its tensors.
 
     Strings are returned as ``str``; string arrays as ``list[bytes]`` (raw UTF-8, so malformed
     entries survive); numeric arrays as read-only numpy arrays; scalars as Python numbers.
     ``prefix`` keeps only keys starting with it (others are skipped, but still parsed).
-    Only the metadata section is read from disk (it precedes the tensor data). Format:
-    ggml ``docs/gguf.md``.
+    Format: ggml ``docs/gguf.md``. Plain files are memory-mapped (only the metadata pages of a
+    model file are read); gzipped files are decompressed in memory.
 
     Raises
     ------
@@ -703,20 +722,28 @@ def read_gguf_metadata(path, *, prefix: str | None = None) -> dict[str, Any]:
     p = pathlib.Path(path)
     try:
         with open(p, "rb") as f:
-            head = f.read(24)
-            if len(head) < 24 or head[:4] != b"GGUF":
-                raise VocabularyError(f"{p} is not a GGUF file (magic {head[:4]!r}, expected b'GGUF')")
-            version = struct.unpack_from("<I", head, 4)[0]
-            if version not in (2, 3):
-                raise VocabularyError(f"{p}: unsupported GGUF version {version} (2 or 3 supported)")
+            magic = f.read(2)
             f.seek(0)
-            data = f.read()
+            if magic == b"\x1f\x8b":
+                data = gzip.decompress(f.read())
+            else:  # map, so a multi-GB model file costs only its metadata pages
+                try:
+                    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except ValueError:  # empty file
+                    data = b""
+    except (EOFError, gzip.BadGzipFile) as e:
+        raise VocabularyError(f"{p}: corrupt gzip data ({e})") from e
     except FileNotFoundError:
         raise VocabularyError(f"GGUF file {p} does not exist") from None
     except IsADirectoryError:
         raise VocabularyError(f"{p} is a directory, not a GGUF file") from None
     except OSError as e:
         raise VocabularyError(f"cannot read GGUF file {p}: {e}") from e
+    if len(data) < 24 or data[:4] != b"GGUF":
+        raise VocabularyError(f"{p} is not a GGUF file (magic {data[:4]!r}, expected b'GGUF')")
+    version = struct.unpack_from("<I", data, 4)[0]
+    if version not in (2, 3):
+        raise VocabularyError(f"{p}: unsupported GGUF version {version} (2 or 3 supported)")
     _, nkv = struct.unpack_from("<QQ", data, 8)
     off = 24
     out: dict[str, Any] = {}
@@ -747,7 +774,7 @@ def read_gguf_metadata(path, *, prefix: str | None = None) -> dict[str, Any]:
                         raise struct.error("truncated")
                 elif et in _GGUF_NP:
                     dt = np.dtype(_GGUF_NP[et])
-                    v = np.frombuffer(data, dt, cnt, off)
+                    v = np.frombuffer(data, dt, cnt, off).copy()
                     off += cnt * dt.itemsize
                 else:
                     raise VocabularyError(f"{p}: unsupported GGUF array element type {et} for key {key!r}")
@@ -761,6 +788,9 @@ def read_gguf_metadata(path, *, prefix: str | None = None) -> dict[str, Any]:
                 out[key] = v
     except (struct.error, ValueError) as e:
         raise VocabularyError(f"{p}: truncated or corrupt GGUF metadata ({e})") from e
+    finally:
+        if isinstance(data, mmap.mmap):
+            data.close()
     return out
 
 
@@ -792,10 +822,13 @@ def from_gguf(path, *, vocab_size: int | None = None, eos_token_ids: Sequence[in
     Returns
     -------
     Vocabulary
-        Its encoder (built lazily as a ``tokenizers.Tokenizer``) exists for SentencePiece files and
-        for byte-level files whose ``tokenizer.ggml.pre`` is one of ``llama-bpe``, ``qwen2``,
-        ``gpt-2``, ``default``; otherwise ``encoder`` is None. SentencePiece encoders follow
-        llama.cpp and prepend a space when ``tokenizer.ggml.add_space_prefix`` is true (default).
+        Its encoder (built lazily as a ``tokenizers.Tokenizer`` on first use, ~1 s for 150k
+        tokens) exists for SentencePiece files and for byte-level files whose
+        ``tokenizer.ggml.pre`` is one of ``llama-bpe``, ``qwen2``, ``deepseek-coder``, ``gpt-2``,
+        ``default``, ``smaug-bpe``; otherwise ``encoder`` is None. Encoders are exact (ids' bytes
+        == the text's bytes): unlike llama.cpp they add no SentencePiece dummy-prefix space, so
+        llama.cpp's ids for ``text`` are ``encode(" " + text)`` when
+        ``tokenizer.ggml.add_space_prefix`` is true (the default for ``llama``).
 
     Raises
     ------
@@ -829,7 +862,9 @@ def from_gguf(path, *, vocab_size: int | None = None, eos_token_ids: Sequence[in
         s = tokens[i].decode("utf-8", "replace")
         names[i] = s
         t = int(types[i])
-        if t == TOKEN_NORMAL:
+        if s in EOG_TOKEN_NAMES:
+            specials.add(i)  # llama.cpp overrides EOG-named tokens to CONTROL
+        elif t == TOKEN_NORMAL:
             if kind == "bytelevel":
                 b = _bytelevel_bytes_tr(s, tr)
                 entries[i] = b if b is not None else tokens[i]
@@ -906,7 +941,7 @@ def gguf_to_tokenizer_json(path, *, with_bos: bool = False) -> dict:
         t = int(types[i])
         if t in (TOKEN_NORMAL, TOKEN_BYTE):
             vocab.setdefault(tokens[i], i)
-        elif t == TOKEN_USER_DEFINED:
+        elif t == TOKEN_USER_DEFINED and tokens[i] not in EOG_TOKEN_NAMES:
             added.append(_added_token(i, tokens[i], False))
         else:
             added.append(_added_token(i, tokens[i], True))
@@ -1194,7 +1229,7 @@ def _load_uncached(s: str) -> Vocabulary:
         raise VocabularyError(f"folder {p} has no tokenizer.json" + (f" and {len(ggufs)} .gguf files" if ggufs else ""))
     if name.endswith(".json"):
         return from_hf(p, name=s)
-    if name.endswith(".gguf"):
+    if name.endswith(".gguf") or name.endswith(".gguf.gz"):
         return from_gguf(p)
     if name.endswith(".tiktoken") or name.endswith(".tiktoken.gz"):
         return from_tiktoken(p)
