@@ -28,7 +28,7 @@ import numpy as np
 from ..backends.interface import Backend, CompiledGrammar, Matcher
 from ..errors import MatcherStateError, UnsupportedFeatureError
 
-__all__ = ["FaultyBackend"]
+__all__ = ["FaultyBackend", "EnumBackend"]
 
 
 class _FakeMatcher(Matcher):
@@ -133,3 +133,90 @@ class FaultyBackend(Backend):
         elif fault == "engine-error":
             raise RuntimeError("engine exploded")
         return _FakeGrammar(self.vocab, constraint, allow_all=fault != "reject-all", sleep_first=fault == "sleep-walk")
+
+
+# ---------------------------------------------------------------------------------------------
+class _EnumMatcher(Matcher):
+    """Exact matcher over a finite set of byte strings (brute force over the vocabulary)."""
+
+    def __init__(self, vocab, texts: frozenset[bytes]):
+        self.vocab = vocab
+        self._texts = texts
+        self._prefixes = frozenset(t[:i] for t in texts for i in range(len(t) + 1))
+        self._out = b""
+        self._hist: list[int] = []
+        self._term = False
+
+    def _ok(self, out: bytes, t: int) -> bool:
+        b = self.vocab.token_bytes[t] if t < self.vocab.n_tokens else b""
+        return bool(b) and (out + b) in self._prefixes
+
+    def _fill_row(self, row):
+        allowed = np.zeros(self.vocab.vocab_size, dtype=bool)
+        if not self._term:
+            out = self._out
+            for t, b in enumerate(self.vocab.token_bytes):
+                if b and (out + b) in self._prefixes:
+                    allowed[t] = True
+        if self._term or self._out in self._texts:
+            allowed[list(self.vocab.eos_token_ids)] = True
+        from ..bitmask import bool_to_bitmask
+
+        row[:] = bool_to_bitmask(allowed)
+        return True
+
+    def advance(self, token_ids):
+        ids = self._as_list(token_ids)
+        out, term = self._out, self._term
+        for t in ids:
+            if t in self.vocab.eos_token_ids and (term or out in self._texts):
+                term = True
+            elif term or not self._ok(out, t):
+                return False
+            else:
+                out += self.vocab.token_bytes[t]
+        self._out, self._term = out, term
+        self._hist += ids
+        return True
+
+    def rollback(self, num_tokens):
+        if num_tokens < 0 or num_tokens > len(self._hist):
+            raise MatcherStateError(f"cannot roll back {num_tokens} of {len(self._hist)} tokens")
+        keep = self._hist[: len(self._hist) - num_tokens]
+        self.reset()
+        self.advance(keep) if keep else None
+
+    def is_accepting(self):
+        return self._term or self._out in self._texts
+
+    def is_terminated(self):
+        return self._term
+
+    def reset(self):
+        self._out, self._hist, self._term = b"", [], False
+
+
+class _EnumGrammar(CompiledGrammar):
+    def __init__(self, vocab, constraint, texts):
+        self.vocab, self.constraint, self._texts = vocab, constraint, texts
+
+    def matcher(self, *, max_rollback_tokens: int = -1):
+        return _EnumMatcher(self.vocab, self._texts)
+
+
+class EnumBackend(Backend):
+    """An *exact* reference engine for JSON Schemas made of ``enum`` / ``const`` only: the language
+    is the ``json.dumps`` texts of the listed values. Masks are computed by brute force over the
+    vocabulary (slow, exact): it checks the harness's walk, bit tests and EOS rule."""
+
+    name = "enum-reference"
+    supported_kinds = frozenset({"json_schema"})
+
+    def _compile(self, constraint):
+        import json
+
+        s = constraint.value
+        if not isinstance(s, dict) or not ({"enum", "const"} & set(s)):
+            raise UnsupportedFeatureError("schema without enum/const", "the reference engine handles enum/const only")
+        values = s["enum"] if "enum" in s else [s["const"]]
+        return _EnumGrammar(self.vocab, constraint, frozenset(json.dumps(v).encode() for v in values))

@@ -81,6 +81,12 @@ class ReOracle:
     def _ask(self, op: str, pattern: str, text: str, timeout: float):
         if self.proc is None:
             self._start()
+            # warm up outside the timed call: process start + pattern compile
+            self.conn.send(("compile", pattern, ""))
+            if not self.conn.poll(60.0):
+                self._kill()
+                return ("timeout", None)
+            self.conn.recv()
         self.conn.send((op, pattern, text))
         if not self.conn.poll(timeout):
             self._kill()
