@@ -180,3 +180,179 @@ def _row(m):
     words = np.empty((m.vocab.vocab_size + 31) // 32, dtype=np.int32)
     m.fill_bitmask(words)
     return words
+
+
+# -- NativeBackend ---------------------------------------------------------------------------------
+from structgate.backends.interface import Constraint  # noqa: E402
+from structgate.errors import (CompileLimitError, ConstraintKindError, GrammarSyntaxError,  # noqa: E402
+                               IncompatibleVocabularyError)
+
+
+def _walk_text(grammar, vocab, text):
+    m = grammar.matcher()
+    for t in vocab.encode(text):
+        if t not in set(m.allowed_token_ids().tolist()):
+            assert not m.advance(t)
+            return False
+        assert m.advance(t)
+    return m.is_accepting()
+
+
+@pytest.fixture(scope="module")
+def native(llama3_vocab):
+    from structgate.native.backend import NativeBackend
+
+    return NativeBackend(llama3_vocab)
+
+
+REGEX_CASES = [
+    (r"[0-9]{2,3}-[a-z]+", ["12-ab", "123-x", "1-ab", "1234-a", "12-", "12-AB", "99-zz z"]),
+    (r"(ab)*c", ["c", "abc", "ababc", "ab", "abac", "cc", ""]),
+    (r"-?\d+(\.\d+)?", ["0", "-12.5", "3.", ".5", "1.2.3", "42", "--1"]),
+    (r"[😀-🙏]+", ["😀", "😨😍", "🚀", "😀a", "🙏🙏🙏"]),
+    (r'"[^"\\]{0,8}"', ['""', '"hello"', '"hello world"', '"a"b"', '"é中"', '"\\n"']),
+    (r"(true|false|null)( (true|false|null))*", ["true", "true false", "null  null", "truefalse", "true "]),
+]
+
+
+@pytest.mark.parametrize("pattern,texts", REGEX_CASES, ids=[p for p, _ in REGEX_CASES])
+def test_backend_end_to_end_against_python_re(native, llama3_vocab, pattern, texts):
+    g = native.compile(Constraint.regex(pattern))
+    rx = re.compile(pattern)
+    for text in texts:
+        assert _walk_text(g, llama3_vocab, text) == bool(rx.fullmatch(text)), text
+
+
+def test_backend_masks_sampled_tokens_against_byte_walk(native, llama3_vocab):
+    v = llama3_vocab
+    g = native.compile(Constraint.regex(r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6}"))
+    rng = np.random.default_rng(0)
+    sample = rng.integers(0, v.vocab_size, 3000)
+    m = g.matcher()
+    for t in v.encode("jane.doe@example.org"):
+        allowed = set(m.allowed_token_ids().tolist())
+        for tok in sample:
+            b = v.token_bytes[tok]
+            want = bool(b) and g.dfa.step(m.state, b) != 0
+            if tok in v.eos_token_ids:
+                want = bool(g.dfa.accepting[m.state])
+            assert (int(tok) in allowed) == want, (m.state, v.describe(int(tok)))
+        assert t in allowed and m.advance(t)
+    assert m.is_accepting()
+
+
+def test_compile_cache_lru(llama3_vocab):
+    from structgate.native.backend import NativeBackend
+
+    b = NativeBackend(llama3_vocab, compile_cache_size=2)
+    a1 = b.compile(Constraint.regex("a+"))
+    assert b.compile(Constraint.regex("a+")) is a1
+    b.compile(Constraint.regex("b+"))
+    b.compile(Constraint.regex("a+"))  # refresh a+
+    b.compile(Constraint.regex("c+"))  # evicts b+
+    assert b.cache_len == 2 and b.compile(Constraint.regex("a+")) is a1
+    nocache = NativeBackend(llama3_vocab, compile_cache_size=0)
+    assert nocache.compile(Constraint.regex("a+")) is not nocache.compile(Constraint.regex("a+"))
+
+
+def test_limits(llama3_vocab):
+    from structgate.native.backend import NativeBackend
+
+    with pytest.raises(CompileLimitError) as ei:
+        NativeBackend(llama3_vocab, max_dfa_states=20).compile(Constraint.regex("[ab]*a[ab]{8}"))
+    assert ei.value.limit_name == "max_dfa_states"
+    with pytest.raises(CompileLimitError) as ei:
+        NativeBackend(llama3_vocab, compile_timeout_s=1e-9).compile(Constraint.regex("[ab]*a[ab]{3}"))
+    assert ei.value.limit_name == "compile_timeout_s"
+
+
+def test_validate_is_cheap_and_typed(native, monkeypatch):
+    import structgate.native.backend as nb
+
+    def boom(*a, **k):
+        raise AssertionError("validate must not build a TokenIndex")
+
+    monkeypatch.setattr(nb, "TokenIndex", boom)
+    native.validate(Constraint.regex("x[0-9]{3}y"))
+    native.validate(Constraint.json_schema({"type": "object", "properties": {"q": {"type": "integer"}}}))
+    with pytest.raises(GrammarSyntaxError):
+        native.validate(Constraint.regex("a(b"))
+    with pytest.raises(ConstraintKindError):
+        native.validate(Constraint.grammar("start: 'a'"))
+    with pytest.raises(ConstraintKindError):
+        native.compile(Constraint.grammar("start: 'a'"))
+
+
+def test_incompatible_vocabulary():
+    from structgate.native.backend import NativeBackend
+
+    v = Vocabulary([b"a", b"b", b"ab", b""], eos_token_ids=[3], name="letters")
+    b = NativeBackend(v)
+    with pytest.raises(IncompatibleVocabularyError, match="letters"):
+        b.compile(Constraint.regex("[0-9]+"))
+    g = b.compile(Constraint.regex("(ab)+"))
+    m = g.matcher()
+    assert m.advance([2, 0, 1]) and m.is_accepting()
+
+
+def test_choice_is_exact(native, llama3_vocab):
+    choices = ["a.b", "(x)", "1+1?", "\\", "[ü]", "tab\there", "new\nline", "$^|*{2}", ""]
+    g = native.compile(Constraint.choice(choices))
+    for c in choices:
+        assert g.dfa.matches(c.encode()), c
+    for bad in ["axb", "x", "11", "1+1", "ü", "tab here", "{2}", "a.b "]:
+        assert not g.dfa.matches(bad.encode()), bad
+    assert _walk_text(g, llama3_vocab, "a.b") and not _walk_text(g, llama3_vocab, "a.bc")
+
+
+def test_json_object(native, llama3_vocab):
+    import json
+
+    g = native.compile(Constraint.json_object())
+    for obj in [{}, {"a": 1}, {"name": "x", "tags": ["u", 2, None], "n": {"k": True}}]:
+        assert _walk_text(g, llama3_vocab, json.dumps(obj)), obj
+    for bad in ["[]", "1", '"x"', "{", '{"a":}', "{'a': 1}"]:
+        assert not _walk_text(g, llama3_vocab, bad), bad
+
+
+def test_registry_builds_native(llama3_vocab):
+    from structgate.backends.registry import get_backend
+    from structgate.native.backend import NativeBackend
+
+    b = get_backend("native", llama3_vocab, max_dfa_states=1234)
+    assert isinstance(b, NativeBackend) and b.options.max_dfa_states == 1234
+
+
+def test_shared_grammar_across_threads(llama3_vocab):
+    import threading
+
+    from structgate.native.backend import NativeBackend
+
+    g = NativeBackend(llama3_vocab).compile(Constraint.json_schema(
+        {"type": "object", "properties": {"id": {"type": "integer"}, "tag": {"type": "string"}},
+         "required": ["id", "tag"]}))
+    text = '{"id": 12, "tag": "héllo"}'
+    ids = llama3_vocab.encode(text)
+    rows: list[list[np.ndarray]] = []
+    errors = []
+
+    def run():
+        try:
+            m = g.matcher()
+            mine = []
+            for t in ids:
+                mine.append(_row(m).copy())
+                assert m.advance(t)
+            assert m.is_accepting()
+            rows.append(mine)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(rows) == 4
+    for other in rows[1:]:
+        assert all((a == b).all() for a, b in zip(rows[0], other))
