@@ -254,9 +254,11 @@ def test_vocab_trie_is_shared():
     v1 = synthetic_vocab(np.random.default_rng(5), n_random=50)
     v2 = v1.with_vocab_size(v1.vocab_size + 64)
     assert vocab_trie(v1) is vocab_trie(v1)
-    # same token bytes but a different logits width -> rows differ in width, trie rebuilt or shared
+    # same token bytes, wider logits: the trie is shared, the rows are wider
+    assert vocab_trie(v2) is vocab_trie(v1)
     idx = TokenIndex(literal_dfa([b"ab"]), v2)
     assert idx.width == (v2.vocab_size + 31) // 32
+    assert allowed_ids(idx.row(1), v2.vocab_size).tolist() == [v1.token_bytes.index(b"a")]
 
 
 def test_check_start_incompatible_vocabulary():

@@ -7,7 +7,7 @@ Special tokens (empty bytes) and padding ids ``>= vocab.n_tokens`` are never all
 
 How it is fast (the toktrie idea of llguidance ``docs/toktrie.md``, vectorised with numpy)
 -----------------------------------------------------------------------------------------
-1. **Per vocabulary, once** (:class:`VocabTrie`, cached by :attr:`Vocabulary.fingerprint`): a byte
+1. **Per vocabulary, once** (:class:`VocabTrie`, cached per token-bytes content): a byte
    trie over every non-empty token, stored level by level (breadth first). Node ``n`` of level
    ``d`` has a byte label and a parent in level ``d-1``; each token points at the node of its last
    byte. Llama 3 (128,256 tokens, 831 kB of token bytes) gives about 330k nodes.
@@ -112,14 +112,16 @@ class VocabTrie:
 
 
 _trie_by_vocab: "weakref.WeakKeyDictionary[Vocabulary, VocabTrie]" = weakref.WeakKeyDictionary()
-_trie_by_fp: "OrderedDict[str, VocabTrie]" = OrderedDict()
+_trie_by_bytes: "OrderedDict[int, tuple[tuple[bytes, ...], VocabTrie]]" = OrderedDict()
 _trie_lock = threading.Lock()
-_TRIE_FP_CACHE = 4
+_TRIE_BYTES_CACHE = 4
 
 
 def vocab_trie(vocab: Vocabulary) -> VocabTrie:
-    """The :class:`VocabTrie` of ``vocab``, built once and shared by every grammar (cached per
-    vocabulary object, and by :attr:`Vocabulary.fingerprint` for equal vocabularies)."""
+    """The :class:`VocabTrie` of ``vocab``, built once and shared by every grammar: cached per
+    vocabulary object, and per token-bytes content, so equal vocabularies (e.g. the same tokenizer
+    with a wider logits width, :meth:`Vocabulary.with_vocab_size`) share one trie. The trie
+    depends on the token bytes only."""
     t = _trie_by_vocab.get(vocab)
     if t is not None:
         return t
@@ -127,15 +129,18 @@ def vocab_trie(vocab: Vocabulary) -> VocabTrie:
         t = _trie_by_vocab.get(vocab)
         if t is not None:
             return t
-        fp = vocab.fingerprint
-        t = _trie_by_fp.get(fp)
+        tb = vocab.token_bytes
+        for key, (other, trie) in _trie_by_bytes.items():
+            # tuple equality short-cuts on identical bytes objects: ~1 ms for 128k tokens
+            if other is tb or (len(other) == len(tb) and other == tb):
+                t = trie
+                _trie_by_bytes.move_to_end(key)
+                break
         if t is None:
-            t = VocabTrie(vocab.token_bytes)
-            _trie_by_fp[fp] = t
-            while len(_trie_by_fp) > _TRIE_FP_CACHE:
-                _trie_by_fp.popitem(last=False)
-        else:
-            _trie_by_fp.move_to_end(fp)
+            t = VocabTrie(tb)
+            _trie_by_bytes[id(t)] = (tb, t)
+            while len(_trie_by_bytes) > _TRIE_BYTES_CACHE:
+                _trie_by_bytes.popitem(last=False)
         _trie_by_vocab[vocab] = t
         return t
 
