@@ -1,0 +1,351 @@
+"""vLLM's ``StructuredOutputBackend`` / ``StructuredOutputGrammar`` on top of structgate's interface.
+
+vLLM (engine-core process) calls, per engine: ``compile_grammar(request_type, grammar_spec,
+stop_token_ids)``, ``allocate_token_bitmask(n)``, ``destroy()``; per request: ``accept_tokens``,
+``validate_tokens``, ``rollback``, ``fill_bitmask``, ``is_terminated``, ``reset``. This module maps
+them onto :class:`~structgate.backends.interface.Backend` / ``CompiledGrammar`` / ``Matcher``:
+
+================================  =======================================================
+vLLM request kind                 structgate :class:`~structgate.Constraint`
+================================  =======================================================
+JSON (``response_format``         ``json_schema`` (the schema dict)
+json_schema, ``json``)
+JSON_OBJECT                       ``json_object``
+REGEX                             ``regex``
+CHOICE                            ``choice`` (the list of strings)
+GRAMMAR                           ``grammar`` (format ``lark`` if vLLM's
+                                  ``grammar_is_likely_lark`` says so, else ``gbnf``)
+STRUCTURAL_TAG                    ``structural_tag`` (the parsed JSON spec)
+================================  =======================================================
+
+A backend that lacks a kind raises :class:`~structgate.errors.ConstraintKindError`: the API server
+answers HTTP 400 (see :mod:`structgate.plugin.patches`), the engine fails only that request.
+
+Semantics match vLLM's xgrammar adapter: tokens after termination are ignored by
+``accept_tokens``; ``validate_tokens`` stops after an accepted EOS; rollback restores the exact
+state (also across termination).
+
+For the batched scheduler hook: the grammar object exposes ``.matcher`` (the structgate Matcher)
+and the backend ``.sg_backend`` (the structgate Backend).
+
+Counters: when ``STRUCTGATE_STATS_FILE`` is set, every compile, rejected token and rollback appends
+one JSON line ``{"pid", "backend", "event", "n"}`` to that file (tests use it to check that
+speculative decoding exercised rollback).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.interface import Constraint
+
+logger = logging.getLogger("structgate.plugin")
+
+__all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params",
+           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record"]
+
+ENV_STATS = "STRUCTGATE_STATS_FILE"
+ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
+
+#: compiled grammars kept per engine (least recently used evicted)
+CACHE_ENTRIES = 256
+
+_stats_lock = threading.Lock()
+
+
+def record(event: str, backend: str, n: int = 1, **extra: Any) -> None:
+    """Append a counter line to ``$STRUCTGATE_STATS_FILE`` (no-op when unset)."""
+    path = os.environ.get(ENV_STATS)
+    if not path:
+        return
+    line = json.dumps({"pid": os.getpid(), "backend": backend, "event": event, "n": int(n), **extra})
+    with _stats_lock, open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+# -- constraints ---------------------------------------------------------------------------------
+def _grammar_format(text: str) -> str:
+    try:
+        from vllm.v1.structured_output.utils import grammar_is_likely_lark
+    except ImportError:  # pragma: no cover
+        return "lark" if ":" in text and "::=" not in text else "gbnf"
+    return "lark" if grammar_is_likely_lark(text) else "gbnf"
+
+
+def _structural_tag(value: Any) -> Constraint:
+    from ..errors import GrammarSyntaxError
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise GrammarSyntaxError(f"structural_tag is not valid JSON: {e.msg}", value, e.pos) from None
+    return Constraint("structural_tag", value)
+
+
+def constraint_from_params(so: Any) -> Constraint:
+    """The :class:`~structgate.Constraint` of a vLLM ``StructuredOutputsParams``.
+
+    Raises
+    ------
+    GrammarSyntaxError
+        ``json`` / ``structural_tag`` text that is not JSON.
+    ValueError
+        No constraint field set.
+    """
+    if so.json is not None:
+        return Constraint.json_schema(so.json)
+    if so.json_object:
+        return Constraint.json_object()
+    if so.regex is not None:
+        return Constraint.regex(so.regex)
+    if so.choice is not None:
+        return Constraint.choice(so.choice)
+    if so.grammar is not None:
+        return Constraint.grammar(so.grammar, _grammar_format(so.grammar))
+    if so.structural_tag is not None:
+        return _structural_tag(so.structural_tag)
+    raise ValueError("no structured-output constraint set")
+
+
+def constraint_from_key(request_type: Any, grammar_spec: str) -> Constraint:
+    """The constraint of vLLM's ``(StructuredOutputOptions, spec)`` key (engine side)."""
+    kind = getattr(request_type, "name", str(request_type))
+    if kind == "JSON":
+        return Constraint.json_schema(grammar_spec)
+    if kind == "JSON_OBJECT":
+        return Constraint.json_object()
+    if kind == "REGEX":
+        return Constraint.regex(grammar_spec)
+    if kind == "CHOICE":
+        choices = json.loads(grammar_spec) if isinstance(grammar_spec, str) else grammar_spec
+        return Constraint.choice(choices)
+    if kind == "GRAMMAR":
+        return Constraint.grammar(grammar_spec, _grammar_format(grammar_spec))
+    if kind == "STRUCTURAL_TAG":
+        return _structural_tag(grammar_spec)
+    raise ValueError(f"unknown vLLM structured-output request type {request_type!r}")
+
+
+# -- vocabulary / backend ----------------------------------------------------------------------
+def _generation_eos_ids(model_config: Any) -> list[int]:
+    ids: list[int] = []
+    try:
+        gen = model_config.try_get_generation_config() if model_config is not None else {}
+        eos = (gen or {}).get("eos_token_id")
+        if isinstance(eos, int):
+            ids.append(eos)
+        elif isinstance(eos, (list, tuple)):
+            ids.extend(int(i) for i in eos)
+    except Exception:  # noqa: BLE001 - generation config is optional
+        pass
+    try:
+        hf_eos = getattr(model_config.hf_config, "eos_token_id", None) if model_config is not None else None
+        if isinstance(hf_eos, int):
+            ids.append(hf_eos)
+        elif isinstance(hf_eos, (list, tuple)):
+            ids.extend(int(i) for i in hf_eos)
+    except Exception:  # noqa: BLE001
+        pass
+    return sorted(set(ids))
+
+
+def build_vocabulary(tokenizer: Any, vocab_size: int | None = None, model_config: Any = None):
+    """The structgate :class:`~structgate.Vocabulary` of a vLLM tokenizer: token bytes from the
+    tokenizer's byte mapping, EOS = the tokenizer's EOS / end-of-generation tokens plus the model's
+    ``generation_config`` / ``config.json`` ``eos_token_id``, width ``vocab_size`` (the logits
+    width, default ``model_config.get_vocab_size()``).
+
+    Raises
+    ------
+    VocabularyError
+    """
+    from ..vocab import Vocabulary
+
+    if vocab_size is None and model_config is not None:
+        vocab_size = model_config.get_vocab_size()
+    hf = getattr(tokenizer, "tokenizer", None)  # some vLLM wrappers hold the HF tokenizer
+    tok = tokenizer if hasattr(tokenizer, "backend_tokenizer") or hf is None else hf
+    extra = [i for i in _generation_eos_ids(model_config)]
+    try:
+        from ..tokenizers import from_hf
+    except ImportError:  # pragma: no cover - colleague module missing
+        return Vocabulary.from_hf(tok, vocab_size=vocab_size)
+    n = len(tokenizer)
+    extra = [i for i in extra if 0 <= i < n]
+    return from_hf(tok, vocab_size=vocab_size, eos_token_ids=extra)
+
+
+def backend_options(vllm_config: Any = None) -> dict:
+    """structgate compile options for the vLLM engine: ``$STRUCTGATE_BACKEND_OPTIONS`` (a JSON
+    object of :class:`~structgate.CompileOptions` fields), plus ``whitespace="compact"`` when the
+    config says ``disable_any_whitespace``."""
+    opts: dict = {}
+    raw = os.environ.get(ENV_OPTIONS)
+    if raw:
+        try:
+            opts.update(json.loads(raw))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{ENV_OPTIONS} is not a JSON object: {e}") from None
+    so_cfg = getattr(vllm_config, "structured_outputs_config", None)
+    if getattr(so_cfg, "disable_any_whitespace", False):
+        opts.setdefault("whitespace", "compact")
+    return opts
+
+
+def build_backend(name: str, tokenizer: Any, *, model_config: Any = None, vllm_config: Any = None,
+                  vocab_size: int | None = None):
+    """Build structgate backend ``name`` for a vLLM tokenizer (frontend validation and engine)."""
+    from ..backends.registry import get_backend
+
+    if model_config is None and vllm_config is not None:
+        model_config = vllm_config.model_config
+    vocab = build_vocabulary(tokenizer, vocab_size, model_config)
+    return get_backend(name, vocab, **backend_options(vllm_config))
+
+
+# -- vLLM classes ------------------------------------------------------------------------------
+try:
+    from vllm.v1.structured_output.backend_types import StructuredOutputBackend as _VBackend
+    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as _VGrammar
+except ImportError:  # pragma: no cover - vLLM absent: the module still imports (docs, tests)
+    class _VGrammar:  # type: ignore[no-redef]
+        pass
+
+    @dataclass
+    class _VBackend:  # type: ignore[no-redef]
+        vllm_config: Any
+        tokenizer: Any
+        vocab_size: int
+
+
+class StructgateVllmGrammar(_VGrammar):
+    """One request's grammar state: a structgate :class:`~structgate.Matcher` behind vLLM's API.
+
+    Attributes
+    ----------
+    matcher : structgate.Matcher
+    backend_name : str
+    num_processed_tokens : int
+        Tokens accepted so far (rollback decrements).
+    """
+
+    def __init__(self, matcher, backend_name: str, eos_ids: frozenset[int]):
+        self.matcher = matcher
+        self.backend_name = backend_name
+        self._eos = eos_ids
+        self.num_processed_tokens = 0
+        self._warned = False
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        """Advance by ``tokens``; tokens after termination are ignored. False if one is rejected
+        (the state then stays after the last accepted token, as in vLLM's xgrammar adapter)."""
+        m = self.matcher
+        for t in tokens:
+            if m.is_terminated():
+                break
+            if not m.advance(int(t)):
+                if not self._warned:
+                    self._warned = True
+                    logger.error("structgate %s: token %s rejected for request %s", self.backend_name,
+                                 m.vocab.describe(int(t)), request_id)
+                record("reject", self.backend_name)
+                return False
+            self.num_processed_tokens += 1
+        return True
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        """The longest accepted prefix of ``tokens`` (stops after an accepted EOS). Does not change
+        the matcher state."""
+        m = self.matcher
+        if m.is_terminated() or not tokens:
+            return []
+        n = m.validate([int(t) for t in tokens])
+        for i in range(n):
+            if int(tokens[i]) in self._eos:
+                n = i + 1
+                break
+        return list(tokens[:n])
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (also across termination)."""
+        if num_tokens <= 0:
+            return
+        self.matcher.rollback(num_tokens)
+        self.num_processed_tokens -= num_tokens
+        record("rollback", self.backend_name, num_tokens)
+
+    def fill_bitmask(self, bitmask: Any, idx: int) -> None:
+        """Write row ``idx`` of vLLM's int32 bitmask ``(rows, ceil(vocab/32))`` (CPU tensor)."""
+        self.matcher.fill_bitmask(bitmask, idx)
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def reset(self) -> None:
+        self.matcher.reset()
+        self.num_processed_tokens = 0
+
+
+@dataclass
+class StructgateVllmBackend(_VBackend):
+    """vLLM engine-level backend that compiles with structgate backend ``backend_name``.
+
+    Attributes
+    ----------
+    sg_backend : structgate.Backend
+        The structgate backend (bound to the model's vocabulary, logits width ``vocab_size``).
+    """
+
+    backend_name: str = "native"
+    sg_backend: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.sg_backend = build_backend(self.backend_name, self.tokenizer, vllm_config=self.vllm_config,
+                                        vocab_size=self.vocab_size)
+        self._eos = frozenset(self.sg_backend.vocab.eos_token_ids)
+        self._cache: "OrderedDict[str, Any]" = OrderedDict()
+        self._cache_lock = threading.Lock()
+        spec = getattr(self.vllm_config, "speculative_config", None)
+        self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
+        logger.info("structgate: structured-output backend %r (%s) for vocabulary of %d tokens, width %d",
+                    self.backend_name, type(self.sg_backend).__name__, self.sg_backend.vocab.n_tokens,
+                    self.sg_backend.vocab.vocab_size)
+
+    def compile_grammar(self, request_type: Any, grammar_spec: str,
+                        stop_token_ids: set[int] | None = None) -> StructgateVllmGrammar:
+        """Compile (cached by constraint) and return a fresh per-request grammar.
+
+        Raises
+        ------
+        StructgateError
+            The constraint does not compile (fails only this request).
+        """
+        c = constraint_from_key(request_type, grammar_spec)
+        key = c.cache_key()
+        with self._cache_lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
+        if compiled is None:
+            compiled = self.sg_backend.compile(c)
+            with self._cache_lock:
+                self._cache[key] = compiled
+                while len(self._cache) > CACHE_ENTRIES:
+                    self._cache.popitem(last=False)
+            record("compile", self.backend_name, kind=c.kind)
+        return StructgateVllmGrammar(compiled.matcher(), self.backend_name, self._eos)
+
+    def allocate_token_bitmask(self, max_num_seqs: int):
+        """int32 CPU tensor ``(max_num_seqs, ceil(vocab_size/32))`` filled with -1 (all allowed)."""
+        import torch
+
+        return torch.full((max_num_seqs, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
+
+    def destroy(self) -> None:
+        self._cache.clear()

@@ -1,0 +1,149 @@
+"""The embedded default model: a tiny random-weight Llama with the real Llama 3 tokenizer.
+
+``structgate demo`` and the vLLM tests need a model that ``vllm serve`` can load offline, in
+seconds, on a CPU. Its outputs are nonsense, but the grammar forces their structure, so every
+structured output must still be valid — which is exactly what the demo checks.
+
+Architecture (``LlamaForCausalLM``, :data:`TINY_LLAMA3_CONFIG`): hidden 128, 2 layers, 4 attention
+heads of dimension 32 (16 crashes vLLM's CPU attention), intermediate 256, vocabulary 128,256
+(the Llama 3 tokenizer, EOS ``<|eot_id|>`` / ``<|end_of_text|>``, chat template), tied embeddings,
+bfloat16 (vLLM's CPU dtype), about 16.6 M parameters (33 MB). Weights: ``transformers``' default initialisation
+(normal, std 0.02, in float32) under ``torch.manual_seed(SEED)``, cast to bfloat16, saved as
+safetensors.
+
+The folder is generated on first use under ``$STRUCTGATE_CACHE_DIR`` (default
+``~/.cache/structgate``)``/models/tiny-llama3-<hash>/`` (the hash covers the config, the seed and
+the tokenizer files), atomically (build in a temporary folder, then rename), with no hub access.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+__all__ = ["TINY_LLAMA3_CONFIG", "SEED", "embedded_model_dir", "cache_root"]
+
+SEED = 1234
+
+#: ``config.json`` of the embedded model (Llama 3 special-token ids)
+TINY_LLAMA3_CONFIG: dict = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "vocab_size": 128256,
+    "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009],
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "initializer_range": 0.02,
+}
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def cache_root() -> pathlib.Path:
+    """``$STRUCTGATE_CACHE_DIR`` or ``~/.cache/structgate``."""
+    env = os.environ.get("STRUCTGATE_CACHE_DIR")
+    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "structgate"
+
+
+def _tokenizer_dir() -> pathlib.Path:
+    env = os.environ.get("STRUCTGATE_TINY_TOKENIZER_DIR")  # development override
+    if env:
+        return pathlib.Path(env)
+    from ..tokenizers import bundled_tokenizer_dir
+
+    return pathlib.Path(bundled_tokenizer_dir("llama3"))
+
+
+def _digest(tok_dir: pathlib.Path) -> str:
+    h = hashlib.sha256(json.dumps(TINY_LLAMA3_CONFIG, sort_keys=True).encode())
+    h.update(str(SEED).encode())
+    for name in _TOKENIZER_FILES:
+        p = tok_dir / name
+        if p.is_file():
+            h.update(name.encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def embedded_model_dir(cache_dir: str | os.PathLike | None = None, *, rebuild: bool = False) -> pathlib.Path:
+    """The folder of the embedded model (``config.json``, ``generation_config.json``,
+    ``model.safetensors``, tokenizer files), built on first call (about 2 s).
+
+    Parameters
+    ----------
+    cache_dir : path, optional
+        Root folder; default :func:`cache_root`.
+    rebuild : bool
+        Rebuild even if the folder exists.
+
+    Returns
+    -------
+    pathlib.Path
+        Usable as ``vllm serve PATH`` / ``LLM(model=PATH)``.
+
+    Raises
+    ------
+    VocabularyError
+        The bundled Llama 3 tokenizer is missing.
+    ImportError
+        ``torch`` / ``transformers`` are not installed (``pip install 'structgate[hf,torch]'``).
+    """
+    tok_dir = _tokenizer_dir()
+    root = pathlib.Path(cache_dir) if cache_dir is not None else cache_root()
+    dest = root / "models" / f"tiny-llama3-{_digest(tok_dir)}"
+    if (dest / "model.safetensors").is_file() and not rebuild:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        _build(tmp, tok_dir)
+        if rebuild and dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process won the race: keep theirs
+            if not (dest / "model.safetensors").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _build(out: pathlib.Path, tok_dir: pathlib.Path) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(**{k: v for k, v in TINY_LLAMA3_CONFIG.items() if k not in ("architectures", "model_type")})
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    # config.json exactly as declared (transformers may add or rename fields between releases)
+    conf = json.loads((out / "config.json").read_text())
+    conf.update(TINY_LLAMA3_CONFIG)
+    (out / "config.json").write_text(json.dumps(conf, indent=2, sort_keys=True))
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "do_sample": True,
+        "temperature": 1.0, "top_p": 1.0}, indent=2))
+    for name in _TOKENIZER_FILES:
+        if (tok_dir / name).is_file():
+            shutil.copyfile(tok_dir / name, out / name)
+    (out / "README.md").write_text(
+        "Tiny random-weight LlamaForCausalLM generated by structgate (structgate/plugin/model.py) for\n"
+        "demos and tests: its outputs are nonsense. Tokenizer: Llama 3 (see the structgate package's\n"
+        "data/tokenizers/llama3/README.md and LICENSE).\n")

