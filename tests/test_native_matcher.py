@@ -356,3 +356,24 @@ def test_shared_grammar_across_threads(llama3_vocab):
     assert not errors and len(rows) == 4
     for other in rows[1:]:
         assert all((a == b).all() for a, b in zip(rows[0], other))
+
+
+def test_validate_skips_determinisation(llama3_vocab, monkeypatch):
+    import structgate.native.regex as rx
+    from structgate.native.backend import NativeBackend
+
+    b = NativeBackend(llama3_vocab, max_dfa_states=20)
+    real = rx.compile_regex
+
+    def boom(*a, **k):
+        raise AssertionError("validate must not determinise")
+
+    monkeypatch.setattr(rx, "compile_regex", boom)
+    b.validate(Constraint.json_object())  # schema translation + parse only
+    b.validate(Constraint.regex("[ab]*a[ab]{8}"))  # the state limit is a compile-time error
+    with pytest.raises(CompileLimitError) as ei:
+        b.validate(Constraint.regex("(a{2000}){2000}"))
+    assert ei.value.limit_name == "max_nfa_states"
+    monkeypatch.setattr(rx, "compile_regex", real)
+    with pytest.raises(CompileLimitError):
+        b.compile(Constraint.regex("[ab]*a[ab]{8}"))

@@ -208,8 +208,11 @@ class NativeBackend(Backend):
         return g
 
     def validate(self, constraint: Constraint) -> None:
-        """Raise what :meth:`compile` would raise for the constraint itself (syntax, unsupported
-        feature, kind, state limit), without building the TokenIndex."""
+        """Raise what :meth:`compile` would raise for the constraint itself, cheaply: constraint
+        kind, schema translation (:class:`UnsupportedFeatureError`, :class:`GrammarSyntaxError`),
+        regex parse, and the NFA size estimate (``CompileLimitError("max_nfa_states")``).
+        Determinisation and the TokenIndex are skipped, so ``max_dfa_states`` /
+        ``compile_timeout_s`` / :class:`IncompatibleVocabularyError` surface only at compile."""
         if not isinstance(constraint, Constraint):
             raise TypeError(f"validate() takes a Constraint, got {type(constraint).__name__}")
         if constraint.kind not in self.supported_kinds:
@@ -219,10 +222,14 @@ class NativeBackend(Backend):
         with self._lock:
             if constraint.cache_key() in self._cache:
                 return
-        t0 = time.monotonic()
-        lim = self.options.compile_timeout_s
-        self.to_dfa(self.to_regex(constraint), deadline=t0 + lim if lim and lim > 0 else None)
-        self._check_deadline(t0)
+        from .regex import RegexOptions, ast_size, parse_regex
+
+        node = parse_regex(self.to_regex(constraint))
+        lim = RegexOptions().max_nfa_states
+        est = ast_size(node)
+        if est > lim:
+            raise CompileLimitError("max_nfa_states", est, lim,
+                                    "the pattern (after expanding counted repeats) is too large")
 
     def clear_cache(self) -> None:
         with self._lock:

@@ -173,7 +173,7 @@ class TokenIndex:
     #: levels smaller than this are always walked in full (fewer numpy calls)
     PRUNE_MIN_NODES = 2048
     #: rows reserved up front (zero pages until touched); beyond, the row store doubles
-    ROW_RESERVE = 4096
+    ROW_RESERVE = 1024
 
     def __init__(self, dfa: DFA, vocab: Vocabulary) -> None:
         self.dfa = dfa
@@ -416,6 +416,10 @@ class TokenIndex:
     def rows(self) -> np.ndarray:
         """All cached rows, int32 ``(capacity, width)`` (use with :meth:`slots`)."""
         return self._rows
+
+    def is_cached(self, state: int) -> bool:
+        """True if the row of ``state`` is computed (a fill is then a row copy)."""
+        return bool(self._slot[self._check_state(state)] >= 0)
 
     def n_allowed(self, state: int) -> int:
         """Number of allowed ids in ``state`` (EOS included)."""
