@@ -15,11 +15,12 @@ Token bytes are derived from the tokenizer's byte mapping, never from ``decode([
 * tiktoken: the base64 field of each rank line is the token's bytes.
 
 Special tokens (HF added tokens with ``special=True``; GGUF token types CONTROL (3), UNKNOWN (2) and
-UNUSED (5), see ``gguf.TokenType``; tiktoken special tokens) get ``b""`` and are listed in
-``special_token_ids``. Non-special added / USER_DEFINED tokens keep the UTF-8 bytes of their text
+UNUSED (5), see ``gguf.TokenType``; tiktoken special tokens; every EOS id) get ``b""`` and are
+listed in ``special_token_ids``; so are ids that no token occupies (cl100k 100256, 100261-100275). Non-special added / USER_DEFINED tokens keep the UTF-8 bytes of their text
 (this is what llama.cpp and HF emit for them). Trailing ``[PADnnnnn]`` filler slots that
-converters append to reach the logits width (Qwen2, Phi-3, DeepSeek GGUFs) are not tokens: they are
-dropped and count as padding ids ``n_tokens .. vocab_size-1``.
+converters append to reach the logits width (Qwen2, Phi-3, DeepSeek GGUFs and tokenizers converted
+from them) are not tokens: they are dropped and count as padding ids ``n_tokens .. vocab_size-1``
+(the default ``vocab_size`` keeps the full width).
 
 EOS ids: the tokenizer's EOS (``eos_token_id``, ``tokenizer_config.json``,
 ``generation_config.json``, GGUF ``tokenizer.ggml.eos_token_id`` / ``eot_token_id`` /
@@ -612,6 +613,11 @@ def _vocab_from_tokenizers(tok, *, folder, hf, vocab_size, name, encoder, extra_
             n = max(n, len(hf))
         except TypeError:
             pass
+    width = n
+    while n > 0 and _PAD_RE.match(names.get(n - 1, "")):  # trailing [PADn] fillers are padding
+        n -= 1
+    if vocab_size is None and n < width:
+        vocab_size = width
     return _assemble(entries, specials, names, eos, n_tokens=n, vocab_size=vocab_size, name=name, encoder=encoder)
 
 

@@ -191,11 +191,26 @@ def test_encoders_round_trip_random_text(text):
         assert joined(v, v.encode(text)) == text.encode()
 
 
-def test_bundled_dir_loads_with_transformers(tmp_path, monkeypatch, llama3_vocab):
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """A fresh STRUCTGATE_CACHE_DIR for this module (bundled folders unpack there)."""
+    import os
+
+    d = tmp_path_factory.mktemp("sgcache")
+    old = os.environ.get("STRUCTGATE_CACHE_DIR")
+    os.environ["STRUCTGATE_CACHE_DIR"] = str(d)
+    yield d
+    if old is None:
+        del os.environ["STRUCTGATE_CACHE_DIR"]
+    else:
+        os.environ["STRUCTGATE_CACHE_DIR"] = old
+
+
+def test_bundled_dir_loads_with_transformers(cache_dir, llama3_vocab):
     transformers = pytest.importorskip("transformers")
-    monkeypatch.setenv("STRUCTGATE_CACHE_DIR", str(tmp_path))
     d = T.bundled_tokenizer_dir("llama3")
-    assert d.is_relative_to(tmp_path) and (d / "tokenizer.json").is_file()
+    assert d.is_relative_to(cache_dir) and (d / "tokenizer.json").is_file()
+    assert {p.name for p in d.iterdir()} >= {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "LICENSE"}
     assert T.bundled_tokenizer_dir("llama3") == d  # second call reuses the unpacked folder
     tok = transformers.AutoTokenizer.from_pretrained(d)
     assert len(tok) == 128256
@@ -216,10 +231,9 @@ def test_bundled_dir_loads_with_transformers(tmp_path, monkeypatch, llama3_vocab
     assert tok2("Hello world").input_ids == [1, 15043, 3186]
 
 
-def test_from_hf_folder_json_and_tokenizer_object(tmp_path, monkeypatch, llama3_vocab):
+def test_from_hf_folder_json_and_tokenizer_object(cache_dir, llama3_vocab):
     from tokenizers import Tokenizer
 
-    monkeypatch.setenv("STRUCTGATE_CACHE_DIR", str(tmp_path))
     d = T.bundled_tokenizer_dir("llama3")
     by_folder = T.from_hf(d)
     by_json = load_vocabulary(str(d / "tokenizer.json"))
@@ -366,3 +380,20 @@ def test_tiktoken_custom_specials(tmp_path):
     assert v.encode("abc ab") == [257, 32, 256]
     with pytest.raises(VocabularyError, match="EOS token"):
         T.from_tiktoken(p, special_tokens={"<|x|>": 300})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["phi-3", "gpt-2"])
+def test_from_hf_of_transformers_gguf_conversion_agrees(tmp_path, gguf_vocab, name):
+    """Oracle: transformers' own GGUF → tokenizer conversion, read through from_hf (~10 s each)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    f = tmp_path / f"ggml-vocab-{name}.gguf"
+    f.write_bytes(gzip.decompress((DATA / f"{f.name}.gz").read_bytes()))
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=f.name)
+    a, b = T.from_hf(tok), gguf_vocab(name)
+    assert a.token_bytes == b.token_bytes
+    assert (a.n_tokens, a.vocab_size) == (b.n_tokens, b.vocab_size)  # [PADn] fillers are padding
+    assert a.eos_token_ids == b.eos_token_ids
+    for text, _ in vectors(name):
+        assert a.encode(text) == b.encode(text), text
