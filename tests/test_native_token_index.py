@@ -157,12 +157,19 @@ def test_vocab_trie_spells_every_token(svocab):
         assert bytes(reversed(got)) == b
 
 
+WALK_MODES = {"auto": {}, "always-prune": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01},
+              "never-prune": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 0.0}}
+
+
+@pytest.mark.parametrize("mode", list(WALK_MODES))
 @pytest.mark.parametrize("seed", range(6))
-def test_rows_match_oracle_random_dfa(svocab, seed):
+def test_rows_match_oracle_random_dfa(svocab, seed, mode):
     rng = np.random.default_rng(100 + seed)
     dfa = random_dfa(rng, n_states=int(rng.integers(3, 40)), n_classes=int(rng.integers(2, 12)))
     idx = TokenIndex(dfa, svocab)
-    for s in range(dfa.n_states):
+    for k, v in WALK_MODES[mode].items():
+        setattr(idx, k, v)  # exercise both level strategies of the walk on a small vocabulary
+    for s in rng.permutation(dfa.n_states).tolist():
         want = oracle_allowed(dfa, svocab, s)
         row = idx.row(s)
         assert row.shape == ((svocab.vocab_size + 31) // 32,) and row.dtype == np.int32
@@ -259,6 +266,14 @@ def test_vocab_trie_is_shared():
     idx = TokenIndex(literal_dfa([b"ab"]), v2)
     assert idx.width == (v2.vocab_size + 31) // 32
     assert allowed_ids(idx.row(1), v2.vocab_size).tolist() == [v1.token_bytes.index(b"a")]
+
+
+def test_rejects_dfa_breaking_the_contract(svocab):
+    bt = np.zeros((3, 256), np.int32)
+    bt[0, 0x61] = 2  # the dead state must be absorbing
+    bt[1, 0x61] = 2
+    with pytest.raises(ValueError, match="contract"):
+        TokenIndex(dfa_from_byte_table(bt, [False, False, True]), svocab)
 
 
 def test_check_start_incompatible_vocabulary():

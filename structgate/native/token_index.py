@@ -182,6 +182,8 @@ class TokenIndex:
         trie = vocab_trie(vocab)
         nc = dfa.n_classes
         ns = dfa.n_states
+        if ns < 2 or np.asarray(dfa.table[0]).any() or dfa.accepting[0]:
+            raise ValueError("DFA violates the automaton contract: state 0 must be dead and 1 the start")
         self._n_classes = nc
         # transposed table, flat: next state of (s, c) is _table_t[c * n_states + s]
         self._table_t = np.ascontiguousarray(np.asarray(dfa.table, dtype=np.int32).T).ravel()
@@ -224,6 +226,7 @@ class TokenIndex:
         self._levels = levels
         self.n_class_nodes = cbase
         self._buf = np.empty(max([lv[1].shape[0] for lv in levels] or [1]), dtype=np.int32)
+        self._ends = np.zeros(cbase + 1, dtype=np.int32)  # walk output, reused under the lock
         tn = trie.token_node
         # class node of each token; specials point at a slot (n_class_nodes) that is always dead
         tok_c = np.full(vocab.vocab_size, cbase, dtype=np.int32)
@@ -268,9 +271,11 @@ class TokenIndex:
         return slot
 
     def _walk(self, state: int) -> np.ndarray:
-        """End state (0 = dead) of every class node fed from ``state``: int32 ``(n_class_nodes+1,)``."""
+        """End state (0 = dead) of every class node fed from ``state``: int32 ``(n_class_nodes+1,)``,
+        the last entry (special tokens) always 0. Returns a buffer reused by the next call: the
+        caller holds the lock and consumes it before releasing."""
         table = self._table_t
-        out = np.zeros(self.n_class_nodes + 1, dtype=np.int32)
+        out = self._ends
         buf = self._buf
         prev = None
         prune_min = self.PRUNE_MIN_NODES
@@ -283,6 +288,7 @@ class TokenIndex:
             elif n >= prune_min:
                 n_alive = count_nonzero(prev)
                 if n_alive == 0:
+                    out[cbase:] = 0
                     break
                 if n_alive < self.PRUNE_BELOW * prev.shape[0]:
                     alive = np.flatnonzero(prev)
@@ -290,10 +296,12 @@ class TokenIndex:
                     cs = np.cumsum(c)
                     tot = int(cs[-1])
                     if tot == 0:
+                        out[cbase:] = 0
                         break
                     # expand child ranges [starts[p], starts[p]+counts[p]) of the live parents p
                     idx = np.repeat(starts[alive] - (cs - c), c)
                     idx += np.arange(tot, dtype=np.intp)
+                    dst.fill(0)
                     dst[idx] = table[prev[par[idx]] + cls_off[idx]]
                 else:
                     b = buf[:n]
@@ -302,6 +310,7 @@ class TokenIndex:
                     table.take(b, out=dst)
             else:
                 if not (d & 3) and not count_nonzero(prev):
+                    out[cbase:] = 0
                     break
                 b = buf[:n]
                 prev.take(par, out=b)
@@ -315,8 +324,8 @@ class TokenIndex:
         if state == DEAD:
             row = np.zeros(self.width, dtype=np.int32)
             return self._store(state, row, 0, 0)
-        ends = self._walk(state)
-        allowed = ends[self._token_cnode] != 0
+        live = self._walk(state) != 0
+        allowed = live.take(self._token_cnode)
         n_non_eos = int(np.count_nonzero(allowed))
         acc = bool(self._accepting[state])
         pad = (-allowed.shape[0]) % 32
