@@ -397,3 +397,71 @@ def test_from_hf_of_transformers_gguf_conversion_agrees(tmp_path, gguf_vocab, na
     assert a.eos_token_ids == b.eos_token_ids
     for text, _ in vectors(name):
         assert a.encode(text) == b.encode(text), text
+
+
+def test_added_tokens_beyond_model_vocab_and_wider_logits(gguf_vocab):
+    """Field case outlines-logits-wider-than-vocab: GPT-NeoX has len(tokenizer)=50277 > the BPE
+    model's 50254 and logits 50432 wide. n_tokens must be max id + 1, the width the logits'."""
+    from tokenizers import AddedToken, Tokenizer
+
+    base = json.loads(T._GGUFJsonBuilder(str(DATA / "ggml-vocab-gpt-2.gguf.gz"))())
+    tok = Tokenizer.from_str(json.dumps(base))
+    tok.add_tokens([AddedToken(f"  extra{i}", special=False, normalized=False) for i in range(10)])
+    tok.add_special_tokens([AddedToken(f"<|ctrl{i}|>", special=True) for i in range(10)])
+    v = T.from_hf(tok, vocab_size=50432)
+    assert (v.n_tokens, v.vocab_size) == (50277, 50432)
+    assert v.token_bytes[50257] == b"  extra0" and 50257 not in v.special_token_ids
+    assert v.token_bytes[50276] == b"" and 50276 in v.special_token_ids
+    assert v.token_bytes[:50257] == gguf_vocab("gpt-2").token_bytes
+    assert v.eos_token_ids == (50256,)
+    assert v.describe(50300) == "50300:<padding>"
+    assert v.encode("a  extra3b") == [64, 50260, 65]  # non-special added tokens match in text
+
+
+class _FakeSP:
+    """The parts of ``sentencepiece.SentencePieceProcessor`` that a slow HF tokenizer exposes."""
+
+    pieces = ["<unk>", "<s>", "</s>", "<0x0A>", "<0xE2>", "\u2581", "\u2581a", "b", "\u2581\u2581"]
+
+    def get_piece_size(self):
+        return len(self.pieces)
+
+    def id_to_piece(self, i):
+        return self.pieces[i]
+
+    def is_control(self, i):
+        return i in (1, 2)
+
+    def is_unknown(self, i):
+        return i == 0
+
+    def is_unused(self, i):
+        return False
+
+    def is_byte(self, i):
+        return i in (3, 4)
+
+
+class _FakeSlowTokenizer:
+    sp_model = _FakeSP()
+    eos_token_id = 2
+    name_or_path = "fake-slow"
+    added_tokens_decoder: dict = {}
+
+    def __len__(self):
+        return 9
+
+    def convert_ids_to_tokens(self, ids):  # pragma: no cover - presence only
+        return [self.sp_model.pieces[i] for i in ids]
+
+    def encode(self, text, add_special_tokens=False):
+        return [6, 7] if text == " ab" else []
+
+
+def test_slow_sentencepiece_tokenizer():
+    v = T.from_hf(_FakeSlowTokenizer())
+    assert v.token_bytes == (b"", b"", b"", b"\n", b"\xe2", b" ", b" a", b"b", b"  ")
+    assert v.eos_token_ids == (2,) and v.special_token_ids == frozenset({0, 1, 2})
+    assert v.encode(" ab") == [6, 7]
+    with pytest.raises(VocabularyError, match="cannot read a vocabulary from int"):
+        T.from_hf(3)
