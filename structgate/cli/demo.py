@@ -1,0 +1,330 @@
+"""``structgate demo``: a real ``vllm serve`` with a structgate backend, real requests, checked outputs.
+
+Starts ``vllm serve`` on the embedded tiny model (:mod:`structgate.plugin.model`) with
+``--structured-output-backend NAME`` (default ``native``), waits for ``/health``, sends
+
+* chat completions with ``response_format: {"type": "json_schema", ...}`` for several schemas of
+  different shapes (nested objects, arrays with minItems/maxItems, enums, numbers and integers with
+  ranges, optional properties, strings with patterns and maxLength), plus any ``--schemas`` file
+  (one JSON Schema per line);
+* completions with ``structured_outputs: {"regex": ...}`` and ``{"choice": [...]}``;
+
+validates every output (``jsonschema`` for schemas, ``re.fullmatch`` for regexes, membership for
+choices), prints a table (request, backend, tokens, latency, valid?), and always shuts the server
+down (also on errors and Ctrl-C). Exit status: 0 all valid, 1 an output was invalid or a request
+failed, 2 a usage error (bad ``--schemas`` file, unknown backend), 130 interrupted.
+
+The model has random weights: it writes nonsense inside the structure, and every output must still
+be valid.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: (name, JSON Schema) sent as chat completions with response_format json_schema
+DEMO_SCHEMAS: list[tuple[str, dict]] = [
+    ("person (nested object, integer range, pattern)", {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "address": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 16},
+                    "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+                },
+                "required": ["city", "zip"],
+            },
+        },
+        "required": ["name", "age", "address"],
+    }),
+    ("order (array of objects, minItems/maxItems, enum)", {
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+            "status": {"enum": ["pending", "shipped", "delivered", "cancelled"]},
+            "items": {
+                "type": "array", "minItems": 1, "maxItems": 3,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sku": {"type": "string", "maxLength": 8},
+                        "quantity": {"type": "integer", "minimum": 1, "maximum": 99},
+                    },
+                    "required": ["sku", "quantity"],
+                },
+            },
+        },
+        "required": ["order_id", "status", "items"],
+    }),
+    ("reading (number range, optional properties, boolean)", {
+        "type": "object",
+        "properties": {
+            "sensor": {"type": "string", "maxLength": 10},
+            "celsius": {"type": "number", "minimum": -40, "maximum": 85},
+            "ok": {"type": "boolean"},
+            "note": {"type": "string", "maxLength": 20},
+        },
+        "required": ["sensor", "celsius"],
+    }),
+    ("tags (array of enums with bounds)", {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "minItems": 2, "maxItems": 4,
+                     "items": {"enum": ["red", "green", "blue", "cyan"]}},
+            "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+        },
+        "required": ["tags", "priority"],
+    }),
+    ("point list (array of arrays)", {
+        "type": "array", "minItems": 1, "maxItems": 3,
+        "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                  "items": {"type": "integer", "minimum": -100, "maximum": 100}},
+    }),
+]
+
+#: (name, regex) sent as completions with structured_outputs.regex
+DEMO_REGEXES: list[tuple[str, str]] = [
+    ("ISO date", r"20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"),
+    ("US phone", r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}"),
+    ("email-like", r"[a-z]{1,8}\.[a-z]{1,8}@(example|test)\.(com|org)"),
+    ("hex colour", r"#[0-9a-f]{6}"),
+]
+
+#: (name, choices) sent as completions with structured_outputs.choice
+DEMO_CHOICES: list[tuple[str, list[str]]] = [
+    ("sentiment", ["positive", "negative", "neutral"]),
+    ("yes/no", ["yes", "no"]),
+]
+
+MAX_TOKENS = 512
+
+
+@dataclass
+class DemoResult:
+    """One row of the demo table."""
+
+    request: str
+    kind: str
+    backend: str
+    tokens: int | None = None
+    latency_ms: float | None = None
+    valid: bool = False
+    output: str | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("demo", help="start vllm serve on the embedded tiny model and check structured outputs",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", default="native",
+                   help="structured-output backend name (structgate or vLLM's own); default: native")
+    p.add_argument("--schemas", metavar="FILE.jsonl", help="extra JSON Schemas, one per line, sent as json_schema requests")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the server to start (default 600)")
+    p.add_argument("--keep-log", action="store_true", help="print the server log path and keep the file")
+    p.set_defaults(func=run)
+
+
+def load_schemas(path: str) -> list[tuple[str, dict]]:
+    """Read a JSONL file of JSON Schemas (blank lines and ``#`` lines skipped).
+
+    Raises
+    ------
+    GrammarSyntaxError
+        A line that is not JSON, or not a JSON object/boolean (with its line number).
+    """
+    from ..errors import GrammarSyntaxError
+
+    out = []
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    for i, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            schema = json.loads(s)
+        except json.JSONDecodeError as e:
+            raise GrammarSyntaxError(f"{path} line {i}: not JSON: {e.msg}", s, e.pos) from None
+        if not isinstance(schema, (dict, bool)):
+            raise GrammarSyntaxError(f"{path} line {i}: a JSON Schema must be an object or a boolean", s, 0)
+        title = schema.get("title") if isinstance(schema, dict) else None
+        out.append((f"{pathlib.Path(path).name}:{i}" + (f" ({title})" if title else ""), schema))
+    return out
+
+
+def build_requests(extra_schemas: list[tuple[str, dict]] = ()) -> list[dict]:
+    """The demo's requests: ``{"name", "kind", "path", "body", "check"}`` dicts."""
+    reqs = []
+    for i, (name, schema) in enumerate([*DEMO_SCHEMAS, *extra_schemas]):
+        reqs.append({
+            "name": name, "kind": "json_schema", "path": "/v1/chat/completions", "check": ("json_schema", schema),
+            "body": {"messages": [{"role": "user", "content": f"Reply with a JSON value for: {name}."}],
+                     "response_format": {"type": "json_schema",
+                                         "json_schema": {"name": f"schema_{i}", "schema": schema, "strict": True}},
+                     "max_tokens": MAX_TOKENS, "seed": 1000 + i}})
+    for i, (name, pattern) in enumerate(DEMO_REGEXES):
+        reqs.append({"name": name, "kind": "regex", "path": "/v1/completions", "check": ("regex", pattern),
+                     "body": {"prompt": f"A {name}: ", "structured_outputs": {"regex": pattern},
+                              "max_tokens": 64, "seed": 2000 + i}})
+    for i, (name, choices) in enumerate(DEMO_CHOICES):
+        reqs.append({"name": name, "kind": "choice", "path": "/v1/completions", "check": ("choice", choices),
+                     "body": {"prompt": f"Pick one ({name}): ", "structured_outputs": {"choice": choices},
+                              "max_tokens": 16, "seed": 3000 + i}})
+    return reqs
+
+
+def check_output(check: tuple[str, Any], text: str) -> tuple[bool, str | None]:
+    """Validate ``text`` against the request's oracle; returns ``(valid, why_not)``."""
+    kind, spec = check
+    if kind == "json_schema":
+        import jsonschema
+
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            return False, f"not JSON: {e.msg} at {e.pos}"
+        try:
+            jsonschema.validate(value, spec, cls=jsonschema.validators.validator_for(spec))
+        except jsonschema.ValidationError as e:
+            return False, f"schema violation: {e.message}"
+        return True, None
+    if kind == "regex":
+        return (True, None) if re.fullmatch(spec, text) else (False, "no full match")
+    if kind == "choice":
+        return (True, None) if text in spec else (False, "not one of the choices")
+    raise ValueError(kind)
+
+
+def send(client, base_url: str, req: dict, backend: str, model: str) -> DemoResult:
+    """POST one request and validate its output."""
+    res = DemoResult(request=req["name"], kind=req["kind"], backend=backend)
+    body = {"model": model, **req["body"]}
+    t0 = time.perf_counter()
+    try:
+        r = client.post(base_url + req["path"], json=body)
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        res.error = f"{type(e).__name__}: {e}"
+        return res
+    res.latency_ms = (time.perf_counter() - t0) * 1000.0
+    if r.status_code != 200:
+        res.error = f"HTTP {r.status_code}: {r.text[:300]}"
+        return res
+    data = r.json()
+    choice = data["choices"][0]
+    text = choice["message"]["content"] if "message" in choice else choice["text"]
+    res.output = text
+    res.finish_reason = choice.get("finish_reason")
+    res.tokens = (data.get("usage") or {}).get("completion_tokens")
+    res.valid, why = check_output(req["check"], text or "")
+    if not res.valid:
+        res.error = f"{why} (finish_reason={res.finish_reason})"
+    return res
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from ..backends.registry import get_backend_spec
+    from ..errors import BackendNotFoundError
+
+    console = Console(stderr=True)
+    backend = args.backend
+    if backend not in ("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer"):
+        spec = get_backend_spec(backend)  # BackendNotFoundError -> exit 2 (cli main)
+        ok, reason = spec.availability()
+        if not ok:
+            from ..errors import BackendUnavailableError
+
+            raise BackendUnavailableError(spec.name, reason, spec.install_hint)
+    _ = BackendNotFoundError
+    extra = load_schemas(args.schemas) if args.schemas else []
+    requests = build_requests(extra)
+
+    import httpx
+
+    from ..plugin.model import embedded_model_dir
+    from ..plugin.server import ServerStartError, VllmServer
+
+    with console.status("preparing the embedded tiny model (first run: a few seconds)"):
+        model_dir = embedded_model_dir()
+    server = VllmServer(backend=backend, model=str(model_dir), port=args.port)
+    results: list[DemoResult] = []
+    rc = 0
+    try:
+        server.start()
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=False) as progress:
+            t_start = progress.add_task(f"starting vllm serve --structured-output-backend {backend}", total=None)
+            try:
+                waited = server.wait_ready(timeout_s=args.timeout)
+            except ServerStartError as e:
+                progress.stop()
+                console.print(f"[red]vllm serve failed to start[/red] ({e.returncode}):\n{e.log_tail}")
+                return 1
+            progress.update(t_start, description=f"vllm serve ready in {waited:.0f} s", total=1, completed=1)
+            t_req = progress.add_task("requests", total=len(requests))
+            with httpx.Client(timeout=300.0) as client:
+                for req in requests:
+                    progress.update(t_req, description=f"request: {req['name'][:40]}")
+                    results.append(send(client, server.url, req, backend, server.served_model_name))
+                    progress.advance(t_req)
+            progress.update(t_req, description="requests done")
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: stopping the server[/yellow]")
+        rc = 130
+    finally:
+        with console.status("stopping vllm serve"):
+            server.stop()
+        if args.keep_log:
+            console.print(f"server log: {server.log_path}")
+        else:
+            try:
+                server.log_path.unlink()
+            except OSError:
+                pass
+    if rc:
+        return rc
+    n_ok = sum(r.valid for r in results)
+    if args.json:
+        print(json.dumps({"backend": backend, "valid": n_ok, "total": len(results),
+                          "results": [asdict(r) for r in results]}, indent=2))
+    else:
+        _print_table(results, backend)
+    return 0 if n_ok == len(results) else 1
+
+
+def _print_table(results: list[DemoResult], backend: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"structgate demo — vllm serve --structured-output-backend {backend}")
+    for col, kw in (("request", {}), ("kind", {}), ("backend", {}), ("tokens", {"justify": "right"}),
+                    ("latency", {"justify": "right"}), ("valid?", {}), ("output", {"overflow": "fold", "max_width": 60})):
+        t.add_column(col, **kw)
+    from rich.markup import escape
+
+    for r in results:
+        out = re.sub(r"\s+", " ", r.output) if r.output is not None else ""  # display only
+        shown = escape(out if len(out) <= 120 else out[:117] + "...")
+        if r.error:
+            shown = (shown + "\n" if shown else "") + f"[red]{escape(r.error)}[/red]"
+        t.add_row(escape(r.request), r.kind, r.backend, "-" if r.tokens is None else str(r.tokens),
+                  "-" if r.latency_ms is None else f"{r.latency_ms:.0f} ms",
+                  "[green]yes[/green]" if r.valid else "[red]NO[/red]", shown)
+    c = Console()
+    c.print(t)
+    n_ok = sum(r.valid for r in results)
+    colour = "green" if n_ok == len(results) else "red"
+    c.print(f"[{colour}]{n_ok}/{len(results)} outputs valid[/{colour}] (outputs shown with whitespace collapsed; "
+            "--json prints them exactly)")
