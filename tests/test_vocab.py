@@ -151,6 +151,32 @@ def test_llama3_bundled_encoder_reproduces_llama_bpe_vectors(llama3_vocab):
         assert llama3_vocab.encode(text) == ids, text
 
 
+@pytest.fixture(scope="module")
+def llama3_tiktoken_oracle(llama3_vocab):
+    """Meta's own Llama 3 tokenizer is tiktoken over these 128,000 byte strings (rank = id) with
+    this pat_str: an independent BPE implementation (whole-piece lookup first, merges by rank)."""
+    import tiktoken
+
+    ranks = {llama3_vocab.token_bytes[i]: i for i in range(128000)}
+    return tiktoken.Encoding("llama3-oracle", pat_str=T._LLAMA3_PAT, mergeable_ranks=ranks, special_tokens={})
+
+
+def test_llama3_encoder_matches_tiktoken_oracle(llama3_vocab, llama3_tiktoken_oracle):
+    # words that are one token only because Llama 3 looks whole pieces up first
+    # (tokenizer.json "ignore_merges": true; without it " việc" -> [3355, 26298, 66])
+    words = [" việc", " hợp", " nhiều", " điều", " jeho"]
+    for w in words:
+        assert len(llama3_vocab.encode(w)) == 1
+    for text in words + ROUND_TRIP + [t for t, _ in vectors("llama-bpe")]:
+        assert llama3_vocab.encode(text) == llama3_tiktoken_oracle.encode_ordinary(text), text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=60))
+def test_llama3_encoder_matches_tiktoken_oracle_random(llama3_vocab, llama3_tiktoken_oracle, text):
+    assert llama3_vocab.encode(text) == llama3_tiktoken_oracle.encode_ordinary(text)
+
+
 def test_llama2_bundled(gguf_vocab):
     v = load_vocabulary("llama2")
     assert (v.n_tokens, v.vocab_size, v.eos_token_ids) == (32000, 32000, (2,))
