@@ -377,3 +377,14 @@ def test_validate_skips_determinisation(llama3_vocab, monkeypatch):
     monkeypatch.setattr(rx, "compile_regex", real)
     with pytest.raises(CompileLimitError):
         b.compile(Constraint.regex("[ab]*a[ab]{8}"))
+
+
+def test_fork_is_independent(vocab, boolean):
+    m = NativeMatcher(boolean, max_rollback_tokens=5)
+    assert m.advance(ids(vocab, b"tr"))
+    f = m.fork()
+    assert f.state == m.state and f.num_tokens_rollbackable() == 1 and f.max_rollback_tokens == 5
+    assert f.advance(ids(vocab, b"ue") + [EOS]) and f.is_terminated()
+    assert not m.is_terminated() and m.num_tokens_rollbackable() == 1
+    f.rollback(3)
+    assert f.state == 1 and m.state != 1

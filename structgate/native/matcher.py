@@ -151,6 +151,13 @@ class NativeMatcher(Matcher):
     def reset(self) -> None:
         self._history = [START]
 
+    def fork(self) -> "NativeMatcher":
+        """An independent matcher in the same state with a copy of the history (parallel sampling,
+        beam search); both share the grammar's TokenIndex."""
+        m = NativeMatcher(self.token_index, max_rollback_tokens=self.max_rollback_tokens)
+        m._history = list(self._history)
+        return m
+
     def num_tokens_rollbackable(self) -> int:
         """How many tokens :meth:`rollback` can undo now."""
         return len(self._history) - 1
