@@ -89,7 +89,7 @@ def _prepare(items: list[BenchItem], tokenizer: str):
 def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_mb, threads, jobs, options, progress,
                 argv, corpus_desc, extra_meta=None):
     t0 = time.perf_counter()
-    names, skipped = resolve_backends(backends)
+    names, skipped = resolve_backends(backends, kind="regex" if kind == "regex" else "json_schema")
     vocab, n_tokens = _prepare(items, tokenizer)
     runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
                         jobs=jobs, options=options, progress=progress, title=kind)

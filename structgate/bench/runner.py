@@ -48,9 +48,16 @@ class BackendRun:
     wall_s: float = 0.0
 
 
-def resolve_backends(names: list[str] | None) -> tuple[list[str], dict[str, str]]:
+def resolve_backends(names: list[str] | None, kind: str | None = None) -> tuple[list[str], dict[str, str]]:
     """``(names to run, {name: reason skipped})``. None/empty = every registered backend whose
-    engine is importable and whose factory module exists. ``module:attr`` names pass through."""
+    engine is importable, whose factory module exists and (when ``kind`` is given) whose registered
+    ``kinds`` include ``kind``. ``module:attr`` names pass through.
+
+    Raises
+    ------
+    BackendNotFoundError
+        An explicitly named backend is not registered.
+    """
     from ..backends.registry import get_backend_spec, list_backends
 
     skipped: dict[str, str] = {}
@@ -59,6 +66,9 @@ def resolve_backends(names: list[str] | None) -> tuple[list[str], dict[str, str]
         for info in list_backends():
             if not info.available:
                 skipped[info.name] = info.reason
+                continue
+            if kind and info.kinds and kind not in info.kinds:
+                skipped[info.name] = f"does not support {kind} (kinds: {', '.join(info.kinds)})"
                 continue
             spec = get_backend_spec(info.name)
             if isinstance(spec.factory, str):
