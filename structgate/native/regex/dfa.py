@@ -88,10 +88,29 @@ class _Closures:
         if c is not None:
             return c
         nfa = self.nfa
-        if nfa.kind[v] != EPS:
-            c = self.cache[v] = frozenset(self._leaf(v))
+        kind, cache = nfa.kind, self.cache
+        if kind[v] != EPS:
+            c = cache[v] = frozenset(self._leaf(v))
             return c
-        return self._tarjan(v)
+        # fast path: every successor is a leaf or already known (v is then on no epsilon cycle)
+        parts: dict[int, frozenset] = {}
+        for w in nfa.outs[v]:
+            cw = cache[w]
+            if cw is None:
+                if kind[w] == EPS:
+                    return self._tarjan(v)
+                cw = cache[w] = frozenset(self._leaf(w))
+            if cw:
+                parts[id(cw)] = cw
+        ps = list(parts.values())
+        if len(ps) == 1:
+            c = ps[0]
+        elif not ps:
+            c = self._empty
+        else:
+            c = frozenset().union(*ps)
+        cache[v] = c
+        return c
 
     def _tarjan(self, root: int) -> frozenset:
         nfa = self.nfa
@@ -258,7 +277,7 @@ def nfa_to_dfa(nfa: NFA, *, max_states: int = 50_000, pattern: str = "", minimiz
     acc: list[bool] = [False]
     ids: dict = {frozenset(): 0}
     if start_acc != (match in start_key):
-        start_key = start_key | {-1}  # keep the start distinct from look-alike states
+        start_key = start_key | {len(nfa)}  # keep the start distinct from look-alike states
     keys.append(start_key)
     acc.append(start_acc)
     ids[start_key] = 1
@@ -268,6 +287,7 @@ def nfa_to_dfa(nfa: NFA, *, max_states: int = 50_000, pattern: str = "", minimiz
     get_closure = closures.get
     union_memo: dict[frozenset, frozenset] = {}
     zero_row = [0] * n_cls
+    item_of = [(clo[p], chi[p], p) if clo[p] >= 0 else None for p in range(len(nfa))] + [None]
     i = 1
     while i < len(keys):
         S = keys[i]
@@ -275,12 +295,14 @@ def nfa_to_dfa(nfa: NFA, *, max_states: int = 50_000, pattern: str = "", minimiz
         if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
             raise CompileLimitError("compile_timeout_s", round(timeout_s + time.monotonic() - deadline, 3),
                                     timeout_s)
-        items = [(clo[p], chi[p], p) for p in S if p >= 0 and clo[p] >= 0]
+        items = [item_of[p] for p in S]
         row = zero_row[:]
-        if not items:
+        if len(items) > 1:
+            items = [x for x in items if x is not None]
+            items.sort()
+        elif not items or items[0] is None:
             rows.append(row)
             continue
-        items.sort()
         disjoint = True
         prev_hi = -1
         for a, b, _p in items:
@@ -392,6 +414,8 @@ def trim(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 _HASH_MULT = None
+#: Moore rounds tried before switching to Valmari's O(m log n) refinement
+MOORE_MAX_ROUNDS = 24
 
 
 def _refine_exact(table: np.ndarray, block: np.ndarray) -> np.ndarray:
@@ -404,23 +428,17 @@ def _refine_exact(table: np.ndarray, block: np.ndarray) -> np.ndarray:
         block = new
 
 
-def minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Moore minimisation of a trimmed DFA (state 0 dead). Returns (table, accepting) of the
-    quotient; block ids are arbitrary (use :func:`canonicalize`)."""
+def _moore(table: np.ndarray, block: np.ndarray, max_rounds: int) -> tuple[np.ndarray, bool]:
+    """Hashed Moore rounds from ``block``; returns (blocks, converged)."""
     global _HASH_MULT
-    n, k = table.shape
+    k = table.shape[1]
     if _HASH_MULT is None or _HASH_MULT.shape[0] < k + 1:
         rng = np.random.default_rng(0x5EED)
         _HASH_MULT = (rng.integers(1, 2**63 - 1, size=max(k + 1, 64), dtype=np.int64) | 1).astype(np.uint64)
     mult = _HASH_MULT[: k + 1]
-    # initial partition: dead, accepting, non-accepting live
-    block = np.where(accepting, 1, 2).astype(np.int64)
-    block[0] = 0
-    _, block = np.unique(block, return_inverse=True)
-    block = block.reshape(-1)
     nb = int(block.max()) + 1
     with np.errstate(over="ignore"):
-        while True:
+        for _ in range(max_rounds):
             sig = block[table].astype(np.uint64) * mult[1:][None, :]
             h = sig.sum(axis=1, dtype=np.uint64) + block.astype(np.uint64) * mult[0]
             _, new = np.unique(h, return_inverse=True)
@@ -428,9 +446,167 @@ def minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.n
             nb2 = int(new.max()) + 1
             block = new
             if nb2 == nb:
-                break
+                return block, True
             nb = nb2
-    # verify: every state's signature equals its representative's
+    return block, False
+
+
+def _valmari(table: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """Coarsest congruence refining ``block`` (ids ``0..z-1``) for the *partial* DFA given by the
+    transitions of ``table`` into non-zero states: Valmari & Lehtinen's O(m log n) partition
+    refinement of blocks and "cords" of transitions (A. Valmari, "Fast brief practical DFA
+    minimization", Information Processing Letters 112(6), 2012)."""
+    n = table.shape[0]
+    src, lab = np.nonzero(table)
+    dst = table[src, lab].astype(np.int64)
+    m = int(src.shape[0])
+    T = src.tolist()
+    # -- block partition (states) from the initial labels
+    z0 = int(block.max()) + 1
+    order = np.argsort(block, kind="stable")
+    BE = order.tolist()
+    BLa = np.empty(n, dtype=np.int64)
+    BLa[order] = np.arange(n)
+    BL = BLa.tolist()
+    BS = block.astype(np.int64).tolist()
+    cnt = np.bincount(block, minlength=z0)
+    ends = np.cumsum(cnt)
+    cap = max(n, m) + 2
+    BF = [0] * cap
+    BP = [0] * cap
+    BF[:z0] = (ends - cnt).tolist()
+    BP[:z0] = ends.tolist()
+    bz = z0
+    # -- cord partition (transitions), initially by label
+    labs, lab_c = np.unique(lab, return_inverse=True)
+    lab_c = lab_c.reshape(-1)
+    corder = np.argsort(lab_c, kind="stable")
+    CE = corder.tolist()
+    CLa = np.empty(m, dtype=np.int64)
+    CLa[corder] = np.arange(m)
+    CL = CLa.tolist()
+    CS = lab_c.tolist()
+    cz = int(labs.shape[0])
+    ccnt = np.bincount(lab_c, minlength=cz) if m else np.zeros(0, dtype=np.int64)
+    cends = np.cumsum(ccnt)
+    CF = [0] * cap
+    CP = [0] * cap
+    CF[:cz] = (cends - ccnt).tolist()
+    CP[:cz] = cends.tolist()
+    # incoming transitions per state
+    aorder = np.argsort(dst, kind="stable")
+    A = aorder.tolist()
+    AF = np.searchsorted(dst[aorder], np.arange(n + 1)).tolist()
+    M = [0] * cap
+    W: list[int] = []
+
+    b = 1
+    c = 0
+    while c < cz:
+        # mark the tails of the transitions of cord c, split blocks
+        for i in range(CF[c], CP[c]):
+            e = T[CE[i]]
+            s = BS[e]
+            i2 = BL[e]
+            j = BF[s] + M[s]
+            f = BE[j]
+            BE[i2] = f
+            BL[f] = i2
+            BE[j] = e
+            BL[e] = j
+            if M[s] == 0:
+                W.append(s)
+            M[s] += 1
+        while W:
+            s = W.pop()
+            j = BF[s] + M[s]
+            if j == BP[s]:
+                M[s] = 0
+                continue
+            if M[s] <= BP[s] - j:
+                BF[bz] = BF[s]
+                BP[bz] = BF[s] = j
+            else:
+                BP[bz] = BP[s]
+                BF[bz] = BP[s] = j
+            for i in range(BF[bz], BP[bz]):
+                BS[BE[i]] = bz
+            M[s] = 0
+            M[bz] = 0
+            bz += 1
+        c += 1
+        # use every new block as a splitter of cords
+        while b < bz:
+            for i in range(BF[b], BP[b]):
+                q = BE[i]
+                for jj in range(AF[q], AF[q + 1]):
+                    e = A[jj]
+                    s = CS[e]
+                    i2 = CL[e]
+                    j = CF[s] + M[s]
+                    f = CE[j]
+                    CE[i2] = f
+                    CL[f] = i2
+                    CE[j] = e
+                    CL[e] = j
+                    if M[s] == 0:
+                        W.append(s)
+                    M[s] += 1
+            while W:
+                s = W.pop()
+                j = CF[s] + M[s]
+                if j == CP[s]:
+                    M[s] = 0
+                    continue
+                if M[s] <= CP[s] - j:
+                    CF[cz] = CF[s]
+                    CP[cz] = CF[s] = j
+                else:
+                    CP[cz] = CP[s]
+                    CF[cz] = CP[s] = j
+                for i in range(CF[cz], CP[cz]):
+                    CS[CE[i]] = cz
+                M[s] = 0
+                M[cz] = 0
+                cz += 1
+            b += 1
+    return np.array(BS, dtype=np.int64)
+
+
+def minimize(table: np.ndarray, accepting: np.ndarray, *, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """Minimise a trimmed DFA (state 0 dead, 1 start, every other state live).
+
+    Parameters
+    ----------
+    table : numpy.ndarray
+        int, ``(n, k)``.
+    accepting : numpy.ndarray
+        bool, ``(n,)``.
+    method : {"auto", "moore", "valmari"}
+        ``auto``: up to :data:`MOORE_MAX_ROUNDS` vectorised Moore rounds, then Valmari's
+        O(m log n) refinement from the partition reached (chain-like DFAs such as ``.{1,2000}``
+        need as many Moore rounds as states).
+
+    Returns
+    -------
+    (table, accepting) of the quotient automaton, dead = 0 and start = 1, other ids arbitrary.
+    """
+    n, k = table.shape
+    block = np.where(accepting, 1, 2).astype(np.int64)
+    block[0] = 0
+    _, block = np.unique(block, return_inverse=True)
+    block = block.reshape(-1).astype(np.int64)
+    if method == "valmari":
+        block = _valmari(table, block)
+    else:
+        block, done = _moore(table, block, n + 1 if method == "moore" else MOORE_MAX_ROUNDS)
+        if not done:
+            _, block = np.unique(block, return_inverse=True)
+            block = _valmari(table, block.reshape(-1).astype(np.int64))
+    _, block = np.unique(block, return_inverse=True)
+    block = block.reshape(-1)
+    nb = int(block.max()) + 1
+    # verify: every state's signature equals its representative's (proves a congruence)
     reps = np.zeros(nb, dtype=np.int64)
     reps[block[::-1]] = np.arange(n - 1, -1, -1)
     bt = block[table]
@@ -468,15 +644,8 @@ def canonicalize(table: np.ndarray, accepting: np.ndarray, byte_classes: np.ndar
         table = np.zeros((2, table.shape[1]), dtype=np.int32)
         accepting = np.zeros(2, dtype=bool)
         n = 2
-    cols = table[:, byte_classes.astype(np.int64)]  # (n, 256)
-    _, first_idx, inv = np.unique(cols, axis=1, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    rank = np.argsort(np.argsort(first_idx))
-    new_bc = rank[inv].astype(np.uint8)
-    n_new = int(new_bc.max()) + 1
-    first_byte = np.zeros(n_new, dtype=np.int64)
-    first_byte[new_bc[::-1]] = np.arange(255, -1, -1)
-    tc = cols[:, first_byte]
+    table = np.asarray(table)
+    tc, new_bc = _merge_columns(table, np.asarray(byte_classes))
     tl = tc.tolist()
     order = [0, 1]
     seen = {0: 0, 1: 1}
@@ -495,3 +664,42 @@ def canonicalize(table: np.ndarray, accepting: np.ndarray, byte_classes: np.ndar
     acc[0] = False
     final[0] = 0
     return DFA(byte_classes=new_bc, table=final, accepting=acc, pattern=pattern)
+
+
+def _merge_columns(table: np.ndarray, byte_classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge identical columns of ``table`` (n, k); returns (table (n, k'), byte → new class (256,)
+    uint8) with new classes numbered in order of their first byte. Columns are grouped by a
+    64-bit hash and each grouping is verified exactly (exact ``np.unique`` fallback)."""
+    n, k = table.shape
+    rng = np.random.default_rng(n * 7919 + k)
+    w = rng.integers(1, 2**63 - 1, size=n, dtype=np.int64).astype(np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (table.astype(np.uint64) * w[:, None]).sum(axis=0, dtype=np.uint64).tolist()
+    group_of: dict[int, int] = {}
+    col_group = [0] * k
+    reps: list[int] = []
+    for j in range(k):
+        g = group_of.get(h[j])
+        if g is None:
+            g = group_of[h[j]] = len(reps)
+            reps.append(j)
+        col_group[j] = g
+    ok = all(np.array_equal(table[:, j], table[:, reps[col_group[j]]])
+             for j in range(k) if reps[col_group[j]] != j)
+    if not ok:  # hash collision: exact grouping
+        _, first_idx, inv = np.unique(table, axis=1, return_index=True, return_inverse=True)
+        col_group = inv.reshape(-1).tolist()
+        reps = first_idx.tolist()
+    # number groups by first byte
+    new_of_group: dict[int, int] = {}
+    firsts: list[int] = []
+    bc = byte_classes.tolist()
+    new_bc = [0] * 256
+    for b in range(256):
+        g = col_group[bc[b]]
+        c = new_of_group.get(g)
+        if c is None:
+            c = new_of_group[g] = len(firsts)
+            firsts.append(reps[g])
+        new_bc[b] = c
+    return table[:, firsts], np.array(new_bc, dtype=np.uint8)
