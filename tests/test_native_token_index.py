@@ -157,18 +157,26 @@ def test_vocab_trie_spells_every_token(svocab):
         assert bytes(reversed(got)) == b
 
 
-WALK_MODES = {"auto": {}, "always-prune": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01},
-              "never-prune": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 0.0}}
+# walk strategies: head levels pruned to live parents or walked in full; deep tail looked up per
+# entry state (the default on a small vocabulary: everything below level 1 is "tail") or walked
+WALK_MODES = {"auto": {},
+              "prune-no-tail": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01, "TAIL_MAX_NODES": 0},
+              "full-no-tail": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 0.0, "TAIL_MAX_NODES": 0},
+              "prune-small-tail": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01, "TAIL_MAX_NODES": 300}}
 
 
 @pytest.mark.parametrize("mode", list(WALK_MODES))
 @pytest.mark.parametrize("seed", range(6))
-def test_rows_match_oracle_random_dfa(svocab, seed, mode):
+def test_rows_match_oracle_random_dfa(svocab, seed, mode, monkeypatch):
     rng = np.random.default_rng(100 + seed)
     dfa = random_dfa(rng, n_states=int(rng.integers(3, 40)), n_classes=int(rng.integers(2, 12)))
-    idx = TokenIndex(dfa, svocab)
     for k, v in WALK_MODES[mode].items():
-        setattr(idx, k, v)  # exercise both level strategies of the walk on a small vocabulary
+        monkeypatch.setattr(TokenIndex, k, v)
+    idx = TokenIndex(dfa, svocab)
+    if mode.endswith("no-tail"):
+        assert idx._tail_anc is None
+    elif mode == "prune-small-tail":
+        assert idx._tail_anc is not None and 1 < idx._n_head < len(idx._levels)
     for s in rng.permutation(dfa.n_states).tolist():
         want = oracle_allowed(dfa, svocab, s)
         row = idx.row(s)

@@ -172,6 +172,8 @@ class TokenIndex:
     PRUNE_BELOW = 0.25
     #: levels smaller than this are always walked in full (fewer numpy calls)
     PRUNE_MIN_NODES = 2048
+    #: the deep levels holding at most this many class nodes are looked up per entry state
+    TAIL_MAX_NODES = 4096
     #: rows reserved up front (zero pages until touched); beyond, the row store doubles
     ROW_RESERVE = 1024
 
@@ -225,6 +227,7 @@ class TokenIndex:
             cbase += n_prev
         self._levels = levels
         self.n_class_nodes = cbase
+        self._init_tail(ns)
         self._buf = np.empty(max([lv[1].shape[0] for lv in levels] or [1]), dtype=np.int32)
         self._ends = np.zeros(cbase + 1, dtype=np.int32)  # walk output, reused under the lock
         tn = trie.token_node
@@ -253,6 +256,79 @@ class TokenIndex:
             self._set_eos(row)
             self._store(n_states, row, len(self._eos), 0)
 
+    # -- the deep tail ------------------------------------------------------------------------
+    def _init_tail(self, n_states: int) -> None:
+        """Split the class trie into a head, walked level by level, and a small deep tail (long
+        tokens: runs of spaces, dashes, ...), whose end states are looked up per *entry state*.
+
+        The tail starts at level ``D``, the first level after which at most ``TAIL_MAX_NODES``
+        nodes remain (``D >= 1``). Each tail node has an ancestor at level ``D-1`` (a *cut node*);
+        its end state is a function of the cut node's state ``q`` only. Row ``R[q]`` (the end state
+        of every tail node if every cut node were in ``q``) is computed once per distinct ``q``
+        (vectorised over a batch of new ``q``) and cached, so a walk visits ~``D`` levels plus one
+        gather instead of one numpy round per byte of the longest token.
+        """
+        levels = self._levels
+        sizes = [lv[1].shape[0] for lv in levels]
+        remaining = np.cumsum(sizes[::-1])[::-1] if sizes else np.zeros(0)
+        d_cut = len(levels)
+        for d in range(1, len(levels)):
+            if remaining[d] <= self.TAIL_MAX_NODES:
+                d_cut = d
+                break
+        self._n_head = d_cut
+        if d_cut >= len(levels):
+            self._tail_base = self.n_class_nodes
+            self._tail_anc = None
+            return
+        self._tail_base = levels[d_cut][0]
+        anc_parts = []
+        anc = None
+        for cbase, par, cls_off, starts, counts in levels[d_cut:]:
+            anc = par.astype(np.intp) if anc is None else anc[par]
+            anc_parts.append(anc)
+        self._tail_anc = np.concatenate(anc_parts)  # local index of each tail node's cut ancestor
+        n_tail = self._tail_anc.shape[0]
+        self._tail_n = n_tail
+        self._tail_arange = np.arange(n_tail, dtype=np.intp)
+        # row 0 is the dead entry state: every tail node dead
+        self._tail_rows = np.zeros((min(n_states, 8) + 1, n_tail), dtype=np.int32)
+        self._tail_row_of = np.full(n_states, -1, dtype=np.intp)
+        self._tail_row_of[0] = 0
+        self._tail_used = 1
+
+    def _tail_compute(self, qs: np.ndarray) -> None:
+        """Fill ``R[q]`` for the entry states ``qs`` (int ``(k,)``, new, non-zero). Lock held."""
+        table = self._table_t
+        k = qs.shape[0]
+        parts = []
+        prev = None
+        for cbase, par, cls_off, starts, counts in self._levels[self._n_head:]:
+            if prev is None:
+                st = table[cls_off[None, :] + qs[:, None]]
+            else:
+                st = table[cls_off[None, :] + prev[:, par]]
+            parts.append(st)
+            prev = st
+        rows = np.concatenate(parts, axis=1)
+        need = self._tail_used + k
+        if need > self._tail_rows.shape[0]:
+            grown = np.zeros((max(need, 2 * self._tail_rows.shape[0]), self._tail_n), dtype=np.int32)
+            grown[: self._tail_used] = self._tail_rows[: self._tail_used]
+            self._tail_rows = grown
+        self._tail_rows[self._tail_used: need] = rows
+        self._tail_row_of[qs] = np.arange(self._tail_used, need)
+        self._tail_used = need
+
+    def _tail_fill(self, cut_states: np.ndarray, out: np.ndarray) -> None:
+        """End states of the tail nodes given the states of the cut level's nodes. Lock held."""
+        q = cut_states.take(self._tail_anc)
+        r = self._tail_row_of.take(q)
+        if (r < 0).any():
+            self._tail_compute(np.unique(q[r < 0]))
+            r = self._tail_row_of.take(q)
+        out[self._tail_base: self._tail_base + self._tail_n] = self._tail_rows[r, self._tail_arange]
+
     # -- internals ----------------------------------------------------------------------------
     def _set_eos(self, row: np.ndarray) -> None:
         for w, b in zip(self._eos_word, self._eos_bit):
@@ -280,7 +356,8 @@ class TokenIndex:
         prev = None
         prune_min = self.PRUNE_MIN_NODES
         count_nonzero = np.count_nonzero
-        for d, (cbase, par, cls_off, starts, counts) in enumerate(self._levels):
+        for d in range(self._n_head):
+            cbase, par, cls_off, starts, counts = self._levels[d]
             n = par.shape[0]
             dst = out[cbase: cbase + n]
             if d == 0:
@@ -317,6 +394,9 @@ class TokenIndex:
                 b += cls_off
                 table.take(b, out=dst)
             prev = dst
+        else:
+            if self._tail_anc is not None:
+                self._tail_fill(prev, out)
         return out
 
     def _compute(self, state: int) -> int:
@@ -470,7 +550,9 @@ class TokenIndex:
 
     @property
     def memory_size_bytes(self) -> int:
-        n = self.n_cached * self.width * 4 + self._slot.nbytes + self._token_cnode.nbytes + self._byte_table.nbytes
+        n = self.n_cached * self.width * 4 + self._slot.nbytes
+        if self._tail_anc is not None:
+            n += self._tail_used * self._tail_n * 4 + self._tail_anc.nbytes + self._token_cnode.nbytes + self._byte_table.nbytes
         for _, par, cls, starts, counts in self._levels:
             n += par.nbytes + cls.nbytes + starts.nbytes + counts.nbytes
         return int(n)
