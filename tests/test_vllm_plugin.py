@@ -1,0 +1,483 @@
+"""The vLLM plugin at unit level: the ledger, each patch, the CLI flag, request validation, the
+bridge (oracle: Python ``re`` over the real Llama 3 vocabulary). No server is started here
+(``tests/test_vllm_serve.py`` does that)."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+vllm = pytest.importorskip("vllm")
+
+from structgate.plugin import ledger  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def plugin():
+    """Register the plugin and import every patched vLLM module."""
+    import structgate.plugin as p
+
+    p.register()
+    import vllm.config.structured_outputs  # noqa: F401
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.sampling_params  # noqa: F401
+    import vllm.v1.structured_output  # noqa: F401
+    return p
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer():
+    from transformers import AutoTokenizer
+
+    from structgate.tokenizers import bundled_tokenizer_dir
+
+    return AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
+
+
+@pytest.fixture(scope="module")
+def model_config():
+    return types.SimpleNamespace(
+        is_diffusion=False, get_vocab_size=lambda: 128256,
+        try_get_generation_config=lambda: {"eos_token_id": [128001, 128008, 128009]},
+        hf_config=types.SimpleNamespace(eos_token_id=[128001, 128008, 128009]))
+
+
+# -- import cost / laziness -------------------------------------------------------------------------
+def test_import_structgate_does_not_import_vllm():
+    code = ("import sys, structgate, structgate.plugin, structgate.plugin.ledger, structgate.plugin.cli;"
+            "structgate.plugin.autoload(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'vllm'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_autoload_before_vllm_import_patches_on_import():
+    """import structgate first, vLLM later: the import hooks patch the config on vLLM's import."""
+    code = textwrap.dedent("""
+        import structgate.plugin as p
+        assert p.autoload()
+        from vllm.config.structured_outputs import StructuredOutputsConfig
+        print(StructuredOutputsConfig(backend="native").backend)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "native"
+
+
+# -- ledger -----------------------------------------------------------------------------------------
+def test_ledger_entries_and_idempotent(plugin):
+    names = {p.name for p in ledger.patches()}
+    assert {"config-backend-names", "vllmconfig-rebuild", "sampling-validate", "manager-grammar-init",
+            "cli-flag"} <= names
+    for p in ledger.patches():
+        assert p.why and p.how and p.versions and p.removal, p.name
+    assert {"config-backend-names", "sampling-validate", "manager-grammar-init", "cli-flag"} <= ledger.applied()
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    before = (SamplingParams._validate_structured_outputs, StructuredOutputManager.grammar_init,
+              EngineArgs.__dict__["add_cli_args"].__func__, EngineArgs.__dict__["from_cli_args"].__func__)
+    plugin.register()
+    ledger.apply_all()
+    for name in ("sampling-validate", "manager-grammar-init", "cli-flag"):
+        ledger._applied.discard(name)  # force a second application: must not wrap twice
+    ledger.apply_all()
+    after = (SamplingParams._validate_structured_outputs, StructuredOutputManager.grammar_init,
+             EngineArgs.__dict__["add_cli_args"].__func__, EngineArgs.__dict__["from_cli_args"].__func__)
+    assert before == after
+    for f in after:
+        assert ledger.is_marked(f) and not ledger.is_marked(f.__structgate_original__)
+    assert "cli-flag" in ledger.describe()
+
+
+@pytest.mark.parametrize("version,ok", [("0.32.0", True), ("0.32.0+cpu", True), ("0.33.1", True),
+                                        ("0.31.2", False), ("0.34.0", False), ("1.0.0", False)])
+def test_version_check(version, ok, monkeypatch):
+    monkeypatch.delenv(ledger.ENV_ALLOW_UNSUPPORTED, raising=False)
+    if ok:
+        assert ledger.check_vllm_version(version) == version
+    else:
+        with pytest.raises(ledger.VllmPatchError, match=re.escape(version)):
+            ledger.check_vllm_version(version)
+
+
+def test_checks_name_the_changed_symbol():
+    def f(self, a, b):
+        return a + b
+
+    with pytest.raises(ledger.VllmPatchError, match=r"mod\.Cls\.f.*signature changed"):
+        ledger.require_signature(f, ("self", "a"), "mod.Cls.f")
+    with pytest.raises(ledger.VllmPatchError, match=r"mod\.Cls\.f.*no longer contains 'a \* b'"):
+        ledger.require_source(f, ("a + b", "a * b"), "mod.Cls.f")
+    with pytest.raises(ledger.VllmPatchError, match=r"mod\.X.*'nope'"):
+        ledger.require_attr(types.SimpleNamespace(), "nope", "mod.X")
+
+
+def test_real_patch_fails_loudly_on_changed_target():
+    """The sampling patch applied to a vLLM whose validator changed raises, naming the symbol."""
+    from structgate.plugin import patches
+
+    class SamplingParams:
+        def _validate_structured_outputs(self, model_config, structured_outputs_config):  # changed signature
+            pass
+
+    with pytest.raises(ledger.VllmPatchError, match="SamplingParams._validate_structured_outputs"):
+        patches._apply_sampling(types.SimpleNamespace(SamplingParams=SamplingParams))
+
+
+def test_post_import_hook_applies_lazily(tmp_path, monkeypatch):
+    (tmp_path / "sg_fake_target.py").write_text("def hello():\n    return 'vllm'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("sg_fake_target", None)
+    seen = []
+
+    def apply(mod):
+        orig = mod.hello
+        ledger.require_signature(orig, (), "sg_fake_target.hello")
+        mod.hello = ledger.mark(lambda: "structgate", orig)
+        seen.append(mod.__name__)
+
+    ledger.register_patch(ledger.Patch(name="test-fake", module="sg_fake_target", target="hello", why="test",
+                                       how="test", versions="-", removal="-", apply=apply))
+    try:
+        ledger._schedule(ledger._patches["test-fake"])
+        assert seen == []  # not imported yet
+        import sg_fake_target
+
+        assert seen == ["sg_fake_target"] and sg_fake_target.hello() == "structgate"
+        assert "test-fake" in ledger.applied()
+    finally:
+        ledger._patches.pop("test-fake", None)
+        ledger._applied.discard("test-fake")
+        sys.modules.pop("sg_fake_target", None)
+
+
+# -- 1. config --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["native", "structgate-xgrammar", "sg-llguidance", "auto", "xgrammar",
+                                  "guidance", "outlines", "lm-format-enforcer"])
+def test_config_accepts_names(plugin, name):
+    from pydantic import TypeAdapter
+    from vllm.config import VllmConfig
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+
+    assert StructuredOutputsConfig(backend=name).backend == name
+    assert TypeAdapter(StructuredOutputsConfig).validate_json(json.dumps({"backend": name})).backend == name
+    assert VllmConfig.__pydantic_fields__  # rebuilt and usable
+
+
+def test_config_rejects_unknown_name(plugin):
+    from pydantic import ValidationError
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+
+    with pytest.raises(ValidationError) as ei:
+        StructuredOutputsConfig(backend="no-such-backend")
+    msg = str(ei.value)
+    assert "unknown structured-output backend 'no-such-backend'" in msg
+    assert "native" in msg and "xgrammar" in msg
+
+
+def test_config_rejects_unavailable_backend(plugin):
+    from pydantic import ValidationError
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+
+    from structgate.backends import registry
+
+    registry.register_backend(registry.BackendSpec(name="sg-test-missing", factory="x:Y",
+                                                   requires=("definitely_not_installed_pkg",),
+                                                   install_hint="pip install nothing"))
+    try:
+        with pytest.raises(ValidationError, match="not available.*pip install nothing"):
+            StructuredOutputsConfig(backend="sg-test-missing")
+    finally:
+        registry._extra[:] = [s for s in registry._extra if s.name != "sg-test-missing"]
+        registry._specs = None
+
+
+# -- 4. CLI flag --------------------------------------------------------------------------------------
+def _parse(argv):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())
+    args = parser.parse_args(argv)
+    return args, AsyncEngineArgs.from_cli_args(args)
+
+
+def test_cli_flag_maps_to_config(plugin):
+    args, ea = _parse(["--model", "m", "--structured-output-backend", "native"])
+    assert ea.structured_outputs_config.backend == "native"
+    assert args.structured_outputs_config.backend == "native"  # written back for other processes
+    ea2 = type(ea).from_cli_args(args)  # re-read (extra API servers): no conflict
+    assert ea2.structured_outputs_config.backend == "native"
+
+
+def test_cli_plain_config_flag(plugin):
+    _, ea = _parse(["--model", "m", "--structured-outputs-config.backend", "native"])
+    assert ea.structured_outputs_config.backend == "native"
+    _, ea = _parse(["--model", "m"])
+    assert ea.structured_outputs_config.backend == "auto"
+
+
+def test_cli_flag_conflict_is_an_error(plugin):
+    with pytest.raises(SystemExit, match="conflicts with --structured-outputs-config.backend xgrammar"):
+        _parse(["--model", "m", "--structured-outputs-config.backend", "xgrammar",
+                "--structured-output-backend", "native"])
+
+
+def test_cli_flag_unknown_name(plugin, capsys):
+    with pytest.raises(SystemExit) as ei:
+        _parse(["--model", "m", "--structured-output-backend", "nope"])
+    assert ei.value.code == 2
+    assert "unknown structured-output backend 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,want", [
+    (["serve", "m", "--structured-output-backend", "native"], ["serve", "m", "--structured-outputs-config.backend", "native"]),
+    (["serve", "--structured-output-backend=native", "m"], ["serve", "m", "--structured-outputs-config.backend", "native"]),
+    (["serve", "m", "--structured-outputs-config.backend", "native", "--structured-output-backend", "native"],
+     ["serve", "m", "--structured-outputs-config.backend", "native"]),
+    (["serve", "m"], ["serve", "m"]),
+])
+def test_launcher_rewrite(argv, want):
+    from structgate.plugin.cli import rewrite_argv
+
+    assert rewrite_argv(argv) == want
+
+
+def test_launcher_rewrite_errors():
+    from structgate.plugin.cli import rewrite_argv
+
+    with pytest.raises(SystemExit, match="conflicts"):
+        rewrite_argv(["serve", "m", "--structured-outputs-config.backend=xgrammar", "--structured-output-backend", "native"])
+    with pytest.raises(SystemExit, match="needs a backend name"):
+        rewrite_argv(["serve", "m", "--structured-output-backend"])
+
+
+# -- 2. request validation ------------------------------------------------------------------------
+def _validate(so_kwargs, backend, tokenizer, model_config):
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    sp = SamplingParams(max_tokens=8, structured_outputs=StructuredOutputsParams(**so_kwargs))
+    sp._validate_structured_outputs(model_config, StructuredOutputsConfig(backend=backend), tokenizer)
+    return sp.structured_outputs
+
+
+@pytest.mark.parametrize("so", [{"regex": "[a-z]{2,5}"}, {"choice": ["yes", "no"]}, {"json_object": True},
+                                {"json": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+                                {"json": '{"type": "array", "items": {"type": "boolean"}}'}])
+def test_validation_routes_to_structgate(plugin, hf_tokenizer, model_config, so):
+    out = _validate(so, "native", hf_tokenizer, model_config)
+    assert out._backend == "native" and type(out._backend) is str and out._backend_was_auto is False
+
+
+def test_validation_invalid_regex_names_the_problem(plugin, hf_tokenizer, model_config):
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError) as ei:
+        _validate({"regex": "ab[c"}, "native", hf_tokenizer, model_config)
+    msg = str(ei.value)
+    assert "'native'" in msg and "GrammarSyntaxError" in msg and "position" in msg
+    assert ei.value.parameter == "structured_outputs.regex"
+
+
+def test_validation_invalid_schema(plugin, hf_tokenizer, model_config):
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match="GrammarSyntaxError|not valid JSON"):
+        _validate({"json": '{"type": "object",'}, "native", hf_tokenizer, model_config)
+    with pytest.raises(VLLMValidationError, match="structgate"):
+        _validate({"json": {"type": "string", "pattern": "(unclosed"}}, "native", hf_tokenizer, model_config)
+
+
+def test_validation_unsupported_kind_is_per_request(plugin, hf_tokenizer, model_config):
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match="does not support constraint kind 'grammar'"):
+        _validate({"grammar": "start: \"a\"+"}, "native", hf_tokenizer, model_config)
+
+
+def test_validation_keeps_vllm_generic_checks(plugin, hf_tokenizer, model_config):
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match="cannot be an empty list"):
+        _validate({"choice": []}, "native", hf_tokenizer, model_config)
+    with pytest.raises(VLLMValidationError, match="NUL"):
+        _validate({"regex": "a\x00b"}, "native", hf_tokenizer, model_config)
+    deep = {"type": "array", "items": {}}
+    node = deep
+    for _ in range(80):
+        node["items"] = {"type": "array", "items": {}}
+        node = node["items"]
+    with pytest.raises(VLLMValidationError, match="nested too deeply"):
+        _validate({"json": deep}, "native", hf_tokenizer, model_config)
+
+
+def test_vllm_names_unchanged(plugin, hf_tokenizer, model_config):
+    out = _validate({"regex": "[a-z]+"}, "xgrammar", hf_tokenizer, model_config)
+    assert out._backend == "xgrammar"
+    out = _validate({"regex": "[a-z]+"}, "auto", hf_tokenizer, model_config)
+    assert out._backend in ("xgrammar", "guidance", "outlines") and out._backend_was_auto
+
+
+# -- 3. bridge ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def vllm_backend(plugin, hf_tokenizer, model_config):
+    from structgate.plugin.bridge import StructgateVllmBackend
+
+    cfg = types.SimpleNamespace(model_config=model_config, speculative_config=None,
+                                structured_outputs_config=types.SimpleNamespace(disable_any_whitespace=False))
+    return StructgateVllmBackend(cfg, tokenizer=hf_tokenizer, vocab_size=128256, backend_name="native")
+
+
+def _allowed(grammar, bitmask, row=0):
+    from structgate.bitmask import allowed_ids
+
+    grammar.fill_bitmask(bitmask, row)
+    return set(allowed_ids(bitmask[row].numpy(), 128256).tolist())
+
+
+def test_bridge_mask_matches_re_oracle(vllm_backend):
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    g = vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, "[0-9]{3}")
+    assert g.matcher is not None and vllm_backend.sg_backend.name == "native"
+    bm = vllm_backend.allocate_token_bitmask(2)
+    assert bm.shape == (2, 128256 // 32) and bm.dtype.__str__() == "torch.int32" and bool((bm == -1).all())
+    vocab = vllm_backend.sg_backend.vocab
+    want = {i for i, b in enumerate(vocab.token_bytes) if b and re.fullmatch(rb"[0-9]{1,3}", b)}
+    assert _allowed(g, bm, 1) == want
+    two = next(i for i in want if len(vocab.token_bytes[i]) == 2)
+    assert g.accept_tokens("r", [two])
+    want1 = {i for i, b in enumerate(vocab.token_bytes) if b and re.fullmatch(rb"[0-9]", b)}
+    assert _allowed(g, bm) == want1
+
+
+def test_bridge_accept_validate_rollback_terminate(vllm_backend, tmp_path, monkeypatch):
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    stats = tmp_path / "stats.jsonl"
+    monkeypatch.setenv("STRUCTGATE_STATS_FILE", str(stats))
+    vocab = vllm_backend.sg_backend.vocab
+    eos = vocab.eos_token_ids[0]
+    g = vllm_backend.compile_grammar(StructuredOutputOptions.CHOICE, json.dumps(["yes", "no"]))
+    yes = vocab.encode("yes")
+    bad = vocab.encode("maybe")
+    assert g.validate_tokens(bad) == []
+    assert g.validate_tokens([*yes, eos, eos, *yes]) == [*yes, eos]  # stops after EOS
+    assert g.num_processed_tokens == 0 and not g.is_terminated()
+    assert g.accept_tokens("r", [*yes, eos, 123])  # tokens after termination are ignored
+    assert g.is_terminated() and g.num_processed_tokens == len(yes) + 1
+    g.rollback(1)
+    assert not g.is_terminated() and g.matcher.is_accepting()
+    bm = vllm_backend.allocate_token_bitmask(1)
+    assert _allowed(g, bm) == set(vocab.eos_token_ids)
+    g.rollback(len(yes))
+    assert g.num_processed_tokens == 0
+    assert not g.accept_tokens("r", bad[:1]) or bad[0] in vocab.encode("no")[:1]
+    g.reset()
+    assert g.num_processed_tokens == 0 and not g.is_terminated()
+    events = [json.loads(line) for line in stats.read_text().splitlines()]
+    rb = [e for e in events if e["event"] == "rollback"]
+    assert [e["n"] for e in rb] == [1, len(yes)] and all(e["backend"] == "native" for e in rb)
+
+
+def test_bridge_request_kinds(vllm_backend):
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.errors import ConstraintKindError
+    from structgate.plugin.bridge import constraint_from_key
+
+    assert constraint_from_key(StructuredOutputOptions.JSON, '{"type": "integer"}').value == {"type": "integer"}
+    assert constraint_from_key(StructuredOutputOptions.JSON_OBJECT, "").kind == "json_object"
+    assert constraint_from_key(StructuredOutputOptions.CHOICE, '["a", "b"]').value == ("a", "b")
+    assert constraint_from_key(StructuredOutputOptions.GRAMMAR, 'start: "a"').grammar_format == "lark"
+    assert constraint_from_key(StructuredOutputOptions.GRAMMAR, 'root ::= "a"').grammar_format == "gbnf"
+    st = constraint_from_key(StructuredOutputOptions.STRUCTURAL_TAG, '{"type": "structural_tag", "format": {}}')
+    assert st.kind == "structural_tag" and st.value["type"] == "structural_tag"
+    g = vllm_backend.compile_grammar(StructuredOutputOptions.JSON_OBJECT, "")
+    assert not g.is_terminated()
+    with pytest.raises(ConstraintKindError, match="grammar"):
+        vllm_backend.compile_grammar(StructuredOutputOptions.GRAMMAR, 'start: "a"')
+    # compile cache: same constraint -> same compiled grammar, fresh matcher
+    a = vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, "x+")
+    b = vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, "x+")
+    assert a.matcher is not b.matcher
+
+
+def test_manager_builds_structgate_backend(plugin, vllm_backend, hf_tokenizer, model_config, monkeypatch):
+    """grammar_init builds the bridge for a structgate name and leaves vLLM's chain to the original."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from structgate.plugin import bridge
+
+    built = []
+
+    class FakeBackend:
+        def __init__(self, vllm_config, tokenizer, vocab_size, backend_name):
+            built.append((vocab_size, backend_name))
+
+        def compile_grammar(self, *a, **k):
+            return "grammar"
+
+    monkeypatch.setattr(bridge, "StructgateVllmBackend", FakeBackend)
+    mgr = StructuredOutputManager.__new__(StructuredOutputManager)
+    mgr.backend = None
+    mgr.vllm_config = types.SimpleNamespace(model_config=model_config)
+    mgr.tokenizer = hf_tokenizer
+    mgr._use_async_grammar_compilation = False
+    so = types.SimpleNamespace(_backend="native")
+    req = types.SimpleNamespace(
+        structured_output_request=types.SimpleNamespace(structured_output_key=("REGEX", "a"), grammar=None),
+        sampling_params=types.SimpleNamespace(structured_outputs=so, all_stop_token_ids={128009}),
+        request_id="r1")
+    mgr.grammar_init(req)
+    assert built == [(128256, "native")] and isinstance(mgr.backend, FakeBackend)
+    assert req.structured_output_request.grammar == "grammar"
+
+
+def test_bridge_unit_vocab_width(vllm_backend):
+    vocab = vllm_backend.sg_backend.vocab
+    assert vocab.vocab_size == 128256
+    assert {128001, 128009} <= set(vocab.eos_token_ids)
+    assert np.all([vocab.token_bytes[i] == b"" for i in vocab.eos_token_ids])
+
+
+def test_launcher_cpu_env_shim():
+    from structgate.plugin import cli
+
+    env: dict = {}
+    was_cpu = cli.setup_cpu_env(env)
+    import importlib.metadata as md
+
+    if was_cpu:
+        assert "cpu" in md.version("vllm")
+        assert env["VLLM_TARGET_DEVICE"] == "cpu" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    else:
+        assert md.version("vllm")
+
+
+def test_ledger_cli_lists_everything():
+    out = subprocess.run([sys.executable, "-m", "structgate.plugin.cli", "--ledger"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in ("config-backend-names", "sampling-validate", "manager-grammar-init", "cli-flag"):
+        assert f"[{name}]" in out.stdout
+    assert "FAILED" not in out.stdout and "pending" not in out.stdout.split("[cli-flag]")[1].split("\n")[0]
+
+
+def test_argparse_namespace_roundtrip(plugin):
+    from structgate.plugin.patches import map_backend_flag
+
+    ns = argparse.Namespace(structured_output_backend="native", structured_outputs_config={"backend": "auto"})
+    map_backend_flag(ns)
+    assert ns.structured_outputs_config.backend == "native"
+    ns = argparse.Namespace(structured_output_backend=None, structured_outputs_config=None)
+    assert map_backend_flag(ns).structured_outputs_config is None
