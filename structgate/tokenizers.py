@@ -62,6 +62,8 @@ __all__ = [
     "from_tiktoken",
     "load",
     "read_gguf_metadata",
+    "gguf_to_tokenizer_json",
+    "save_compact",
     "clear_cache",
 ]
 
@@ -1113,7 +1115,7 @@ def bundled_tokenizer_dir(name: str) -> pathlib.Path:
         try:
             dest.mkdir(parents=True, exist_ok=True)
             for f in src.iterdir():
-                if f.is_file() and f.name != "tokenizer.json.gz":
+                if f.is_file() and f.name not in ("tokenizer.json.gz", _COMPACT):
                     _atomic_write(dest / f.name, f.read_bytes())
             _atomic_write(dest / "tokenizer.json", gzip.decompress(gz.read_bytes()))
             return dest
@@ -1148,6 +1150,12 @@ def _load_bundled(name: str, vocab_size: int | None) -> Vocabulary:
     from tokenizers import Tokenizer
 
     plain, gz = src / "tokenizer.json", src / "tokenizer.json.gz"
+    compact = src / _COMPACT
+    if compact.is_file() and (plain.is_file() or gz.is_file()):
+        enc = _TokenizersEncoder(path=str(plain), gz=False) if plain.is_file() else _TokenizersEncoder(path=str(gz), gz=True)
+        v = _load_compact(compact, name=name, encoder=enc)
+        if v is not None:
+            return v if vocab_size is None else v.with_vocab_size(vocab_size)
     if plain.is_file():
         tok = Tokenizer.from_file(str(plain))
         enc = _TokenizersEncoder(path=str(plain), tokenizer=_reusable(tok))
@@ -1158,6 +1166,50 @@ def _load_bundled(name: str, vocab_size: int | None) -> Vocabulary:
         raise VocabularyError(f"bundled tokenizer {name!r} is missing its data ({gz}); reinstall structgate")
     tok.encode_special_tokens = True
     return _vocab_from_tokenizers(tok, folder=src, hf=None, vocab_size=vocab_size, name=name, encoder=enc)
+
+
+#: precomputed token bytes of a bundled Hugging Face tokenizer (written by
+#: ``scripts/make_bundled_tokenizers.py``; a test checks it equals what ``from_hf`` derives)
+_COMPACT = "vocab.npz"
+_COMPACT_VERSION = 1
+
+
+def save_compact(v: Vocabulary, path) -> None:
+    """Write ``v``'s token bytes, names, special / EOS ids and width to an ``.npz`` file that
+    :func:`load` reads ~5x faster than parsing a 128k-token ``tokenizer.json``."""
+    tb = v.token_bytes
+    offsets = np.zeros(len(tb) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in tb], out=offsets[1:])
+    names = v.token_names or ("",) * len(tb)
+    noff = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum([len(n) for n in names], out=noff[1:])
+    with open(path, "wb") as f:
+        np.savez_compressed(
+            f, version=np.int64(_COMPACT_VERSION), vocab_size=np.int64(v.vocab_size),
+            blob=np.frombuffer(b"".join(tb), dtype=np.uint8), offsets=offsets,
+            names=np.frombuffer("".join(names).encode("utf-8"), dtype=np.uint8), name_offsets=noff,
+            eos=np.asarray(v.eos_token_ids, dtype=np.int64),
+            special=np.asarray(sorted(v.special_token_ids), dtype=np.int64))
+
+
+def _load_compact(path, *, name: str, encoder) -> Vocabulary | None:
+    """The vocabulary stored by :func:`save_compact`, or None if the file is of another version."""
+    try:
+        with np.load(path) as z:
+            if int(z["version"]) != _COMPACT_VERSION:
+                return None
+            blob = z["blob"].tobytes()
+            off = z["offsets"].tolist()
+            names = z["names"].tobytes().decode("utf-8")
+            noff = z["name_offsets"].tolist()
+            eos = z["eos"].tolist()
+            special = z["special"].tolist()
+            width = int(z["vocab_size"])
+    except (OSError, KeyError, ValueError) as e:
+        raise VocabularyError(f"corrupt bundled vocabulary file {path}: {e}") from e
+    tb = [blob[a:b] for a, b in zip(off, off[1:])]
+    tn = [names[a:b] for a, b in zip(noff, noff[1:])]
+    return Vocabulary(tuple(tb), tuple(eos), frozenset(special), width, name, encoder, tuple(tn))
 
 
 def _renamed(v: Vocabulary, name: str) -> Vocabulary:

@@ -257,6 +257,18 @@ def test_bundled_dir_loads_with_transformers(cache_dir, llama3_vocab):
     assert tok2("Hello world").input_ids == [1, 15043, 3186]
 
 
+@pytest.mark.parametrize("name", ["llama3", "llama2"])
+def test_bundled_fast_table_matches_tokenizer_json(cache_dir, name):
+    """load() reads the precomputed vocab.npz; it must equal what from_hf derives from the folder."""
+    fast = load_vocabulary(name)
+    slow = T.from_hf(T.bundled_tokenizer_dir(name))
+    assert fast.token_bytes == slow.token_bytes
+    assert fast.token_names == slow.token_names
+    assert (fast.eos_token_ids, fast.special_token_ids, fast.vocab_size) == \
+        (slow.eos_token_ids, slow.special_token_ids, slow.vocab_size)
+    assert fast.fingerprint == slow.fingerprint
+
+
 def test_from_hf_folder_json_and_tokenizer_object(cache_dir, llama3_vocab):
     from tokenizers import Tokenizer
 
