@@ -361,7 +361,7 @@ class TokenIndex:
             n = par.shape[0]
             dst = out[cbase: cbase + n]
             if d == 0:
-                table.take(cls_off + state, out=dst)
+                table.take(cls_off + state, out=dst, mode="clip")
             elif n >= prune_min:
                 n_alive = count_nonzero(prev)
                 if n_alive == 0:
@@ -382,17 +382,17 @@ class TokenIndex:
                     dst[idx] = table[prev[par[idx]] + cls_off[idx]]
                 else:
                     b = buf[:n]
-                    prev.take(par, out=b)
+                    prev.take(par, out=b, mode="clip")
                     b += cls_off
-                    table.take(b, out=dst)
+                    table.take(b, out=dst, mode="clip")
             else:
                 if not (d & 3) and not count_nonzero(prev):
                     out[cbase:] = 0
                     break
                 b = buf[:n]
-                prev.take(par, out=b)
+                prev.take(par, out=b, mode="clip")
                 b += cls_off
-                table.take(b, out=dst)
+                table.take(b, out=dst, mode="clip")
             prev = dst
         else:
             if self._tail_anc is not None:
@@ -405,7 +405,7 @@ class TokenIndex:
             row = np.zeros(self.width, dtype=np.int32)
             return self._store(state, row, 0, 0)
         live = self._walk(state) != 0
-        allowed = live.take(self._token_cnode)
+        allowed = live.take(self._token_cnode, mode="clip")
         n_non_eos = int(np.count_nonzero(allowed))
         acc = bool(self._accepting[state])
         pad = (-allowed.shape[0]) % 32
