@@ -111,24 +111,40 @@ def _slot(grammar: Any) -> _Slot:
     return s
 
 
+_MATCHER_CLS: Any = None
+#: matcher type -> 0 (not a structgate Matcher), 1 (native-style: token_index + int state), 2 (adapter)
+_KIND: dict[type, int] = {}
+
+
 def sg_matcher(grammar: Any):
     """The structgate :class:`~structgate.backends.interface.Matcher` behind a vLLM grammar object
     (the bridge's grammars expose it as ``.matcher``), or None."""
-    from ..backends.interface import Matcher
-
     m = getattr(grammar, "matcher", None)
-    return m if isinstance(m, Matcher) else None
+    return m if _kind(m) else None
+
+
+def _kind(m: Any) -> int:
+    k = _KIND.get(type(m))
+    if k is None:
+        global _MATCHER_CLS
+        if _MATCHER_CLS is None:
+            from ..backends.interface import Matcher as _MATCHER_CLS
+        if not isinstance(m, _MATCHER_CLS):
+            k = 0
+        else:
+            ti = getattr(m, "token_index", None)
+            native = (ti is not None and hasattr(ti, "slots") and hasattr(ti, "rows")
+                      and isinstance(getattr(m, "state", None), (int, np.integer)))
+            k = 1 if native else 2
+        _KIND[type(m)] = k
+    return k
 
 
 def _native_parts(matcher: Any):
     """``(token_index, state)`` for a native-style matcher, else None."""
-    ti = getattr(matcher, "token_index", None)
-    if ti is None or not hasattr(ti, "slots") or not hasattr(ti, "rows"):
+    if _kind(matcher) != 1:
         return None
-    st = getattr(matcher, "state", None)
-    if not isinstance(st, (int, np.integer)):
-        return None
-    return ti, int(st)
+    return matcher.token_index, int(matcher.state)
 
 
 def _row_cached(ti: Any, state: int) -> bool:
@@ -225,10 +241,14 @@ class BatchFill:
         The manager's int32 ``(rows, ceil(vocab/32))`` CPU buffer.
     sg_backend : structgate Backend | None
         Used for ``fill_bitmask_batch`` when it has one.
+    bitmask_np : numpy.ndarray | None
+        A numpy view of ``bitmask`` (cached by the caller).
     """
 
-    def __init__(self, bitmask: Any, sg_backend: Any = None) -> None:
-        self.bm = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
+    def __init__(self, bitmask: Any, sg_backend: Any = None, bitmask_np: np.ndarray | None = None) -> None:
+        if bitmask_np is None:
+            bitmask_np = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
+        self.bm = bitmask_np
         self.bitmask = bitmask
         self.sg_backend = sg_backend
         self.full_rows: list[int] = []
@@ -243,21 +263,28 @@ class BatchFill:
         ``transient``: the matcher state will change before :meth:`run` (speculative positions), so
         rows that cannot be recorded as a native state are filled now.
         """
-        if not apply or grammar.is_terminated():
+        if not apply:
             self.full_rows.append(row)
             return
-        m = sg_matcher(grammar)
-        if m is None:  # not a structgate grammar: vLLM's per-row call
-            grammar.fill_bitmask(self.bitmask, row)
-            return
-        parts = _native_parts(m)
-        if parts is not None:
-            ti, st = parts
+        m = getattr(grammar, "matcher", None)
+        kind = _kind(m)
+        if kind == 1:  # native: record (token index, state); terminated (state -1) -> full row
+            st = m.state
+            if st < 0:
+                self.full_rows.append(row)
+                return
+            ti = m.token_index
             entry = self.native.get(id(ti))
             if entry is None:
                 entry = self.native[id(ti)] = (ti, [], [])
             entry[1].append(row)
             entry[2].append(st)
+            return
+        if grammar.is_terminated():
+            self.full_rows.append(row)
+            return
+        if kind == 0:  # not a structgate grammar: vLLM's per-row call
+            grammar.fill_bitmask(self.bitmask, row)
             return
         if transient:
             m.fill_bitmask(self.bm, row)
@@ -286,8 +313,12 @@ class BatchFill:
             bm[self.full_rows] = -1
         for ti, rows, states in self.native.values():
             slots = ti.slots(np.asarray(states, dtype=np.int64))
-            bm[rows] = ti.rows[slots]
-            _count("fill_native_rows", len(rows))
+            lo, n = rows[0], len(rows)
+            if rows[-1] - lo == n - 1 and (n < 3 or rows[1] == lo + 1):  # contiguous (the usual case)
+                np.take(ti.rows, slots, axis=0, out=bm[lo:lo + n])
+            else:
+                bm[rows] = ti.rows[slots]
+            _count("fill_native_rows", n)
         if self.batch:
             self.sg_backend.fill_bitmask_batch(self.batch, bm)
             _count("fill_adapter_batched", len(self.batch))
@@ -327,7 +358,13 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
         max_batch_size = self.vllm_config.scheduler_config.max_num_seqs
         self._grammar_bitmask = self.backend.allocate_token_bitmask(max_batch_size * (1 + max_num_spec_tokens))
     is_diffusion = bool(getattr(self.vllm_config.model_config, "is_diffusion", False))
-    plan = BatchFill(self._grammar_bitmask, getattr(self.backend, "sg_backend", None))
+    cached = getattr(self, "_sg_bitmask_np", None)
+    if cached is None or cached[0] is not self._grammar_bitmask:
+        t = self._grammar_bitmask
+        cached = (t, t if isinstance(t, np.ndarray) else t.numpy())
+        self._sg_bitmask_np = cached
+    bm_np = cached[1]
+    plan = BatchFill(self._grammar_bitmask, self.backend.sg_backend, bm_np)
     idx = 0
     for req_id in structured_output_request_ids:
         request = requests[req_id]
@@ -340,10 +377,7 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
             continue
         idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion)
     plan.run()
-    out = self._grammar_bitmask
-    if idx < out.shape[0]:
-        out = out[:idx]
-    return out.numpy() if not isinstance(out, np.ndarray) else out
+    return bm_np[:idx] if idx < bm_np.shape[0] else bm_np
 
 
 def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, req_tokens: list[int],

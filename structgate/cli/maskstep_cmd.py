@@ -1,0 +1,67 @@
+"""``structgate bench maskstep``: engine-core mask time per step through vLLM's
+StructuredOutputManager, vLLM's loop vs structgate's scheduler hook (see
+:mod:`structgate.bench.maskstep`).
+
+Wiring: the ``bench`` command calls :func:`add_bench_subparser` with its subparsers object.
+"""
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_BATCHES = "1,16,64,128,256"
+
+
+def add_bench_subparser(bench_sub) -> argparse.ArgumentParser:
+    """Add ``maskstep`` to the ``structgate bench`` subcommands."""
+    p = bench_sub.add_parser(
+        "maskstep", help="engine-core mask time per step: vLLM's loop vs structgate's scheduler hook",
+        description="Drive vLLM's StructuredOutputManager with B concurrent JSON-schema requests at "
+                    "various states; report the bitmask time per step for vLLM+xgrammar and for "
+                    "structgate backends through the scheduler hook.")
+    p.add_argument("--systems", default=",".join(_systems()),
+                   help="comma-separated: vllm-xgrammar, native, structgate-xgrammar, structgate-llguidance, "
+                        "structgate-outlines-core (default: all)")
+    p.add_argument("--batch-sizes", default=DEFAULT_BATCHES, help=f"comma-separated B values (default {DEFAULT_BATCHES})")
+    p.add_argument("--steps", type=int, default=30, help="steps per pass (default 30)")
+    p.add_argument("--vocab", default="llama3", help="vocabulary (default: bundled llama3, 128,256 tokens)")
+    p.add_argument("--forward-ms", type=float, default=0.0,
+                   help="sleep between a step's accepts and the next mask, ms (the forward pass the prefetch "
+                        "overlaps with; default 0)")
+    p.add_argument("--no-hook", action="store_true", help="run vLLM's loop for the structgate backends too")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def _systems():
+    from ..bench.maskstep import SYSTEMS
+
+    return SYSTEMS
+
+
+def add_parser(sub) -> None:  # standalone use: `structgate maskstep` if wired as a top-level command
+    add_bench_subparser(sub)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..bench.maskstep import format_table, run_maskstep
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    results = run_maskstep(systems, batches, args.steps, vocab_spec=args.vocab, forward_ms=args.forward_ms,
+                           hook=not args.no_hook)
+    print()
+    print("mask time per step, warm (median ms):")
+    print(format_table(results, batches, "fill_warm_ms"))
+    print()
+    print("mask time per step, cold (mean ms, first pass):")
+    print(format_table(results, batches, "fill_cold_ms"))
+    print()
+    print("accept time per step (median ms):")
+    print(format_table(results, batches, "accept_ms"))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+    return 0
