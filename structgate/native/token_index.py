@@ -265,8 +265,9 @@ class TokenIndex:
         nodes remain (``D >= 1``). Each tail node has an ancestor at level ``D-1`` (a *cut node*);
         its end state is a function of the cut node's state ``q`` only. Row ``R[q]`` (the end state
         of every tail node if every cut node were in ``q``) is computed once per distinct ``q``
-        (vectorised over a batch of new ``q``) and cached, so a walk visits ~``D`` levels plus one
-        gather instead of one numpy round per byte of the longest token.
+        (vectorised over a batch of new ``q``) on the second walk that needs it, and cached, so a
+        walk visits ~``D`` levels plus one gather instead of one numpy round per byte of the
+        longest token.
         """
         levels = self._levels
         sizes = [lv[1].shape[0] for lv in levels]
@@ -277,9 +278,9 @@ class TokenIndex:
                 d_cut = d
                 break
         self._n_head = d_cut
+        self._tail_anc = None
         if d_cut >= len(levels):
             self._tail_base = self.n_class_nodes
-            self._tail_anc = None
             return
         self._tail_base = levels[d_cut][0]
         anc_parts = []
@@ -296,6 +297,7 @@ class TokenIndex:
         self._tail_row_of = np.full(n_states, -1, dtype=np.intp)
         self._tail_row_of[0] = 0
         self._tail_used = 1
+        self._tail_seen = np.zeros(n_states, dtype=np.int32)  # walks that needed R[q]
 
     def _tail_compute(self, qs: np.ndarray) -> None:
         """Fill ``R[q]`` for the entry states ``qs`` (int ``(k,)``, new, non-zero). Lock held."""
@@ -320,14 +322,25 @@ class TokenIndex:
         self._tail_row_of[qs] = np.arange(self._tail_used, need)
         self._tail_used = need
 
-    def _tail_fill(self, cut_states: np.ndarray, out: np.ndarray) -> None:
-        """End states of the tail nodes given the states of the cut level's nodes. Lock held."""
+    def _tail_fill(self, cut_states: np.ndarray, out: np.ndarray) -> bool:
+        """Write the end states of the tail nodes from the per-entry-state cache, given the states
+        of the cut level's nodes; False (nothing written) when the caller should walk the tail
+        levels itself. A row ``R[q]`` is built on the second walk that needs it, so a one-off
+        first visit pays the plain walk, and repeated entry states pay one gather. Lock held."""
+        if self._tail_anc is None:
+            return False
         q = cut_states.take(self._tail_anc)
         r = self._tail_row_of.take(q)
-        if (r < 0).any():
-            self._tail_compute(np.unique(q[r < 0]))
+        miss = r < 0
+        if miss.any():
+            new = np.unique(q[miss])
+            self._tail_seen[new] += 1
+            if (self._tail_seen[new] < 2).any():
+                return False
+            self._tail_compute(new)
             r = self._tail_row_of.take(q)
         out[self._tail_base: self._tail_base + self._tail_n] = self._tail_rows[r, self._tail_arange]
+        return True
 
     # -- internals ----------------------------------------------------------------------------
     def _set_eos(self, row: np.ndarray) -> None:
@@ -356,8 +369,11 @@ class TokenIndex:
         prev = None
         prune_min = self.PRUNE_MIN_NODES
         count_nonzero = np.count_nonzero
-        for d in range(self._n_head):
+        n_head = self._n_head
+        for d in range(len(self._levels)):
             cbase, par, cls_off, starts, counts = self._levels[d]
+            if d == n_head and self._tail_fill(prev, out):
+                break  # the tail came from the per-entry-state cache
             n = par.shape[0]
             dst = out[cbase: cbase + n]
             if d == 0:
@@ -386,7 +402,7 @@ class TokenIndex:
                     b += cls_off
                     table.take(b, out=dst, mode="clip")
             else:
-                if not (d & 3) and not count_nonzero(prev):
+                if (d >= n_head or not (d & 3)) and not count_nonzero(prev):
                     out[cbase:] = 0
                     break
                 b = buf[:n]
@@ -394,9 +410,6 @@ class TokenIndex:
                 b += cls_off
                 table.take(b, out=dst, mode="clip")
             prev = dst
-        else:
-            if self._tail_anc is not None:
-                self._tail_fill(prev, out)
         return out
 
     def _compute(self, state: int) -> int:
