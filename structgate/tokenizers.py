@@ -163,11 +163,21 @@ _LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3
 _QWEN2_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 _GPT2_PAT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-#: tiktoken cl100k_base ``pat_str`` (tiktoken_ext/openai_public.py)
-CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
-              r"""|\s*[\r\n]|\s+(?!\S)|\s+""")
+#: tiktoken ``pat_str`` / special tokens, as in ``tiktoken_ext/openai_public.py`` (tiktoken 0.14)
+CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+              r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
 _CL100K_SPECIALS = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
                     "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
+_O200K_PAT = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+_O200K_SPECIALS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 _R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
 # DeepSeek Coder: llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER splits, applied in sequence
@@ -1025,8 +1035,10 @@ def from_tiktoken(path, *, vocab_size: int | None = None, special_tokens: Mappin
     path : str | os.PathLike
         The ``.tiktoken`` file. For a file named like ``cl100k_base`` the cl100k special tokens
         (``<|endoftext|>`` 100257, ``<|fim_prefix|>`` 100258, ``<|fim_middle|>`` 100259,
-        ``<|fim_suffix|>`` 100260, ``<|endofprompt|>`` 100276) and ``pat_str`` are used; for others
-        ``<|endoftext|>`` = number of ranks and the cl100k ``pat_str``, unless given.
+        ``<|fim_suffix|>`` 100260, ``<|endofprompt|>`` 100276) and ``pat_str`` are used; likewise
+        for ``o200k`` (endoftext 199999, endofprompt 200018) and ``r50k`` / ``p50k`` / ``gpt2``
+        (their regex); for others ``<|endoftext|>`` = max rank + 1 and the cl100k ``pat_str``,
+        unless given.
     vocab_size : int, optional
         Logits width (default: max id + 1; cl100k: 100,277).
     special_tokens : Mapping[str, int], optional
@@ -1051,13 +1063,16 @@ def from_tiktoken(path, *, vocab_size: int | None = None, special_tokens: Mappin
     gz = p.suffix == ".gz"
     ranks = _read_tiktoken_ranks(p, gz)
     stem = p.name.lower()
+    family = next((f for f in ("cl100k", "o200k", "r50k", "p50k", "gpt2") if f in stem), None)
     if special_tokens is None:
-        if "cl100k" in stem:
+        if family == "cl100k":
             special_tokens = dict(_CL100K_SPECIALS)
+        elif family == "o200k":
+            special_tokens = dict(_O200K_SPECIALS)
         else:
             special_tokens = {"<|endoftext|>": max(ranks.values()) + 1}
     if pat_str is None:
-        pat_str = _R50K_PAT if ("r50k" in stem or "p50k" in stem or "gpt2" in stem) else CL100K_PAT
+        pat_str = {"o200k": _O200K_PAT, "r50k": _R50K_PAT, "p50k": _R50K_PAT, "gpt2": _R50K_PAT}.get(family, CL100K_PAT)
     if eos_token not in special_tokens:
         raise VocabularyError(f"EOS token {eos_token!r} is not among the special tokens {sorted(special_tokens)}")
     entries = {r: b for b, r in ranks.items()}
@@ -1183,13 +1198,23 @@ def save_compact(v: Vocabulary, path) -> None:
     names = v.token_names or ("",) * len(tb)
     noff = np.zeros(len(names) + 1, dtype=np.int64)
     np.cumsum([len(n) for n in names], out=noff[1:])
-    with open(path, "wb") as f:
-        np.savez_compressed(
-            f, version=np.int64(_COMPACT_VERSION), vocab_size=np.int64(v.vocab_size),
-            blob=np.frombuffer(b"".join(tb), dtype=np.uint8), offsets=offsets,
-            names=np.frombuffer("".join(names).encode("utf-8"), dtype=np.uint8), name_offsets=noff,
-            eos=np.asarray(v.eos_token_ids, dtype=np.int64),
-            special=np.asarray(sorted(v.special_token_ids), dtype=np.int64))
+    arrays = dict(
+        version=np.int64(_COMPACT_VERSION), vocab_size=np.int64(v.vocab_size),
+        blob=np.frombuffer(b"".join(tb), dtype=np.uint8), offsets=offsets,
+        names=np.frombuffer("".join(names).encode("utf-8"), dtype=np.uint8), name_offsets=noff,
+        eos=np.asarray(v.eos_token_ids, dtype=np.int64),
+        special=np.asarray(sorted(v.special_token_ids), dtype=np.int64))
+    import io
+    import zipfile
+
+    # an .npz written entry by entry with a fixed timestamp, so rebuilds are byte-identical
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for key, arr in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asarray(arr), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, buf.getvalue(), compresslevel=9)
 
 
 def _load_compact(path, *, name: str, encoder) -> Vocabulary | None:

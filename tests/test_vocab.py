@@ -186,8 +186,19 @@ def test_llama2_bundled(gguf_vocab):
         assert v.encode(" " + text if text else text) == ids, text
 
 
+def test_tiktoken_regexes_are_tiktokens():
+    import inspect
+
+    import tiktoken_ext.openai_public as openai_public
+
+    src = inspect.getsource(openai_public)
+    assert T.CL100K_PAT in src and T._R50K_PAT in src
+    assert openai_public.ENDOFTEXT == "<|endoftext|>"
+
+
 def test_cl100k_bundled():
     v = load_vocabulary("cl100k")
+    assert v.encode("hello world") == [15339, 1917]
     assert (v.n_tokens, v.vocab_size, v.eos_token_ids) == (100277, 100277, (100257,))
     named = {100257, 100258, 100259, 100260, 100276}
     holes = {100256, *range(100261, 100276)}  # ids with no rank and no special token
