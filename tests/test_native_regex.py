@@ -168,6 +168,12 @@ SYNTAX = [
     (r"(a|)+b", None, ["b", "aab"]),
     (r"(?:)*x", None, ["x", ""]),
     (r"\uD83D\uDE00", "\U0001F600", ["😀"]),
+    (r"(?i)kiss", "(?i)kiss", ["KISS", "\u212aiss", "ki\u017fs", "k\u0130ss", "k\u0131ss", "kis"]),
+    (r"(?i)[a-c]+(?-i:x)", "(?i)[a-c]+(?-i:x)", ["AbCx", "abcX", "dx"]),
+    (r"(?i:é)É", "(?i:é)É", ["ÉÉ", "éÉ", "éé"]),
+    (r"(?i)[^k]", "(?i)[^k]", ["k", "K", "\u212a", "j"]),
+    (r"(?i)\W", "(?i)[^A-Za-z0-9_]", ["k", "\u212a", "-", "\u017f"]),
+    (r"(?i)ß", "(?i)ß", ["ß", "\u1e9e", "ss", "SS"]),
 ]
 
 
@@ -273,7 +279,6 @@ UNSUPPORTED = [
     ("a\\B", "non-word boundary", 1),
     ("a*+", "possessive", 2),
     ("\\p{L}", "Unicode property", 0),
-    ("(?i)abc", "case-insensitive", 0),
     ("(?m)^a", "multiline", 4),
     ("(?>a)", "atomic group", 0),
 ]

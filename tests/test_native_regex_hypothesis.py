@@ -20,7 +20,8 @@ PY_CLASS = {"d": "0-9", "w": "A-Za-z0-9_", "s": PY_SPACE}
 
 # code points with 1..4-byte encodings, plus characters that matter to the syntax / classes
 CHARS = ["a", "b", "c", "z", "0", "9", "_", " ", "\n", "\t", "-", "é", "ß", "中", "\u2028", "\u00a0",
-         "😀", "🙏", "\x00", "\x7f", "\u07ff", "\u0800", "\uffff", "\U00010000", "\U0010ffff"]
+         "😀", "🙏", "\x00", "\x7f", "\u07ff", "\u0800", "\uffff", "\U00010000", "\U0010ffff",
+         "K", "k", "\u212a", "S", "\u017f", "I", "\u0131", "\u0130", "É", "\u1e9e", "Σ", "ς"]
 META = set(".^$*+?{}[]()|\\/")
 
 
@@ -104,8 +105,10 @@ regexes = st.recursive(atom(), extend, max_leaves=8)
 @st.composite
 def anchored(draw):
     o, p = draw(regexes)
+    if draw(st.integers(0, 3)) == 0:  # case-insensitive (Python's Unicode IGNORECASE semantics)
+        o, p = "(?i)" + o, "(?i)" + p
     if draw(st.booleans()):
-        o, p = "^" + o, "^" + p
+        o, p = ("(?i)^" + o[4:], "(?i)^" + p[4:]) if o.startswith("(?i)") else ("^" + o, "^" + p)
     if draw(st.booleans()):
         o, p = o + "$", p + "\\Z"
     return o, p

@@ -26,7 +26,7 @@ from .nfa import NFA, build_nfa
 from .parser import Alt, Anchor, Chars, Concat, Node, Repeat, ast_size, parse_regex
 from .utf8 import utf8_sequences
 
-__all__ = ["compile_regex", "compile_ast", "parse_regex", "RegexOptions", "build_nfa", "nfa_to_dfa",
+__all__ = ["compile_regex", "compile_ast", "parse_regex", "RegexOptions", "build_nfa", "nfa_to_dfa", "ast_size",
            "utf8_sequences", "Node", "Chars", "Concat", "Alt", "Repeat", "Anchor", "NFA",
            "minimize", "canonicalize"]
 

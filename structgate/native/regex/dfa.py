@@ -414,7 +414,7 @@ def trim(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 _HASH_MULT = None
-#: Moore rounds tried before switching to Valmari's O(m log n) refinement
+#: minimum number of Moore rounds tried before switching to Valmari's O(m log n) refinement
 MOORE_MAX_ROUNDS = 24
 
 
@@ -583,9 +583,10 @@ def minimize(table: np.ndarray, accepting: np.ndarray, *, method: str = "auto") 
     accepting : numpy.ndarray
         bool, ``(n,)``.
     method : {"auto", "moore", "valmari"}
-        ``auto``: up to :data:`MOORE_MAX_ROUNDS` vectorised Moore rounds, then Valmari's
-        O(m log n) refinement from the partition reached (chain-like DFAs such as ``.{1,2000}``
-        need as many Moore rounds as states).
+        ``auto``: vectorised Moore rounds while they are cheaper than the alternative (at least
+        :data:`MOORE_MAX_ROUNDS`, more when the DFA is dense), then Valmari's O(m log n)
+        refinement from the partition reached (chain-like DFAs such as ``.{1,2000}`` need as
+        many Moore rounds as states).
 
     Returns
     -------
@@ -599,7 +600,14 @@ def minimize(table: np.ndarray, accepting: np.ndarray, *, method: str = "auto") 
     if method == "valmari":
         block = _valmari(table, block)
     else:
-        block, done = _moore(table, block, n + 1 if method == "moore" else MOORE_MAX_ROUNDS)
+        if method == "moore":
+            rounds = n + 1
+        else:
+            # Moore costs ~n*k vectorised cell updates per round, Valmari ~m Python steps (about
+            # 750 cells' worth each): run Moore while it is clearly the cheaper of the two
+            m = int(np.count_nonzero(table))
+            rounds = max(MOORE_MAX_ROUNDS, (375 * m) // max(1, n * k))
+        block, done = _moore(table, block, rounds)
         if not done:
             _, block = np.unique(block, return_inverse=True)
             block = _valmari(table, block.reshape(-1).astype(np.int64))

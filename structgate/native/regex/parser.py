@@ -39,13 +39,15 @@ Syntax and semantics (``DESIGN.md`` §2)
 * anchors ``^ $ \\A \\Z \\z`` anywhere: the DFA matches the whole text, so anchors at the ends are
   no-ops and anchors elsewhere are exact zero-width assertions (``a^b`` matches nothing,
   ``^a$|^b$`` is ``a|b``);
-* inline flags ``(?s)``, ``(?x)`` (verbose), ``(?a)``, ``(?m)`` (harmless unless an anchor is used
-  under it) at the start of the pattern, and scoped ``(?s:...)``, ``(?-s:...)``.
+* inline flags ``(?i)`` (case-insensitive, Python's Unicode simple case equivalence, see
+  :mod:`.casefold`; ``\\W \\D \\S`` stay the complements of the case-closed ``\\w \\d \\s``),
+  ``(?s)``, ``(?x)`` (verbose), ``(?a)``, ``(?m)`` (harmless unless an anchor is used under it) at
+  the start of the pattern, and scoped ``(?i:...)``, ``(?-i:...)``.
 
 Unsupported (raise :class:`~structgate.errors.UnsupportedFeatureError` naming the construct and
 its position): backreferences (``\\1``, ``(?P=n)``, ``\\k<n>``), lookaround (``(?=``, ``(?!``,
 ``(?<=``, ``(?<!``), word boundaries ``\\b \\B``, atomic groups, conditionals, possessive
-quantifiers, Unicode properties ``\\p{..}``, the ``i``/``u``/``L`` flags and anchors in multiline mode.
+quantifiers, Unicode properties ``\\p{..}``, the ``u``/``L`` flags and anchors in multiline mode.
 
 Errors in the text raise :class:`~structgate.errors.GrammarSyntaxError` with the 0-based position
 of the offending construct.
@@ -57,6 +59,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from .casefold import fold_ranges
 
 __all__ = ["Node", "Chars", "Concat", "Alt", "Repeat", "Anchor", "parse_regex", "EMPTY",
            "DIGIT", "WORD", "SPACE", "normalize_ranges", "negate_ranges", "ast_size"]
@@ -151,15 +154,16 @@ def _is_hi_surrogate(cp: int) -> bool:
 
 
 class _Flags:
-    __slots__ = ("dotall", "verbose", "multiline")
+    __slots__ = ("dotall", "verbose", "multiline", "ignorecase")
 
-    def __init__(self, dotall=False, verbose=False, multiline=False):
+    def __init__(self, dotall=False, verbose=False, multiline=False, ignorecase=False):
         self.dotall = dotall
         self.verbose = verbose
         self.multiline = multiline
+        self.ignorecase = ignorecase
 
     def copy(self) -> "_Flags":
-        return _Flags(self.dotall, self.verbose, self.multiline)
+        return _Flags(self.dotall, self.verbose, self.multiline, self.ignorecase)
 
 
 class _Parser:
@@ -242,7 +246,7 @@ class _Parser:
                 self._no_quant_after_anchor(i, flags)
                 continue
             elif c == "[":
-                atom, i = self._parse_class(i)
+                atom, i = self._parse_class(i, flags.ignorecase)
             elif c == ".":
                 atom = Chars(_ANY if flags.dotall else _DOT)
                 i += 1
@@ -256,6 +260,8 @@ class _Parser:
                 cp = ord(c)
                 atom = Chars(((cp, cp),))
                 i += 1
+            if flags.ignorecase and isinstance(atom, Chars) and c not in "[.\\)":
+                atom = Chars(fold_ranges(atom.ranges))
             # quantifiers
             if flags.verbose:
                 i = self._skip_verbose(i)
@@ -384,7 +390,7 @@ class _Parser:
             elif letter == "a":
                 pass  # ASCII classes are the default
             elif letter == "i":
-                raise self.unsupported("case-insensitive flag (?i)", pos)
+                flags.ignorecase = value
             else:
                 raise self.unsupported(f"regex flag {letter!r}", pos)
 
@@ -473,7 +479,7 @@ class _Parser:
         if c in _CLASS_ESC:
             return "set", _CLASS_ESC[c], j
         if c in "DWS":
-            return "set", negate_ranges(_CLASS_ESC[c.lower()]), j
+            return "nset", _CLASS_ESC[c.lower()], j
         if c in _SIMPLE_ESC:
             return "char", _SIMPLE_ESC[c], j
         if c == "x":
@@ -536,8 +542,10 @@ class _Parser:
         if r is not None:
             kind, val, j = r
             if kind == "set":
-                return Chars(val), j
-            return Chars(((val, val),)), j
+                return Chars(fold_ranges(val) if flags.ignorecase else val), j
+            if kind == "nset":  # \D \W \S: complement of the (case-closed) positive set
+                return Chars(negate_ranges(fold_ranges(val) if flags.ignorecase else val)), j
+            return Chars(fold_ranges(((val, val),)) if flags.ignorecase else ((val, val),)), j
         j = i + 2
         if c in "123456789":
             # Python: three octal digits are an octal escape, otherwise a group reference
@@ -580,7 +588,7 @@ class _Parser:
             raise self.err(f"bad escape \\{e}", i)
         return "char", ord(e), i + 2
 
-    def _parse_class(self, start: int):
+    def _parse_class(self, start: int, ignorecase: bool = False):
         p, n = self.p, self.n
         i = start + 1
         negate = False
@@ -588,6 +596,7 @@ class _Parser:
             negate = True
             i += 1
         ranges: list[tuple[int, int]] = []
+        neg_sets: list[tuple[tuple[int, int], ...]] = []
         first = True
         while True:
             if i >= n:
@@ -607,9 +616,15 @@ class _Parser:
                 ranges.append((val, val2))
             elif kind == "set":
                 ranges.extend(val)
+            elif kind == "nset":
+                neg_sets.append(val)
             else:
                 ranges.append((val, val))
         rs = normalize_ranges(ranges)
+        if ignorecase:
+            rs = fold_ranges(rs)
+        for base in neg_sets:  # \D \W \S items: complement of the (case-closed) positive set
+            rs = normalize_ranges(rs + negate_ranges(fold_ranges(base) if ignorecase else base))
         if negate:
             rs = negate_ranges(rs)
         return Chars(rs), i
