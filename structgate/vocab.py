@@ -122,26 +122,29 @@ class Vocabulary:
 
     # -- constructors (implemented in structgate.tokenizers) -------------------------------------
     @classmethod
-    def from_hf(cls, tokenizer, *, vocab_size: int | None = None, name: str | None = None) -> "Vocabulary":
+    def from_hf(cls, tokenizer, *, vocab_size: int | None = None, name: str | None = None,
+                **kwargs) -> "Vocabulary":
         """From a Hugging Face tokenizer object (``transformers`` or ``tokenizers``) or a folder /
-        ``tokenizer.json`` path. See :func:`structgate.tokenizers.from_hf`."""
+        ``tokenizer.json`` path. See :func:`structgate.tokenizers.from_hf` (``eos_token_ids=``)."""
         from .tokenizers import from_hf
 
-        return from_hf(tokenizer, vocab_size=vocab_size, name=name)
+        return from_hf(tokenizer, vocab_size=vocab_size, name=name, **kwargs)
 
     @classmethod
-    def from_gguf(cls, path, *, vocab_size: int | None = None) -> "Vocabulary":
-        """From a (vocab-only) GGUF file. See :func:`structgate.tokenizers.from_gguf`."""
+    def from_gguf(cls, path, *, vocab_size: int | None = None, **kwargs) -> "Vocabulary":
+        """From a GGUF file (vocab-only or a full model; ``.gguf.gz`` too). See
+        :func:`structgate.tokenizers.from_gguf` (``eos_token_ids=``)."""
         from .tokenizers import from_gguf
 
-        return from_gguf(path, vocab_size=vocab_size)
+        return from_gguf(path, vocab_size=vocab_size, **kwargs)
 
     @classmethod
-    def from_tiktoken(cls, path, *, vocab_size: int | None = None) -> "Vocabulary":
-        """From a tiktoken ``.tiktoken`` BPE ranks file. See :func:`structgate.tokenizers.from_tiktoken`."""
+    def from_tiktoken(cls, path, *, vocab_size: int | None = None, **kwargs) -> "Vocabulary":
+        """From a tiktoken ``.tiktoken`` BPE ranks file. See :func:`structgate.tokenizers.from_tiktoken`
+        (``special_tokens=``, ``pat_str=``, ``eos_token=``)."""
         from .tokenizers import from_tiktoken
 
-        return from_tiktoken(path, vocab_size=vocab_size)
+        return from_tiktoken(path, vocab_size=vocab_size, **kwargs)
 
 
 def load_vocabulary(spec: str, *, vocab_size: int | None = None) -> Vocabulary:

@@ -126,6 +126,8 @@ def test_gguf_plain_file_and_metadata(tmp_path):
     v = load_vocabulary(str(p))
     assert v.token_bytes == T.from_gguf(DATA / "ggml-vocab-gpt-2.gguf.gz").token_bytes
     assert v.encode("Hello world") == [15496, 995]
+    w = Vocabulary.from_gguf(p, vocab_size=50304, eos_token_ids=[198])  # extra EOS, padded width
+    assert (w.eos_token_ids, w.vocab_size, w.token_bytes[198]) == ((198, 50256), 50304, b"")
 
 
 # -- bundled tokenizers --------------------------------------------------------------------------
