@@ -155,9 +155,12 @@ def _describe(vocab: Vocabulary, t: int) -> str:
     return repr(b)
 
 
-def _resolve(backends: Sequence[Any], vocab: Vocabulary, options: dict | None) -> list[tuple[str, Backend]]:
+def _resolve(backends: Any, vocab: Vocabulary, options: dict | None) -> list[tuple[str, Backend]]:
     from .backends.registry import get_backend
 
+    if isinstance(backends, dict):
+        return [(str(k), v if isinstance(v, Backend) else get_backend(str(v), vocab, **(options or {})))
+                for k, v in backends.items()]
     out = []
     for b in backends:
         if isinstance(b, Backend):
@@ -177,8 +180,9 @@ def diff_masks(backends: Sequence[str | Backend], vocab: Vocabulary, constraint:
 
     Parameters
     ----------
-    backends : sequence of str | Backend
-        At least two registered names (created for ``vocab`` with ``options``) or backend objects.
+    backends : sequence of str | Backend, or dict[str, Backend | str]
+        At least two registered names (created for ``vocab`` with ``options``), backend objects, or
+        a ``{label: backend}`` mapping (to compare two configurations of one engine).
     vocab : Vocabulary
         The vocabulary every backend is built for (and that tokenizes ``text``).
     constraint : Constraint
@@ -209,7 +213,7 @@ def diff_masks(backends: Sequence[str | Backend], vocab: Vocabulary, constraint:
     if (text is None) == (tokens is None):
         raise ValueError("give exactly one of text= or tokens=")
     ids = list(vocab.encode(text)) if text is not None else [int(t) for t in tokens]
-    pairs = _resolve(backends, vocab, options) if compiled is None else [(str(n), None) for n in backends]
+    pairs = _resolve(backends, vocab, options) if compiled is None else [(str(n), None) for n in compiled]
     rep = DiffReport(backends=[], constraint={"kind": constraint.kind, "value": constraint.value}, text=text,
                      n_tokens=len(ids))
     matchers = []

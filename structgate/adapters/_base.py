@@ -235,7 +235,7 @@ _SUBSCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
 
 
 def apply_additional_properties_default(schema: Any, value: bool = False) -> Any:
-    """Copy of ``schema`` where every object schema that lists ``properties`` and says nothing
+    """Copy of ``schema`` where every schema that lists ``properties`` and says nothing
     about extra keys (no ``additionalProperties`` / ``unevaluatedProperties`` / ``patternProperties``)
     gets ``additionalProperties: value``.
 
@@ -248,8 +248,9 @@ def apply_additional_properties_default(schema: Any, value: bool = False) -> Any
         if not isinstance(s, dict):
             return s
         out = dict(s)
-        is_obj = "properties" in s or s.get("type") == "object" or (
-            isinstance(s.get("type"), list) and "object" in s["type"])
+        # only schemas that list properties are closed: a bare {"type": "object"} stays any-object
+        # (what native, XGrammar's strict_mode and outlines-core do)
+        is_obj = isinstance(s.get("properties"), dict)
         if (is_obj and not in_composed_with_parent_props and "additionalProperties" not in s
                 and "unevaluatedProperties" not in s and "patternProperties" not in s
                 and not any(k in s for k in ("allOf", "anyOf", "oneOf", "$ref"))):

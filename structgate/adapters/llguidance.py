@@ -41,6 +41,11 @@ from ._base import AdapterMatcher, VocabMasks, apply_additional_properties_defau
 __all__ = ["LLGuidanceBackend", "LLGuidanceCompiledGrammar", "LLGuidanceMatcher", "make_tokenizer"]
 
 _AT = re.compile(r"^at (\d+)\((\d+)\):\s*")
+#: prepended to every grammar: llguidance otherwise narrows the mask where the output is forced to
+#: the tokenizer's canonical tokens (token "Geometry" allowed, "G"/"Ge"/"Geo" not), which breaks
+#: the interface's byte-level rule 1. ``no_forcing`` turns that off.
+_HEADER = '%llguidance {"no_forcing": true}\n'
+
 
 
 def make_tokenizer(vocab: Vocabulary):
@@ -75,7 +80,7 @@ def make_tokenizer(vocab: Vocabulary):
     return llg.LLTokenizer(_Wrapper(), n_vocab=vocab.vocab_size, eos_token=list(vocab.eos_token_ids))
 
 
-def _map_error(msg: str, kind: str, text: str) -> Exception:
+def _map_error(msg: str, kind: str, text: str, shift: int = 0) -> Exception:
     msg = msg.strip()
     low = msg.lower()
     pos = 0
@@ -84,7 +89,7 @@ def _map_error(msg: str, kind: str, text: str) -> Exception:
     if m:
         body = msg[m.end():]
         if kind == "grammar":
-            pos = position_of_line_col(text, int(m.group(1)), int(m.group(2)))
+            pos = position_of_line_col(text, int(m.group(1)) - shift, int(m.group(2)))
     lines = body.splitlines()
     # "regex parse error:\n    a(\n     ^\nerror: unclosed group"
     for i, ln in enumerate(lines[:-1]):
@@ -203,42 +208,51 @@ class LLGuidanceBackend(Backend):
 
         L = llg.LLMatcher
         kind = constraint.kind
-        if kind == "json_schema":
-            schema = constraint.value
+        shift = 0  # lines prepended to a user grammar (for error positions)
+        if kind in ("json_schema", "json_object"):
+            schema = constraint.value if kind == "json_schema" else {"type": "object"}
             text = json.dumps(schema, ensure_ascii=False)
-            if not self.options.additional_properties:
+            if kind == "json_schema" and not self.options.additional_properties:
                 schema = apply_additional_properties_default(schema, False)
-            try:
-                grammar = L.grammar_from_json_schema(json.dumps(schema), overrides=self._json_overrides())
-            except ValueError as e:
-                raise GrammarSyntaxError(f"llguidance: {e}", text, 0) from e
-        elif kind == "json_object":
-            text = '{"type": "object"}'
-            grammar = L.grammar_from_json_schema(text, overrides=self._json_overrides())
+            if isinstance(schema, dict):
+                xg = dict(self._json_overrides())
+                xg.update(schema.get("x-guidance") or {})
+                schema = {**schema, "x-guidance": xg}
+            elif schema is False:
+                schema = {"not": {}}
+            else:
+                schema = {}
+            grammar = L.grammar_from_lark(_HEADER + "start: %json " + json.dumps(schema))
         elif kind == "regex":
             text = str(constraint.value)
-            grammar = L.grammar_from_regex(text)
+            g = json.loads(L.grammar_from_regex(text))
+            g["grammars"][0]["lark_grammar"] = _HEADER + g["grammars"][0]["lark_grammar"]
+            grammar = json.dumps(g)
         elif kind == "choice":
             text = "start: " + " | ".join(json.dumps(c, ensure_ascii=False) for c in constraint.value)
-            grammar = L.grammar_from_lark(text)
+            grammar = L.grammar_from_lark(_HEADER + text)
         else:  # grammar
             text = str(constraint.value)
             fmt = (constraint.grammar_format or "lark").lower()
-            if fmt == "lark":
-                grammar = L.grammar_from_lark(text)
-            elif fmt in ("gbnf", "ebnf"):
+            if fmt in ("gbnf", "ebnf"):
+                from llguidance.gbnf_to_lark import any_to_lark
+
                 try:
-                    grammar = llg.grammar_from("gbnf", text)
-                except ValueError as e:
-                    raise GrammarSyntaxError(f"llguidance: {e}", text, 0) from e
+                    lark = any_to_lark(text)
+                except Exception as e:  # the converter raises plain exceptions
+                    raise GrammarSyntaxError(f"llguidance (GBNF to Lark): {e}", text, 0) from e
+            elif fmt == "lark":
+                lark = text
+                shift = 0 if "%llguidance" in text else 1
             else:
                 raise UnsupportedFeatureError(f"grammar format {fmt!r}", "llguidance takes 'lark' or 'gbnf'")
+            grammar = L.grammar_from_lark(lark if "%llguidance" in lark else _HEADER + lark)
         err = L.validate_grammar(grammar, self._tok)
         if err and not err.startswith("WARNING"):
-            raise _map_error(err, kind, text)
+            raise _map_error(err, kind, text, shift)
         template = L(self._tok, grammar, log_level=0)
         if template.is_error():
-            raise _map_error(template.get_error(), kind, text)
+            raise _map_error(template.get_error(), kind, text, shift)
         return LLGuidanceCompiledGrammar(self, constraint, grammar, template)
 
     def fill_bitmask_batch(self, pairs: Sequence[tuple[LLGuidanceMatcher, int]], bitmask: Any) -> None:

@@ -1,0 +1,288 @@
+"""The XGrammar / llguidance / outlines-core adapters: registry wiring, tokenizer mapping, typed
+compile errors, option pass-through, batched fill, and behaviour checked against Python ``re`` /
+``json`` on the synthetic vocabulary (the full contract is in test_conformance.py)."""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.backends.registry import get_backend_spec, list_backends
+from structgate.bitmask import allocate_bitmask, bitmask_to_bool
+from structgate.errors import (BackendUnavailableError, ConstraintKindError, GrammarSyntaxError,
+                               UnsupportedFeatureError)
+from structgate.testing import tiny_vocabulary
+from structgate.testing.conformance import row_of
+
+pytestmark = pytest.mark.engines
+
+ADAPTERS = ["structgate-xgrammar", "structgate-llguidance", "structgate-outlines-core"]
+ENGINE_MODULE = {"structgate-xgrammar": "xgrammar", "structgate-llguidance": "llguidance",
+                 "structgate-outlines-core": "outlines_core"}
+
+
+def _installed(name):
+    return get_backend_spec(name).availability()[0]
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return tiny_vocabulary()
+
+
+@pytest.fixture(scope="module", params=ADAPTERS)
+def backend(request, vocab):
+    if not _installed(request.param):
+        pytest.skip(f"{request.param} not installed")
+    return get_backend(request.param, vocab)
+
+
+def allowed_bytes(m, vocab) -> set[bytes]:
+    ok = bitmask_to_bool(row_of(m), vocab.vocab_size)
+    return {vocab.token_bytes[i] for i in np.flatnonzero(ok[: vocab.n_tokens]) if i not in vocab.eos_token_ids}
+
+
+# -- registry ---------------------------------------------------------------------------------------
+def test_registered_names_do_not_collide_with_vllm():
+    vllm_names = {"auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer"}
+    infos = {i.name: i for i in list_backends()}
+    for n in ADAPTERS:
+        assert n in infos and n not in vllm_names
+        assert not (set(infos[n].aliases) & vllm_names)
+        assert infos[n].available == _installed(n)
+        if infos[n].available:
+            assert infos[n].version
+
+
+def test_missing_engine_is_unavailable_with_hint(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "xgrammar" else real(n, *a))
+    with pytest.raises(BackendUnavailableError) as ei:
+        get_backend("structgate-xgrammar", tiny_vocabulary())
+    assert "structgate[xgrammar]" in str(ei.value)
+
+
+def test_adapter_modules_import_engines_lazily():
+    import subprocess
+    import sys
+
+    code = ("import sys, structgate.adapters.xgrammar, structgate.adapters.llguidance, "
+            "structgate.adapters.outlines_core; "
+            "print([m for m in ('xgrammar', 'llguidance', 'outlines_core') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- behaviour against oracles ------------------------------------------------------------------------
+REGEXES = [r"[0-9]{2,4}", r"(ab)*abc", r"[a-z]+@[a-z]+\.(com|org)", r"(yes|no|maybe)", r"-?[1-9][0-9]{0,2}",
+           r"[^\u0980-\u09FF]{1,3}", r"\d+\.\d+", r"(foo|bar)+"]
+
+
+def _live(rx: str, text: bytes) -> bool | None:
+    """Oracle: ``text`` is a prefix of some full match (``regex`` partial matching); None when the
+    bytes end inside a UTF-8 character."""
+    regex = pytest.importorskip("regex")
+    try:
+        s = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return regex.fullmatch(rx, s, partial=True) is not None
+
+
+_OUTLINES_BUG = {r"(foo|bar)+"}
+
+
+@pytest.mark.parametrize("rx", REGEXES)
+def test_regex_masks_match_python_re(backend, vocab, rx, request):
+    if backend.name == "structgate-outlines-core" and rx in _OUTLINES_BUG:
+        request.node.add_marker(pytest.mark.xfail(reason="outlines-core 0.2.14 drops transitions from an "
+                                                  "accepting to a non-accepting state (docs/backends.md)", strict=True))
+    g = backend.compile(Constraint.regex(rx))
+    rng = np.random.default_rng(abs(hash(rx)) % 2**32)
+    # walk random allowed paths; every allowed token must keep the text completable, and
+    # is_accepting must equal re.fullmatch
+    for _ in range(6):
+        m = g.matcher()
+        text = b""
+        for _ in range(8):
+            ok = bitmask_to_bool(row_of(m), vocab.vocab_size)
+            try:
+                s = text.decode("utf-8")
+                assert m.is_accepting() == (re.fullmatch(rx, s) is not None), (rx, s)
+            except UnicodeDecodeError:
+                assert not m.is_accepting()
+            cand = [int(i) for i in np.flatnonzero(ok[: vocab.n_tokens]) if i not in vocab.eos_token_ids]
+            if not cand:
+                break
+            for t in cand:  # every allowed token keeps the text completable
+                assert _live(rx, text + vocab.token_bytes[t]) in (True, None), (rx, text, vocab.describe(t))
+            bad = [int(i) for i in np.flatnonzero(~ok[: vocab.n_tokens]) if i not in vocab.special_token_ids]
+            for t in rng.choice(bad, size=min(40, len(bad)), replace=False):  # forbidden ones do not
+                assert _live(rx, text + vocab.token_bytes[int(t)]) in (False, None), (rx, text, vocab.describe(int(t)))
+            t = int(rng.choice(cand))
+            assert m.advance(t)
+            text += vocab.token_bytes[t]
+
+
+def test_choice_and_escaping(backend, vocab):
+    choices = ["a.b", "(x)", "1+1", "tab\there", "é|ü"]
+    g = backend.compile(Constraint.choice(choices))
+    for c in choices:
+        m = g.matcher()
+        assert m.advance(vocab.encode(c)) and m.is_accepting(), c
+    m = g.matcher()
+    assert not m.advance(vocab.encode("axb"))
+
+
+def test_json_schema_whitespace_option(vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    for name in ADAPTERS:
+        if not _installed(name):
+            continue
+        compact = get_backend(name, vocab, whitespace="compact").compile(Constraint.json_schema(schema))
+        flexible = get_backend(name, vocab).compile(Constraint.json_schema(schema))
+        m = compact.matcher()
+        assert m.advance(vocab.encode('{"a":1}')) and m.is_accepting(), name
+        assert not compact.matcher().advance(vocab.encode('{"a": 1}')), name
+        assert flexible.matcher().advance(vocab.encode('{ "a" : 1 }')), name
+
+
+def test_additional_properties_option(vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    for name in ("structgate-xgrammar", "structgate-llguidance"):
+        if not _installed(name):
+            continue
+        closed = get_backend(name, vocab).compile(Constraint.json_schema(schema))
+        opened = get_backend(name, vocab, additional_properties=True).compile(Constraint.json_schema(schema))
+        text = vocab.encode('{"a": 1, "b": 2}')
+        assert not closed.matcher().advance(text), name
+        m = opened.matcher()
+        assert m.advance(text) and m.is_accepting(), name
+
+
+def test_additional_properties_rewrite_keeps_composition():
+    from structgate.adapters._base import apply_additional_properties_default as f
+
+    s = {"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}}}},
+         "oneOf": [{"properties": {"a": {}}}], "$defs": {"d": {"properties": {"y": {}}}}}
+    out = f(s)
+    assert "additionalProperties" not in out  # has oneOf: left open (the branches see its keys)
+    assert out["properties"]["a"]["additionalProperties"] is False
+    assert "additionalProperties" not in out["oneOf"][0]
+    assert out["$defs"]["d"]["additionalProperties"] is False
+    assert s["properties"]["a"] == {"type": "object", "properties": {"x": {}}}  # input untouched
+
+
+def test_json_object(vocab):
+    for name in ("structgate-xgrammar", "structgate-llguidance"):
+        if not _installed(name):
+            continue
+        g = get_backend(name, vocab).compile(Constraint.json_object())
+        for text, ok in (('{"k": [1, {"z": null}]}', True), ("[1]", False), ('{"a": 1}', True)):
+            m = g.matcher()
+            got = m.advance(vocab.encode(text)) and m.is_accepting()
+            assert got == ok, (name, text)
+
+
+def test_grammar_formats(vocab):
+    lark = 'start: "a" b+\nb: "b" | "c"\n'
+    ebnf = 'root ::= "a" b+\nb ::= "b" | "c"\n'
+    for name, fmts in (("structgate-xgrammar", (("lark", lark), ("ebnf", ebnf))),
+                       ("structgate-llguidance", (("lark", lark), ("gbnf", ebnf)))):
+        if not _installed(name):
+            continue
+        b = get_backend(name, vocab)
+        for fmt, text in fmts:
+            g = b.compile(Constraint.grammar(text, fmt))
+            m = g.matcher()
+            assert m.advance(vocab.encode("abcb")) and m.is_accepting(), (name, fmt)
+            assert not g.matcher().advance(vocab.encode("ba")), (name, fmt)
+
+
+# -- typed errors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern,pos", [("a(", (1, 2)), ("[a-", (0, 3)), ("ab)", (2, 3))])
+def test_regex_syntax_error_has_position(backend, pattern, pos):
+    with pytest.raises(GrammarSyntaxError) as ei:
+        backend.compile(Constraint.regex(pattern))
+    assert ei.value.pattern == pattern
+    assert pos[0] <= ei.value.position <= pos[1] or backend.name == "structgate-outlines-core" and \
+        ei.value.position <= len(pattern)
+
+
+def test_lookaround_is_unsupported(backend):
+    with pytest.raises(UnsupportedFeatureError):
+        backend.compile(Constraint.regex("a(?=b)b"))
+    # inside a schema pattern XGrammar 0.2.8 would silently ignore it: refused up front
+    with pytest.raises(UnsupportedFeatureError):
+        backend.compile(Constraint.json_schema({"type": "string", "pattern": "^(?!x).*$"}))
+
+
+def test_schema_errors_are_typed(backend):
+    with pytest.raises((GrammarSyntaxError, UnsupportedFeatureError)) as ei:
+        backend.compile(Constraint.json_schema({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}))
+    if isinstance(ei.value, GrammarSyntaxError):
+        assert "nope" in ei.value.pattern[ei.value.position:ei.value.position + 40] or ei.value.position == 0
+
+
+def test_grammar_error_names_position(vocab):
+    for name, text, fmt, where in (("structgate-xgrammar", 'root ::= "a" | b\n', "ebnf", 15),
+                                   ("structgate-llguidance", 'start: "a" | b\n', "lark", 7)):
+        if not _installed(name):
+            continue
+        with pytest.raises(GrammarSyntaxError) as ei:
+            get_backend(name, vocab).compile(Constraint.grammar(text, fmt))
+        assert ei.value.position == where, (name, str(ei.value))
+        assert "b" in str(ei.value)
+
+
+def test_unsupported_kinds(vocab):
+    if _installed("structgate-outlines-core"):
+        b = get_backend("structgate-outlines-core", vocab)
+        for c in (Constraint.json_object(), Constraint.grammar('start: "a"', "lark")):
+            with pytest.raises(ConstraintKindError):
+                b.compile(c)
+
+
+def test_outlines_strips_end_anchors(vocab):
+    if not _installed("structgate-outlines-core"):
+        pytest.skip("outlines-core not installed")
+    g = get_backend("structgate-outlines-core", vocab).compile(Constraint.regex(r"^ab\$$"))
+    m = g.matcher()
+    assert m.advance(vocab.encode("ab$")) and m.is_accepting()
+
+
+# -- padding wider than a word, batched fill ------------------------------------------------------------
+def test_wide_padding(backend):
+    v = tiny_vocabulary(padding=100)
+    b = get_backend(backend.name, v)
+    g = b.compile(Constraint.regex("[a-c]+"))
+    m = g.matcher()
+    ok = bitmask_to_bool(row_of(m), v.vocab_size)
+    assert not ok[v.n_tokens:].any()
+    assert ok[v.encode("a")[0]]
+
+
+def test_fill_bitmask_batch(backend, vocab):
+    fill = getattr(backend, "fill_bitmask_batch", None)
+    if fill is None:
+        pytest.skip("no batched fill")
+    g1 = backend.compile(Constraint.regex("[0-9]+"))
+    g2 = backend.compile(Constraint.choice(["yes", "no"]))
+    ms = [g1.matcher(), g2.matcher(), g1.matcher()]
+    assert ms[2].advance(vocab.encode("12"))
+    assert ms[1].advance(vocab.encode("yes") + [vocab.eos_token_ids[0]])
+    bm = allocate_bitmask(5, vocab.vocab_size)
+    fill([(ms[0], 4), (ms[1], 0), (ms[2], 2)], bm)
+    assert (bm[1] == -1).all() and (bm[3] == -1).all()
+    for m, r in ((ms[0], 4), (ms[1], 0), (ms[2], 2)):
+        assert (bm[r] == row_of(m)).all()
+    import torch
+
+    t = allocate_bitmask(3, vocab.vocab_size, torch_tensor=True)
+    fill([(ms[2], 1)], t)
+    assert (t[1].numpy() == row_of(ms[2])).all() and (t[0] == -1).all()
