@@ -169,9 +169,11 @@ def json_char_regex(s: CharSet, *, escapes: bool = True) -> str | None:
     return alt(parts)
 
 
+#: one decoded character in any JSON spelling (no lone surrogates): the unit of length bounds
 JSON_CHAR: str = json_char_regex(ANY)
-#: any JSON string, quotes included
-STRING: str = f'"(?:{JSON_CHAR})*"'
+#: any JSON string, quotes included (compact form: a ``\\uXXXX`` escape may be a lone surrogate,
+#: which RFC 8259's grammar allows; used where no length is counted)
+STRING: str = r'"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 
 
 def literal_string_regex(value: str) -> str:

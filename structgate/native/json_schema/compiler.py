@@ -203,6 +203,7 @@ class _Compiler:
             if s is False:
                 return False
             s = dict(s)
+            head = len(out)
             if "$dynamicRef" in s:
                 raise UnsupportedFeatureError("$dynamicRef", "", _ptr(w, "$dynamicRef"))
             if "$ref" in s:
@@ -224,7 +225,7 @@ class _Compiler:
                 if sub is False:
                     return False
                 out.extend(sub)
-            out.append((s, w))
+            out.insert(head, (s, w))  # the schema's own keywords first: its properties lead
         return out
 
     def merge(self, parts, where) -> dict | bool:
@@ -392,7 +393,7 @@ class _Compiler:
     def value(self, schema, where: str) -> str | None:
         """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing."""
         self._check_schema(schema, where)
-        if schema is True:
+        if schema is True or (isinstance(schema, dict) and not (schema.keys() - ANNOTATIONS)):
             return self.any_value()
         if schema is False:
             return None
@@ -581,13 +582,14 @@ class _Compiler:
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, int):
-            return str(v) if v >= 0 else str(v)
+            # 1 and 1.0 are the same JSON Schema number
+            return f"{v}(?:\\.0+)?" if v != 0 else "-?0(?:\\.0+)?"
         if isinstance(v, float):
             if not math.isfinite(v):
                 raise GrammarSyntaxError("non-finite number in const/enum", repr(v), 0, where)
             if v.is_integer() and abs(v) < 1e16:
                 i = int(v)
-                return f"{'-' if v < 0 or (v == 0 and math.copysign(1, v) < 0) else ''}{abs(i)}(?:\\.0+)?"
+                return self.const(i, where)
             return repr(v).replace(".", r"\.").replace("+", r"\+")
         if isinstance(v, str):
             return literal_string_regex(v)
@@ -728,6 +730,8 @@ class _Compiler:
                 break
             pre.append(r)
         k = len(prefix)
+        if not prefix and "items" not in schema and mn == 0 and mx is None:
+            return self._array_of(self.any_value(max(self.opt.max_recursion_depth - 1, 0)))
         if len(pre) == k:
             items = schema.get("items", True)
             item = self.value(items, _ptr(where, "items")) if "items" in schema else self.any_value()
@@ -808,15 +812,16 @@ class _Compiler:
         if has_addl:
             extra_v = self.value(addl, _ptr(where, "additionalProperties")) if addl is not False else None
         elif not props and not required:
-            extra_v = self.any_value()
+            # {"type": "object"}: any object, as deep as any_value() allows
+            extra_v = self.any_value(max(self.opt.max_recursion_depth - 1, 0))
         elif self.opt.additional_properties:
             extra_v = self.any_value()
         else:
             extra_v = None
         if any(v is None and req for _, v, req in listed):
             return None
+        names = [k for k, _, _ in listed]  # NEVER-valued optional keys stay excluded from extras
         listed = [(k, v, req) for k, v, req in listed if v is not None]
-        names = [k for k, _, _ in listed]
         extra = None
         if extra_v is not None:
             key = STRING if not names else _key_not_in(names)
@@ -824,24 +829,38 @@ class _Compiler:
         comma = self.comma
         kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
         n = len(listed)
-        # B[i]: members i.. given something precedes; A[i]: non-empty members i.. with nothing before
-        b_next = "" if extra is None else f"(?:{comma}{extra})*"
-        a_next = None if extra is None else f"{extra}(?:{comma}{extra})*"
+        # N[i]: non-empty comma-joined subsequences of members i.. (declared order) that contain
+        # every required member. Linear size: N_i = (?:(?:kv_i,)?N_{i+1}|kv_i) for optional i with
+        # no required member after it; kv_i(?:,N_{i+1})? / kv_i,N_{i+1} for required i;
+        # (?:kv_i,)?N_{i+1} for optional i before a required one.
+        nxt: str | None = None
+        req_after = False
         for i in range(n - 1, -1, -1):
-            req = listed[i][2]
-            kv = kvs[i]
-            a_i = kv + b_next
-            if not req:
-                a_i = f"(?:{a_i}|{a_next})" if a_next is not None else a_i
-            b_i = f"{comma}{kv}{b_next}" if req else f"(?:{comma}{kv})?{b_next}"
-            a_next, b_next = a_i, b_i
+            kv, req = kvs[i], listed[i][2]
+            if nxt is None:
+                cur = kv
+            elif req:
+                cur = f"{kv}{comma}{nxt}" if req_after else f"{kv}(?:{comma}{nxt})?"
+            elif req_after:
+                cur = f"(?:{kv}{comma})?{nxt}"
+            else:
+                cur = f"(?:(?:{kv}{comma})?{nxt}|{kv})"
+            nxt = cur
+            req_after = req_after or req
         ws = self.ws
-        empty_ok = not any(req for _, _, req in listed)
-        if a_next is None:
+        if extra is not None:
+            extras = f"(?:{comma}{extra})*"
+            if nxt is None:
+                nxt = f"{extra}{extras}"
+            elif req_after:
+                nxt = f"{nxt}{extras}"
+            else:
+                nxt = f"(?:{nxt}|{extra}){extras}"
+        if nxt is None:
             return rf"\{{{ws}\}}"
-        if empty_ok:
-            return rf"\{{{ws}(?:{a_next}{ws})?\}}"
-        return rf"\{{{ws}{a_next}{ws}\}}"
+        if not req_after:
+            return rf"\{{{ws}(?:{nxt}{ws})?\}}"
+        return rf"\{{{ws}{nxt}{ws}\}}"
 
 
 def _key_not_in(names: list[str]) -> str:
