@@ -327,3 +327,25 @@ def test_llama3_random_dfa_sampled_states(llama3, seed):
         want = oracle_allowed(dfa, llama3, int(s))
         got = bitmask_to_bool(idx.row(int(s)), llama3.vocab_size)
         assert (got == want).all()
+
+
+@pytest.mark.parametrize("name", ["llama2", "cl100k"])
+def test_other_bundled_vocabularies_real_dfa(name):
+    """SentencePiece byte-fallback tokens (<0xNN>, '▁' = space) and tiktoken ranks: every token
+    of every visited state checked against the byte walk, for a regex mixing emoji (split across
+    byte tokens) and spaces."""
+    from structgate.vocab import load_vocabulary
+
+    try:
+        from structgate.native.regex import compile_regex
+        v = load_vocabulary(name)
+    except Exception as e:  # pragma: no cover - modules not there yet
+        pytest.skip(str(e))
+    dfa = compile_regex(r"[😀-🙏]+( [a-z]{1,6})?")
+    idx = TokenIndex(dfa, v)
+    for s in range(dfa.n_states):
+        want = oracle_allowed(dfa, v, s)
+        got = bitmask_to_bool(idx.row(s), v.vocab_size)
+        assert (got == want).all(), (name, s, [v.describe(int(t)) for t in np.flatnonzero(got != want)[:5]])
+    start = allowed_ids(idx.row(1), v.vocab_size)
+    assert start.size > 0 and all(v.token_bytes[t][:1] == b"\xf0" for t in start)
