@@ -47,6 +47,11 @@ class _Closures:
         self.cache: list[frozenset | None] = [None] * len(nfa)
         self._eol_ok: dict[int, bool] = {}
         self._empty = frozenset()
+        # Tarjan bookkeeping shared by every walk (indices grow monotonically across walks)
+        self._index = [-1] * len(nfa)
+        self._low = [0] * len(nfa)
+        self._onstack = bytearray(len(nfa))
+        self._counter = 0
 
     def eol_ok(self, s: int) -> bool:
         """MATCH reachable from EOL state ``s`` through zero-width steps at the end of the text."""
@@ -115,12 +120,13 @@ class _Closures:
     def _tarjan(self, root: int) -> frozenset:
         nfa = self.nfa
         kind, outs, cache = nfa.kind, nfa.outs, self.cache
-        index: dict[int, int] = {root: 0}
-        low: dict[int, int] = {root: 0}
-        onstack: set[int] = {root}
+        index, low, onstack = self._index, self._low, self._onstack
+        counter = self._counter
+        index[root] = low[root] = counter
+        counter += 1
+        onstack[root] = 1
         sstack = [root]
         call = [(root, 0)]
-        counter = 1
         while call:
             v, i = call[-1]
             succ = outs[v]
@@ -129,13 +135,13 @@ class _Closures:
                 w = succ[i]
                 if kind[w] != EPS or cache[w] is not None:
                     continue
-                if w not in index:
+                if index[w] < 0:
                     index[w] = low[w] = counter
                     counter += 1
                     sstack.append(w)
-                    onstack.add(w)
+                    onstack[w] = 1
                     call.append((w, 0))
-                elif w in onstack:
+                elif onstack[w]:
                     if index[w] < low[v]:
                         low[v] = index[w]
                 continue
@@ -149,11 +155,11 @@ class _Closures:
             comp = []
             while True:
                 w = sstack.pop()
-                onstack.discard(w)
+                onstack[w] = 0
                 comp.append(w)
                 if w == v:
                     break
-            comp_set = set(comp)
+            comp_set = set(comp) if len(comp) > 1 else (v,)
             own: set[int] = set()
             parts: dict[int, frozenset] = {}
             for u in comp:
@@ -180,6 +186,7 @@ class _Closures:
                 res = frozenset(own).union(*ps)
             for u in comp:
                 cache[u] = res
+        self._counter = counter
         return cache[root]
 
     def start(self) -> tuple[frozenset, bool]:

@@ -230,7 +230,12 @@ def build_nfa(node: Node, *, max_states: int = 2_000_000, strip_anchors: bool = 
     if isinstance(node, Chars):
         nfa.start = chars(node.ranges, nfa.match)
         return nfa
+    # (id(node), next) -> start: a subtree object compiled twice with the same continuation (the
+    # parser hash-conses equal subtrees) is built once. ``keep`` pins the nodes so ids stay unique.
+    memo: dict[tuple[int, int], int] = {}
+    keep: list[Node] = []
     stack = [_compile(nfa, node, nfa.match)]
+    keys: list[tuple[int, int] | None] = [None]
     value = None
     while stack:
         try:
@@ -238,12 +243,19 @@ def build_nfa(node: Node, *, max_states: int = 2_000_000, strip_anchors: bool = 
         except StopIteration as e:
             stack.pop()
             value = e.value
+            k = keys.pop()
+            if k is not None:
+                memo[k] = value
             continue
         child, nxt = req
         if isinstance(child, Chars):
             value = chars(child.ranges, nxt)
-        else:
+            continue
+        k = (id(child), nxt)
+        value = memo.get(k)
+        if value is None:
+            keep.append(child)
             stack.append(_compile(nfa, child, nxt))
-            value = None
+            keys.append(k)
     nfa.start = value
     return nfa

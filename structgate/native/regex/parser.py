@@ -173,6 +173,7 @@ class _Parser:
         self.p = pattern
         self.n = len(pattern)
         self.where = where
+        self._intern: dict[tuple, Node] = {}
 
     # -- errors -----------------------------------------------------------------------------------
     def err(self, msg: str, pos: int) -> GrammarSyntaxError:
@@ -241,7 +242,7 @@ class _Parser:
             elif c == "^" or c == "$":
                 if flags.multiline:
                     raise self.unsupported(f"anchor {c!r} in multiline mode", i)
-                items.append(Anchor("start" if c == "^" else "end"))
+                items.append(self.mk(Anchor("start" if c == "^" else "end")))
                 i += 1
                 self._no_quant_after_anchor(i, flags)
                 continue
@@ -253,7 +254,7 @@ class _Parser:
             elif c == "\\":
                 atom, i = self._escape(i, flags)
                 if isinstance(atom, Anchor):
-                    items.append(atom)
+                    items.append(self.mk(atom))
                     self._no_quant_after_anchor(i, flags)
                     continue
             else:
@@ -273,13 +274,13 @@ class _Parser:
                         j += 1
                     elif j < n and p[j] == "+":
                         raise self.unsupported("possessive quantifier", j, "a*+ / a++ / a?+")
-                    atom = _repeat(atom, lo, hi)
+                    atom = _repeat(self.mk(atom), lo, hi)
                     i = j
                     if flags.verbose:
                         i = self._skip_verbose(i)
                     if i < n and p[i] in _QUANT_START and self._try_quant(i) is not None:
                         raise self.err("multiple repeat", i)
-            items.append(atom)
+            items.append(self.mk(atom))
         if frames:
             raise self.err("missing ), unterminated subpattern", frames[-1][3])
         return self._finish(alts, items)
@@ -303,17 +304,32 @@ class _Parser:
                 break
         return i
 
-    @staticmethod
-    def _concat(items: list[Node]) -> Node:
+    def mk(self, node: Node) -> Node:
+        """Hash-cons ``node`` (children already interned): structurally equal subtrees of one
+        pattern become one object, so the NFA builder compiles a repeated subexpression with the
+        same continuation only once."""
+        if isinstance(node, Chars):
+            key = (0, node.ranges)
+        elif isinstance(node, Concat):
+            key = (1, tuple(map(id, node.items)))
+        elif isinstance(node, Alt):
+            key = (2, tuple(map(id, node.items)))
+        elif isinstance(node, Repeat):
+            key = (3, id(node.item), node.min, node.max)
+        else:
+            key = (4, node.kind)
+        return self._intern.setdefault(key, node)
+
+    def _concat(self, items: list[Node]) -> Node:
         if len(items) == 1:
             return items[0]
-        return Concat(tuple(items))
+        return self.mk(Concat(tuple(items)))
 
     def _finish(self, alts: list[Node], items: list[Node]) -> Node:
         last = self._concat(items)
         if not alts:
             return last
-        return Alt(tuple(alts) + (last,))
+        return self.mk(Alt(tuple(alts) + (last,)))
 
     # -- quantifiers -------------------------------------------------------------------------------
     def _try_quant(self, i: int):
