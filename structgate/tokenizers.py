@@ -16,17 +16,20 @@ Token bytes are derived from the tokenizer's byte mapping, never from ``decode([
 
 Special tokens (HF added tokens with ``special=True``; GGUF token types CONTROL (3), UNKNOWN (2) and
 UNUSED (5), see ``gguf.TokenType``; tiktoken special tokens; every EOS id) get ``b""`` and are
-listed in ``special_token_ids``; so are ids that no token occupies (cl100k 100256, 100261-100275). Non-special added / USER_DEFINED tokens keep the UTF-8 bytes of their text
-(this is what llama.cpp and HF emit for them). Trailing ``[PADnnnnn]`` filler slots that
+listed in ``special_token_ids``; so are ids that no token occupies (cl100k 100256, 100261-100275).
+Non-special added / USER_DEFINED tokens keep the UTF-8 bytes of their text (this is what llama.cpp
+and HF emit for them). Trailing ``[PADnnnnn]`` filler slots that
 converters append to reach the logits width (Qwen2, Phi-3, DeepSeek GGUFs and tokenizers converted
 from them) are not tokens: they are dropped and count as padding ids ``n_tokens .. vocab_size-1``
 (the default ``vocab_size`` keeps the full width).
 
 EOS ids: the tokenizer's EOS (``eos_token_id``, ``tokenizer_config.json``,
 ``generation_config.json``, GGUF ``tokenizer.ggml.eos_token_id`` / ``eot_token_id`` /
-``eom_token_id``) plus every *special* token whose text is an end-of-generation marker
-(:data:`EOG_TOKEN_NAMES`, the same list llama.cpp uses for its EOG set: Llama 3's ``<|eot_id|>``
-and ``<|end_of_text|>`` both end a chat turn, Qwen's ``<|im_end|>`` and ``<|endoftext|>``, ...).
+``eom_token_id``) plus every GGUF / added token whose text is an end-of-generation marker
+(:data:`EOG_TOKEN_NAMES`, the list llama.cpp uses for its EOG set: Llama 3's ``<|eot_id|>`` and
+``<|end_of_text|>`` both end a chat turn, Qwen's ``<|im_end|>`` and ``<|endoftext|>``, ...); such
+tokens are made special even if declared otherwise, as llama.cpp does. A bare tokenizer with no EOS
+at all falls back to a special ``</s>`` / ``<eos>``.
 
 Every vocabulary carries an ``encoder`` (text → ids, no BOS/EOS added, special-token text treated
 as ordinary text) where the format allows; encoders are picklable and built lazily on first use.
@@ -73,7 +76,8 @@ _DATA = pathlib.Path(__file__).parent / "data" / "tokenizers"
 #: ``structgate/data/tokenizers``).
 BUNDLED: dict[str, dict[str, Any]] = {
     "llama3": {
-        "description": "Llama 3 / 3.1 byte-level BPE, 128,256 tokens (tokenizer.json, EOS <|eot_id|> + <|end_of_text|>)",
+        "description": "Llama 3 / 3.1 byte-level BPE, 128,256 tokens "
+                       "(tokenizer.json, EOS <|eot_id|> + <|end_of_text|>)",
         "kind": "hf",
         "path": "llama3",
         "n_tokens": 128256,
@@ -117,7 +121,7 @@ def bytes_to_unicode() -> dict[int, str]:
     Printable Latin-1 bytes map to themselves; the other 68 bytes map to U+0100 onwards in byte
     order. Source: ``bytes_to_unicode`` in openai/gpt-2 ``src/encoder.py``.
     """
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -162,7 +166,6 @@ _LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-_GPT2_PAT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 #: tiktoken ``pat_str`` / special tokens, as in ``tiktoken_ext/openai_public.py`` (tiktoken 0.14)
 CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
               r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
@@ -716,7 +719,8 @@ def _from_slow_hf(hf, *, vocab_size, name, extra_eos) -> Vocabulary:
 # GGUF
 
 _GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_GGUF_NP = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8", 12: "<f8"}
+_GGUF_NP = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1",
+            10: "<u8", 11: "<i8", 12: "<f8"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 
 # gguf.TokenType
@@ -875,16 +879,16 @@ def from_gguf(path, *, vocab_size: int | None = None, eos_token_ids: Sequence[in
     entries: dict[int, bytes] = {}
     names: dict[int, str] = {}
     specials: set[int] = set()
-    tr = _bytelevel_translate()
+    type_list = types.tolist()
     for i in range(n):
         s = tokens[i].decode("utf-8", "replace")
         names[i] = s
-        t = int(types[i])
+        t = type_list[i]
         if s in EOG_TOKEN_NAMES:
             specials.add(i)  # llama.cpp overrides EOG-named tokens to CONTROL
         elif t == TOKEN_NORMAL:
             if kind == "bytelevel":
-                b = _bytelevel_bytes_tr(s, tr)
+                b = _bytelevel_bytes(s)
                 entries[i] = b if b is not None else tokens[i]
             else:
                 entries[i] = s.replace("\u2581", " ").encode("utf-8")
@@ -893,7 +897,7 @@ def from_gguf(path, *, vocab_size: int | None = None, eos_token_ids: Sequence[in
             if m:
                 entries[i] = bytes([int(m.group(1), 16)])
             elif kind == "bytelevel":
-                b = _bytelevel_bytes_tr(s, tr)
+                b = _bytelevel_bytes(s)
                 entries[i] = b if b is not None else tokens[i]
             else:
                 entries[i] = tokens[i]
@@ -912,13 +916,6 @@ def from_gguf(path, *, vocab_size: int | None = None, eos_token_ids: Sequence[in
     if kind == "spm" or kv.get("tokenizer.ggml.pre", "default") in _GGUF_PRE:
         enc = _TokenizersEncoder(builder=_GGUFJsonBuilder(str(path)))
     return _assemble(entries, specials, names, eos, n_tokens=n, vocab_size=vocab_size, name=str(path), encoder=enc)
-
-
-def _bytelevel_bytes_tr(s: str, tr) -> bytes | None:
-    try:
-        return s.translate(tr).encode("latin-1")
-    except UnicodeEncodeError:
-        return None
 
 
 class _GGUFJsonBuilder:
@@ -978,7 +975,8 @@ def gguf_to_tokenizer_json(path, *, with_bos: bool = False) -> dict:
     if model == "gpt2":
         pre = kv.get("tokenizer.ggml.pre", "default")
         if pre not in _GGUF_PRE:
-            raise VocabularyError(f"{path}: no encoder for GGUF pre-tokenizer {pre!r} (known: {', '.join(sorted(_GGUF_PRE))})")
+            raise VocabularyError(f"{path}: no encoder for GGUF pre-tokenizer {pre!r} "
+                                  f"(known: {', '.join(sorted(_GGUF_PRE))})")
         regex, nfc, ignore = _GGUF_PRE[pre]
         merges = [m.decode("utf-8", "replace") for m in kv.get("tokenizer.ggml.merges", [])]
         return _bytelevel_tokenizer_json(model_vocab, merges, added, regex, nfc=nfc, ignore_merges=ignore, bos=bos)
@@ -1020,7 +1018,8 @@ def _read_tiktoken_ranks(path, gz: bool = False) -> dict[bytes, int]:
             tok, rank = line.split()
             ranks[b64(tok, validate=True)] = int(rank)
         except ValueError as e:
-            raise VocabularyError(f"{p}:{ln}: not a tiktoken rank line (expected '<base64> <rank>'): {line[:60]!r}") from e
+            raise VocabularyError(f"{p}:{ln}: not a tiktoken rank line (expected '<base64> <rank>'): "
+                                  f"{line[:60]!r}") from e
     if not ranks:
         raise VocabularyError(f"tiktoken file {p} is empty")
     return ranks
@@ -1167,7 +1166,8 @@ def _load_bundled(name: str, vocab_size: int | None) -> Vocabulary:
     plain, gz = src / "tokenizer.json", src / "tokenizer.json.gz"
     compact = src / _COMPACT
     if compact.is_file() and (plain.is_file() or gz.is_file()):
-        enc = _TokenizersEncoder(path=str(plain), gz=False) if plain.is_file() else _TokenizersEncoder(path=str(gz), gz=True)
+        enc = (_TokenizersEncoder(path=str(plain)) if plain.is_file()
+               else _TokenizersEncoder(path=str(gz), gz=True))
         v = _load_compact(compact, name=name, encoder=enc)
         if v is not None:
             return v if vocab_size is None else v.with_vocab_size(vocab_size)
