@@ -143,3 +143,12 @@ def test_native_backend_end_to_end(capsys):
     rc = main(["check", "--regex", "foo**", "--text", "foo"])
     err = capsys.readouterr().err
     assert rc == 2 and "GrammarSyntaxError" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not _has_regex(), reason="native regex compiler not landed yet")
+def test_native_rejects_grammar_kind(capsys, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text('start: "a"\n')
+    rc = main(["check", "--grammar", str(g), "--text", "a"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "ConstraintKindError" in err and "'grammar'" in err
