@@ -135,6 +135,25 @@ def test_many_rows_chunked(monkeypatch):
     assert bits_equal(logits, want)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_device_agnostic_torch_ops_path_matches_oracle(dtype):
+    """The plain-torch path (used off-CPU without Triton) gives the same bits as the numpy CPU path."""
+    from structgate.kernels import torch_impl
+
+    vocab = 151_936
+    width = (vocab + 31) // 32 - 2  # logits wider than the bitmask: padding forbidden
+    bm = random_bitmask(4, width, seed=11, all_allowed=[0], all_forbidden=[3])
+    buf = torch.randn(5, vocab + 10, generator=torch.Generator().manual_seed(4)).to(dtype)
+    a = buf[:, :vocab].clone()
+    b = buf[:, :vocab]
+    idx = torch.tensor([4, 0, 2, 2])
+    torch_impl._apply_torch_ops(a, torch.from_numpy(bm), idx, vocab - 5)
+    apply_token_bitmask_inplace(b, bm, indices=idx, vocab_size=vocab - 5, impl="torch")
+    assert bits_equal(a, b)
+    assert torch.isneginf(a[2, : vocab - 5].float()).all()  # row 2 got an all-forbidden mask
+    assert not torch.isinf(a[2, vocab - 5:].float()).any()  # beyond vocab_size untouched
+
+
 def test_auto_uses_torch_on_cpu_and_empty_inputs():
     logits = torch.randn(2, 70)
     bm = random_bitmask(2, 3, seed=9)

@@ -1,6 +1,12 @@
 """Plain-torch bitmask application: the oracle every other implementation is tested against, and
 the CPU path of :func:`structgate.kernels.apply_token_bitmask_inplace`.
 
+On CPU tensors the work is done through numpy views (no copy of the logits): the bitmask bytes are
+unpacked with ``np.unpackbits(~bytes, bitorder="little")`` (1 byte per token, 1 = forbidden) and the
+``-inf`` bit pattern of the logits dtype is written with ``np.copyto(where=...)`` on an integer view
+of the logits (so bfloat16, which numpy lacks, works too). On other devices plain torch ops are used
+(shift-and-mask unpacking, ``masked_fill_``). Both give identical bits.
+
 Semantics (shared by every implementation; see the package docstring): for bitmask row ``i``
 (logits row ``r = indices[i]``, or ``i`` without indices) and column ``t < vocab_size``, the logit
 ``logits[r, t]`` becomes ``-inf`` unless bit ``t % 32`` of word ``t // 32`` of the bitmask row is 1.
@@ -11,6 +17,7 @@ The work is done in row chunks so the temporary boolean mask stays below ~16 MiB
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["apply_token_bitmask_inplace_torch"]
@@ -58,6 +65,40 @@ def forbidden_mask(bitmask_rows: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return forbidden
 
 
+#: integer view dtype and the -inf bit pattern of each logits dtype
+_NEG_INF_BITS = {
+    torch.float32: (torch.int32, np.int32(np.array(0xFF800000, dtype=np.uint32).view(np.int32))),
+    torch.bfloat16: (torch.int16, np.int16(np.array(0xFF80, dtype=np.uint16).view(np.int16))),
+    torch.float16: (torch.int16, np.int16(np.array(0xFC00, dtype=np.uint16).view(np.int16))),
+}
+
+
+def _apply_cpu_numpy(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None,
+                     vocab_size: int) -> None:
+    int_dtype, neg_inf = _NEG_INF_BITS[logits.dtype]
+    L = logits.view(int_dtype).numpy()  # (B, V) view with the logits' strides, writable
+    bm = bitmask.numpy()
+    n, width = bm.shape
+    covered = min(vocab_size, 32 * width)
+    nbytes = (covered + 7) // 8
+    step = max(1, _CHUNK_ELEMS // max(1, 8 * nbytes))
+    idx = None if indices is None else indices.numpy()
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        raw = np.ascontiguousarray(bm[lo:hi]).view(np.uint8)[:, :nbytes]
+        # (hi-lo, covered) uint8 0/1 with 1 = forbidden, viewed as bool
+        forb = np.unpackbits(~raw, axis=1, count=covered, bitorder="little").view(np.bool_)
+        if idx is None:
+            np.copyto(L[lo:hi, :covered], neg_inf, where=forb)
+            if covered < vocab_size:
+                L[lo:hi, covered:vocab_size] = neg_inf
+        else:
+            for i, r in enumerate(idx[lo:hi]):  # row by row: in place, duplicates intersect
+                np.copyto(L[r, :covered], neg_inf, where=forb[i])
+                if covered < vocab_size:
+                    L[r, covered:vocab_size] = neg_inf
+
+
 def apply_token_bitmask_inplace_torch(logits: torch.Tensor, bitmask: torch.Tensor,
                                       indices: torch.Tensor | None, vocab_size: int) -> None:
     """Set forbidden logits to ``-inf`` in place (arguments already validated by the dispatcher).
@@ -74,9 +115,18 @@ def apply_token_bitmask_inplace_torch(logits: torch.Tensor, bitmask: torch.Tenso
     vocab_size : int
         Number of leading logits columns governed by the mask, ``<= V``.
     """
-    n = bitmask.shape[0]
-    if n == 0 or vocab_size == 0:
+    if bitmask.shape[0] == 0 or vocab_size == 0:
         return
+    if logits.device.type == "cpu" and bitmask.device.type == "cpu" and (indices is None or indices.device.type == "cpu"):
+        _apply_cpu_numpy(logits, bitmask, indices, vocab_size)
+    else:
+        _apply_torch_ops(logits, bitmask, indices, vocab_size)
+
+
+def _apply_torch_ops(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None,
+                     vocab_size: int) -> None:
+    """The device-agnostic path: plain torch ops (any device)."""
+    n = bitmask.shape[0]
     step = max(1, _CHUNK_ELEMS // max(1, vocab_size))
     neg_inf = float("-inf")
     if indices is None:
