@@ -349,3 +349,16 @@ def test_other_bundled_vocabularies_real_dfa(name):
         assert (got == want).all(), (name, s, [v.describe(int(t)) for t in np.flatnonzero(got != want)[:5]])
     start = allowed_ids(idx.row(1), v.vocab_size)
     assert start.size > 0 and all(v.token_bytes[t][:1] == b"\xf0" for t in start)
+
+
+def test_eos_with_bytes_follows_the_accepting_rule_only():
+    # a tokenizer whose EOS id also has text bytes: the text path must never allow it
+    toks = [b"a", b"b", b"a"]
+    v = Vocabulary(toks, eos_token_ids=[2], name="eos-with-bytes")
+    idx = TokenIndex(literal_dfa([b"aa"]), v)
+    assert allowed_ids(idx.row(1), v.vocab_size).tolist() == [0]
+    assert idx.next_state(1, 2) == 0
+    s = idx.next_state(1, 0)
+    assert allowed_ids(idx.row(s), v.vocab_size).tolist() == [0]
+    end = idx.next_state(s, 0)
+    assert allowed_ids(idx.row(end), v.vocab_size).tolist() == [2]

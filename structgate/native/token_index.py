@@ -235,8 +235,10 @@ class TokenIndex:
         tok_c = np.full(vocab.vocab_size, cbase, dtype=np.int32)
         has = tn >= 0
         tok_c[: vocab.n_tokens][has] = bnode_to_cnode[tn[has]]
-        self._token_cnode = tok_c
         self._eos = np.asarray(sorted(set(vocab.eos_token_ids)), dtype=np.intp)
+        tok_c[self._eos] = cbase  # EOS follows the accepting rule only, even if it has bytes
+        self._token_cnode = tok_c
+        self._eos_set = frozenset(int(e) for e in self._eos)
         self._eos_word = self._eos >> 5
         self._eos_bit = (np.ones(1, dtype=np.uint32) << (self._eos & 31).astype(np.uint32)).view(np.int32)
 
@@ -537,7 +539,7 @@ class TokenIndex:
     def next_state(self, state: int, token_id: int) -> int:
         """State after feeding token ``token_id``'s bytes from ``state``; 0 if the token is
         rejected (dead, no bytes, padding, or EOS — EOS is handled by the matcher)."""
-        if not (0 <= token_id < self.vocab.n_tokens) or state <= 0:
+        if not (0 <= token_id < self.vocab.n_tokens) or state <= 0 or token_id in self._eos_set:
             return DEAD
         data = self.vocab.token_bytes[token_id]
         if not data:
