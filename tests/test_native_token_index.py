@@ -362,3 +362,15 @@ def test_eos_with_bytes_follows_the_accepting_rule_only():
     assert allowed_ids(idx.row(s), v.vocab_size).tolist() == [0]
     end = idx.next_state(s, 0)
     assert allowed_ids(idx.row(end), v.vocab_size).tolist() == [2]
+
+
+def test_next_state_without_byte_table(svocab, monkeypatch):
+    dfa = random_dfa(np.random.default_rng(21), 30, 8, p_dead=0.15)
+    idx = TokenIndex(dfa, svocab)
+    idx._byte_table = None  # the large-DFA path: class lookups
+    for s in range(1, dfa.n_states):
+        for t in range(0, svocab.n_tokens, 7):
+            b = svocab.token_bytes[t]
+            want = dfa.step(s, b) if b and t not in svocab.eos_token_ids else 0
+            assert idx.next_state(s, t) == want
+    assert idx.memory_size_bytes > idx.width * 4

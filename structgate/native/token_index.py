@@ -203,7 +203,11 @@ class TokenIndex:
         self._table_t = np.ascontiguousarray(np.asarray(dfa.table, dtype=np.int32).T).ravel()
         self._accepting = np.asarray(dfa.accepting, dtype=bool)
         self._byte_classes = np.asarray(dfa.byte_classes, dtype=np.int64)
-        self._byte_table = np.ascontiguousarray(dfa.byte_table(), dtype=np.int32)
+        # per-byte table for next_state when it is small (<= 16 MiB), else class lookups
+        self._byte_table = (np.ascontiguousarray(dfa.byte_table(), dtype=np.int32)
+                            if ns * 256 * 4 <= 16 << 20 else None)
+        self._table = np.ascontiguousarray(dfa.table, dtype=np.int32)
+        self._byte_class_list = [int(c) for c in dfa.byte_classes]
 
         # -- quotient the byte trie by the byte classes, level by level --------------------------
         cls_of_node = self._byte_classes[trie.node_byte] if trie.n_nodes else np.zeros(0, np.int64)
@@ -557,8 +561,15 @@ class TokenIndex:
         if not data:
             return DEAD
         bt = self._byte_table
+        if bt is not None:
+            for b in data:
+                state = bt[state, b]
+                if state == 0:
+                    return DEAD
+            return int(state)
+        t, bc = self._table, self._byte_class_list
         for b in data:
-            state = bt[state, b]
+            state = t[state, bc[b]]
             if state == 0:
                 return DEAD
         return int(state)
@@ -577,11 +588,15 @@ class TokenIndex:
 
     @property
     def memory_size_bytes(self) -> int:
-        n = self.n_cached * self.width * 4 + self._slot.nbytes
+        """Bytes held: computed rows, the class trie, tables and tail cache."""
+        n = (self.n_cached * self.width * 4 + self._slot.nbytes + self._token_cnode.nbytes
+             + self._table_t.nbytes + self._table.nbytes + self._ends.nbytes + self._buf.nbytes)
+        if self._byte_table is not None:
+            n += self._byte_table.nbytes
         if self._tail_anc is not None:
-            n += self._tail_used * self._tail_n * 4 + self._tail_anc.nbytes + self._token_cnode.nbytes + self._byte_table.nbytes
-        for _, par, cls, starts, counts in self._levels:
-            n += par.nbytes + cls.nbytes + starts.nbytes + counts.nbytes
+            n += self._tail_used * self._tail_n * 4 + self._tail_anc.nbytes
+        for _, par, cls_off, starts, counts in self._levels:
+            n += par.nbytes + cls_off.nbytes + starts.nbytes + counts.nbytes
         return int(n)
 
     def _check_state(self, state: int) -> int:
