@@ -301,11 +301,11 @@ def _added_token(i: int, content: str, special: bool) -> dict:
 
 
 def _strip_dummy_prefix(js: str) -> str:
-    """Remove SentencePiece's dummy-prefix space from a ``tokenizer.json`` text: drop ``Prepend``
-    normalizers and set ``Metaspace`` pre-tokenizers to ``prepend_scheme: never``. Encoding with
-    the result gives ids whose bytes are exactly the text's (``"Hi"`` → ``H``, ``i``; the original
-    gives ``▁Hi``, i.e. ``" Hi"``)."""
-    if '"Prepend"' not in js and '"Metaspace"' not in js:
+    """Remove the dummy-prefix space from a ``tokenizer.json`` text: drop ``Prepend`` normalizers,
+    set ``Metaspace`` pre-tokenizers to ``prepend_scheme: never`` and ``ByteLevel`` ones to
+    ``add_prefix_space: false``. Encoding with the result gives ids whose bytes are exactly the
+    text's (``"Hi"`` → ``H``, ``i``; SentencePiece's original gives ``▁Hi``, i.e. ``" Hi"``)."""
+    if not _has_dummy_prefix(js):
         return js
     doc = json.loads(js)
 
@@ -325,6 +325,8 @@ def _strip_dummy_prefix(js: str) -> str:
             n["prepend_scheme"] = "never"
             if "add_prefix_space" in n:
                 n["add_prefix_space"] = False
+        if n.get("type") == "ByteLevel":
+            n["add_prefix_space"] = False
         if n.get("type") == "Sequence":
             for m in n.get("pretokenizers", []):
                 pre(m)
@@ -333,6 +335,19 @@ def _strip_dummy_prefix(js: str) -> str:
     doc["normalizer"] = norm(doc.get("normalizer"))
     doc["pre_tokenizer"] = pre(doc.get("pre_tokenizer"))
     return json.dumps(doc, ensure_ascii=False)
+
+
+def _encoding_tokenizer(js: str):
+    """A ``tokenizers.Tokenizer`` for exact encoding from ``tokenizer.json`` text: no dummy prefix
+    (reparsed through :func:`_strip_dummy_prefix` only when the file has one), special-token text
+    encoded as text."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(js)
+    if _reusable(tok) is None:
+        tok = Tokenizer.from_str(_strip_dummy_prefix(js))
+    tok.encode_special_tokens = True
+    return tok
 
 
 class _TokenizersEncoder:
@@ -351,8 +366,6 @@ class _TokenizersEncoder:
         if self._tok is None:
             with self._lock:
                 if self._tok is None:
-                    from tokenizers import Tokenizer
-
                     if self._json is not None:
                         js = self._json
                     elif self._builder is not None:
@@ -361,9 +374,7 @@ class _TokenizersEncoder:
                         js = gzip.decompress(pathlib.Path(self._path).read_bytes()).decode("utf-8")
                     else:
                         js = pathlib.Path(self._path).read_text("utf-8")
-                    tok = Tokenizer.from_str(_strip_dummy_prefix(js))
-                    tok.encode_special_tokens = True
-                    self._tok = tok
+                    self._tok = _encoding_tokenizer(js)
         return self._tok
 
     def __call__(self, text: str) -> list[int]:
@@ -394,11 +405,7 @@ class _UserTokenizersEncoder(_TokenizersEncoder):
         if self._tok is None:
             with self._lock:
                 if self._tok is None:
-                    from tokenizers import Tokenizer
-
-                    tok = Tokenizer.from_str(_strip_dummy_prefix(self._user.to_str()))
-                    tok.encode_special_tokens = True
-                    self._tok = tok
+                    self._tok = _encoding_tokenizer(self._user.to_str())
         return self._tok
 
     def __getstate__(self):
@@ -573,10 +580,15 @@ def _assemble(entries: dict[int, bytes], specials: set[int], names: dict[int, st
     return Vocabulary(tuple(tb), tuple(eos_ids), frozenset(sp), vocab_size or n_tokens, name, encoder, tuple(tn))
 
 
+def _has_dummy_prefix(js: str) -> bool:
+    return '"Prepend"' in js or '"Metaspace"' in js or re.search(r'"add_prefix_space":\s*true', js) is not None
+
+
 def _reusable(tok):
     """``tok`` if the encoder can use it as is (no dummy prefix to strip), else None (reparse)."""
-    parts = [c.__getstate__() for c in (tok.normalizer, tok.pre_tokenizer) if c is not None]
-    return None if any(b'"Prepend"' in p or b'"Metaspace"' in p for p in parts) else tok
+    parts = [c.__getstate__().decode("utf-8", "replace") for c in (tok.normalizer, tok.pre_tokenizer)
+             if c is not None]
+    return None if any(_has_dummy_prefix(p) for p in parts) else tok
 
 
 def _vocab_from_tokenizers(tok, *, folder, hf, vocab_size, name, encoder, extra_eos=()) -> Vocabulary:
@@ -1089,11 +1101,7 @@ def from_tiktoken(path, *, vocab_size: int | None = None, special_tokens: Mappin
 
 def _cache_root() -> pathlib.Path:
     env = os.environ.get("STRUCTGATE_CACHE_DIR")
-    if env:
-        return pathlib.Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = pathlib.Path(xdg) if xdg else pathlib.Path.home() / ".cache"
-    return base / "structgate"
+    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "structgate"
 
 
 def bundled_tokenizer_dir(name: str) -> pathlib.Path:

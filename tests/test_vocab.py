@@ -313,6 +313,18 @@ def test_from_hf_unigram_metaspace_tokenizer():
     assert joined(v, v.encode("ab a")) == b"ab a"
 
 
+def test_bytelevel_add_prefix_space_is_not_in_encoder(gguf_vocab):
+    """A RoBERTa-style ByteLevel(add_prefix_space=True) would encode "a" as "Ġa" (" a")."""
+    from tokenizers import Tokenizer, pre_tokenizers
+
+    tok = Tokenizer.from_str(T._GGUFJsonBuilder(str(DATA / "ggml-vocab-gpt-2.gguf.gz"))())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    assert tok.encode("Hello", add_special_tokens=False).ids == [18435]  # " Hello"
+    v = T.from_hf(tok)
+    assert v.token_bytes == gguf_vocab("gpt-2").token_bytes
+    assert v.encode("Hello world") == [15496, 995]
+
+
 def test_encoder_pickles(llama3_vocab, gguf_vocab):
     for v in (llama3_vocab, load_vocabulary("cl100k"), load_vocabulary("llama2"), gguf_vocab("gpt-2")):
         v2 = pickle.loads(pickle.dumps(v))
