@@ -1088,7 +1088,11 @@ def from_tiktoken(path, *, vocab_size: int | None = None, special_tokens: Mappin
         raise VocabularyError(f"EOS token {eos_token!r} is not among the special tokens {sorted(special_tokens)}")
     entries = {r: b for b, r in ranks.items()}
     specials = set(special_tokens.values())
-    names = {i: s for s, i in special_tokens.items()}
+    b2u = bytes_to_unicode()
+    table = "".join(b2u[i] for i in range(256))
+    # display names in the byte-level convention of HF files ("Ġworld"), like Llama 3's
+    names = {r: b.decode("latin-1").translate(table) for b, r in ranks.items()}
+    names.update({i: s for s, i in special_tokens.items()})
     eos = [special_tokens[eos_token]]
     name = p.name.split(".")[0]
     enc = _TiktokenEncoder(str(p), gz, pat_str, special_tokens, name)

@@ -206,6 +206,8 @@ def test_cl100k_bundled():
     holes = {100256, *range(100261, 100276)}  # ids with no rank and no special token
     assert v.special_token_ids == frozenset(named | holes)
     assert v.token_names[100276] == "<|endofprompt|>"
+    assert v.token_names[1917] == "\u0120world"  # byte-level display name, as in HF files
+    assert v.token_names[:100256] == load_vocabulary("llama3").token_names[:100256]
     assert v.token_bytes[0] == b"!" and v.token_bytes[100255] != b""
 
 
