@@ -34,7 +34,7 @@ from .token_index import TokenIndex
 __all__ = ["NativeBackend", "NativeCompiledGrammar", "choice_to_regex", "escape_regex_literal"]
 
 #: default number of compiled grammars kept per backend (``compile_cache_size`` option)
-DEFAULT_COMPILE_CACHE_SIZE = 128
+DEFAULT_COMPILE_CACHE_SIZE = 64
 
 _SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ ")
 

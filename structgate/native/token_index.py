@@ -212,7 +212,7 @@ class TokenIndex:
         # -- quotient the byte trie by the byte classes, level by level --------------------------
         cls_of_node = self._byte_classes[trie.node_byte] if trie.n_nodes else np.zeros(0, np.int64)
         bnode_to_cnode = np.empty(trie.n_nodes, dtype=np.int64)
-        levels: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        levels: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         prev_map = np.zeros(1, dtype=np.int64)  # byte node (local, prev level) -> class node (local)
         cbase = 0
         n_prev = 1
@@ -233,10 +233,10 @@ class TokenIndex:
             cls = (uniq % nc).astype(np.intp)
             cls_off = (cls * ns).astype(np.int32)  # offset into the transposed table
             # child ranges of each parent (class nodes of a level are sorted by parent)
-            counts = np.bincount(par, minlength=n_prev)
-            starts = np.zeros(n_prev, dtype=np.intp)
-            np.cumsum(counts[:-1], out=starts[1:])
-            levels.append((cbase, par, cls_off, starts, counts.astype(np.intp)))
+            # children of parent p are bounds[p] .. bounds[p+1]-1 (only the pruned walk uses them)
+            bounds = np.zeros(n_prev + 1, dtype=np.int32)
+            np.cumsum(np.bincount(par, minlength=n_prev), out=bounds[1:])
+            levels.append((cbase, par, cls_off, bounds))
             bnode_to_cnode[lo:hi] = cbase + inv
             prev_map = inv
             n_prev = uniq.shape[0]
@@ -303,7 +303,7 @@ class TokenIndex:
         self._tail_base = levels[d_cut][0]
         anc_parts = []
         anc = None
-        for cbase, par, cls_off, starts, counts in levels[d_cut:]:
+        for cbase, par, cls_off, bounds in levels[d_cut:]:
             anc = par.astype(np.intp) if anc is None else anc[par]
             anc_parts.append(anc)
         self._tail_anc = np.concatenate(anc_parts)  # local index of each tail node's cut ancestor
@@ -323,7 +323,7 @@ class TokenIndex:
         k = qs.shape[0]
         parts = []
         prev = None
-        for cbase, par, cls_off, starts, counts in self._levels[self._n_head:]:
+        for cbase, par, cls_off, bounds in self._levels[self._n_head:]:
             if prev is None:
                 st = table[cls_off[None, :] + qs[:, None]]
             else:
@@ -389,7 +389,7 @@ class TokenIndex:
         count_nonzero = np.count_nonzero
         n_head = self._n_head
         for d in range(len(self._levels)):
-            cbase, par, cls_off, starts, counts = self._levels[d]
+            cbase, par, cls_off, bounds = self._levels[d]
             if d == n_head and self._tail_fill(prev, out):
                 break  # the tail came from the per-entry-state cache
             n = par.shape[0]
@@ -403,14 +403,15 @@ class TokenIndex:
                     break
                 if n_alive < self.PRUNE_BELOW * prev.shape[0]:
                     alive = np.flatnonzero(prev)
-                    c = counts[alive]
+                    st = bounds[alive]
+                    c = bounds[alive + 1] - st
                     cs = np.cumsum(c)
                     tot = int(cs[-1])
                     if tot == 0:
                         out[cbase:] = 0
                         break
-                    # expand child ranges [starts[p], starts[p]+counts[p]) of the live parents p
-                    idx = np.repeat(starts[alive] - (cs - c), c)
+                    # expand the child ranges [bounds[p], bounds[p+1]) of the live parents p
+                    idx = np.repeat(st - (cs - c), c)
                     idx += np.arange(tot, dtype=np.intp)
                     dst.fill(0)
                     dst[idx] = table[prev[par[idx]] + cls_off[idx]]
@@ -595,8 +596,8 @@ class TokenIndex:
             n += self._byte_table.nbytes
         if self._tail_anc is not None:
             n += self._tail_used * self._tail_n * 4 + self._tail_anc.nbytes
-        for _, par, cls_off, starts, counts in self._levels:
-            n += par.nbytes + cls_off.nbytes + starts.nbytes + counts.nbytes
+        for _, par, cls_off, bounds in self._levels:
+            n += par.nbytes + cls_off.nbytes + bounds.nbytes
         return int(n)
 
     def _check_state(self, state: int) -> int:
