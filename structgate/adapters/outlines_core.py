@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-import sre_constants
 import threading
 from typing import Any
 
