@@ -157,12 +157,10 @@ def test_vocab_trie_spells_every_token(svocab):
         assert bytes(reversed(got)) == b
 
 
-# walk strategies: head levels pruned to live parents or walked in full; deep tail looked up per
-# entry state (the default on a small vocabulary: everything below level 1 is "tail") or walked
+# walk strategies: each level either restricted to the children of live parents or walked in full
 WALK_MODES = {"auto": {},
-              "prune-no-tail": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01, "TAIL_MAX_NODES": 0},
-              "full-no-tail": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 0.0, "TAIL_MAX_NODES": 0},
-              "prune-small-tail": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01, "TAIL_MAX_NODES": 300}}
+              "always-prune": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 1.01},
+              "never-prune": {"PRUNE_MIN_NODES": 0, "PRUNE_BELOW": 0.0}}
 
 
 @pytest.mark.parametrize("mode", list(WALK_MODES))
@@ -173,10 +171,6 @@ def test_rows_match_oracle_random_dfa(svocab, seed, mode, monkeypatch):
     for k, v in WALK_MODES[mode].items():
         monkeypatch.setattr(TokenIndex, k, v)
     idx = TokenIndex(dfa, svocab)
-    if mode.endswith("no-tail"):
-        assert idx._tail_anc is None
-    elif mode == "prune-small-tail":
-        assert idx._tail_anc is not None and 1 < idx._n_head < len(idx._levels)
     for s in rng.permutation(dfa.n_states).tolist():
         want = oracle_allowed(dfa, svocab, s)
         row = idx.row(s)

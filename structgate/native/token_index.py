@@ -22,10 +22,6 @@ How it is fast (the toktrie idea of llguidance ``docs/toktrie.md``, vectorised w
    prefixes), then gather the end state of each token's class node, compare with 0, set the EOS
    bits and ``np.packbits`` into the row. Rows are cached per state, so a later visit is a row copy.
 
-Deep levels (long tokens: runs of spaces, dashes) are few nodes but many numpy rounds; from the
-level where at most ``TAIL_MAX_NODES`` nodes remain, end states are looked up per entry state
-(see :meth:`TokenIndex._init_tail`).
-
 Costs (``bench/test_bench_native.py``, Llama 3 128,256 tokens, 2 busy CPU cores, CPU time):
 
 =====================================================  =====================
@@ -184,8 +180,6 @@ class TokenIndex:
     PRUNE_BELOW = 0.25
     #: levels smaller than this are always walked in full (fewer numpy calls)
     PRUNE_MIN_NODES = 2048
-    #: the deep levels holding at most this many class nodes are looked up per entry state
-    TAIL_MAX_NODES = 4096
     #: rows reserved up front (zero pages until touched); beyond, the row store doubles
     ROW_RESERVE = 1024
 
@@ -243,7 +237,6 @@ class TokenIndex:
             cbase += n_prev
         self._levels = levels
         self.n_class_nodes = cbase
-        self._init_tail(ns)
         self._buf = np.empty(max([lv[1].shape[0] for lv in levels] or [1]), dtype=np.int32)
         self._ends = np.zeros(cbase + 1, dtype=np.int32)  # walk output, reused under the lock
         tn = trie.token_node
@@ -274,92 +267,6 @@ class TokenIndex:
             self._set_eos(row)
             self._store(n_states, row, len(self._eos), 0)
 
-    # -- the deep tail ------------------------------------------------------------------------
-    def _init_tail(self, n_states: int) -> None:
-        """Split the class trie into a head, walked level by level, and a small deep tail (long
-        tokens: runs of spaces, dashes, ...), whose end states are looked up per *entry state*.
-
-        The tail starts at level ``D``, the first level after which at most ``TAIL_MAX_NODES``
-        nodes remain (``D >= 1``). Each tail node has an ancestor at level ``D-1`` (a *cut node*);
-        its end state is a function of the cut node's state ``q`` only. Row ``R[q]`` (the end state
-        of every tail node if every cut node were in ``q``) is computed once per distinct ``q``
-        (vectorised over a batch of new ``q``) on the second walk that needs it, and cached, so a
-        walk visits ~``D`` levels plus one gather instead of one numpy round per byte of the
-        longest token.
-        """
-        levels = self._levels
-        sizes = [lv[1].shape[0] for lv in levels]
-        remaining = np.cumsum(sizes[::-1])[::-1] if sizes else np.zeros(0)
-        d_cut = len(levels)
-        for d in range(1, len(levels)):
-            if remaining[d] <= self.TAIL_MAX_NODES:
-                d_cut = d
-                break
-        self._n_head = d_cut
-        self._tail_anc = None
-        if d_cut >= len(levels):
-            self._tail_base = self.n_class_nodes
-            return
-        self._tail_base = levels[d_cut][0]
-        anc_parts = []
-        anc = None
-        for cbase, par, cls_off, bounds in levels[d_cut:]:
-            anc = par.astype(np.intp) if anc is None else anc[par]
-            anc_parts.append(anc)
-        self._tail_anc = np.concatenate(anc_parts)  # local index of each tail node's cut ancestor
-        n_tail = self._tail_anc.shape[0]
-        self._tail_n = n_tail
-        self._tail_arange = np.arange(n_tail, dtype=np.intp)
-        # row 0 is the dead entry state: every tail node dead
-        self._tail_rows = np.zeros((min(n_states, 8) + 1, n_tail), dtype=np.int32)
-        self._tail_row_of = np.full(n_states, -1, dtype=np.intp)
-        self._tail_row_of[0] = 0
-        self._tail_used = 1
-        self._tail_seen = np.zeros(n_states, dtype=np.int32)  # walks that needed R[q]
-
-    def _tail_compute(self, qs: np.ndarray) -> None:
-        """Fill ``R[q]`` for the entry states ``qs`` (int ``(k,)``, new, non-zero). Lock held."""
-        table = self._table_t
-        k = qs.shape[0]
-        parts = []
-        prev = None
-        for cbase, par, cls_off, bounds in self._levels[self._n_head:]:
-            if prev is None:
-                st = table[cls_off[None, :] + qs[:, None]]
-            else:
-                st = table[cls_off[None, :] + prev[:, par]]
-            parts.append(st)
-            prev = st
-        rows = np.concatenate(parts, axis=1)
-        need = self._tail_used + k
-        if need > self._tail_rows.shape[0]:
-            grown = np.zeros((max(need, 2 * self._tail_rows.shape[0]), self._tail_n), dtype=np.int32)
-            grown[: self._tail_used] = self._tail_rows[: self._tail_used]
-            self._tail_rows = grown
-        self._tail_rows[self._tail_used: need] = rows
-        self._tail_row_of[qs] = np.arange(self._tail_used, need)
-        self._tail_used = need
-
-    def _tail_fill(self, cut_states: np.ndarray, out: np.ndarray) -> bool:
-        """Write the end states of the tail nodes from the per-entry-state cache, given the states
-        of the cut level's nodes; False (nothing written) when the caller should walk the tail
-        levels itself. A row ``R[q]`` is built on the second walk that needs it, so a one-off
-        first visit pays the plain walk, and repeated entry states pay one gather. Lock held."""
-        if self._tail_anc is None:
-            return False
-        q = cut_states.take(self._tail_anc)
-        r = self._tail_row_of.take(q)
-        miss = r < 0
-        if miss.any():
-            new = np.unique(q[miss])
-            self._tail_seen[new] += 1
-            if (self._tail_seen[new] < 2).any():
-                return False
-            self._tail_compute(new)
-            r = self._tail_row_of.take(q)
-        out[self._tail_base: self._tail_base + self._tail_n] = self._tail_rows[r, self._tail_arange]
-        return True
-
     # -- internals ----------------------------------------------------------------------------
     def _set_eos(self, row: np.ndarray) -> None:
         for w, b in zip(self._eos_word, self._eos_bit):
@@ -387,11 +294,7 @@ class TokenIndex:
         prev = None
         prune_min = self.PRUNE_MIN_NODES
         count_nonzero = np.count_nonzero
-        n_head = self._n_head
-        for d in range(len(self._levels)):
-            cbase, par, cls_off, bounds = self._levels[d]
-            if d == n_head and self._tail_fill(prev, out):
-                break  # the tail came from the per-entry-state cache
+        for d, (cbase, par, cls_off, bounds) in enumerate(self._levels):
             n = par.shape[0]
             dst = out[cbase: cbase + n]
             if d == 0:
@@ -421,7 +324,8 @@ class TokenIndex:
                     b += cls_off
                     table.take(b, out=dst, mode="clip")
             else:
-                if (d >= n_head or not (d & 3)) and not count_nonzero(prev):
+                # deep levels are small: check every level there, every 4th above
+                if (n < 256 or not (d & 3)) and not count_nonzero(prev):
                     out[cbase:] = 0
                     break
                 b = buf[:n]
@@ -589,13 +493,11 @@ class TokenIndex:
 
     @property
     def memory_size_bytes(self) -> int:
-        """Bytes held: computed rows, the class trie, tables and tail cache."""
+        """Bytes held: computed rows, the class trie and tables."""
         n = (self.n_cached * self.width * 4 + self._slot.nbytes + self._token_cnode.nbytes
              + self._table_t.nbytes + self._table.nbytes + self._ends.nbytes + self._buf.nbytes)
         if self._byte_table is not None:
             n += self._byte_table.nbytes
-        if self._tail_anc is not None:
-            n += self._tail_used * self._tail_n * 4 + self._tail_anc.nbytes
         for _, par, cls_off, bounds in self._levels:
             n += par.nbytes + cls_off.nbytes + bounds.nbytes
         return int(n)
