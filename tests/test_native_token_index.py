@@ -368,3 +368,11 @@ def test_next_state_without_byte_table(svocab, monkeypatch):
             want = dfa.step(s, b) if b and t not in svocab.eos_token_ids else 0
             assert idx.next_state(s, t) == want
     assert idx.memory_size_bytes > idx.width * 4
+
+
+def test_vocabulary_of_specials_only():
+    v = Vocabulary([b"", b""], eos_token_ids=[1], vocab_size=40, name="specials")
+    idx = TokenIndex(literal_dfa([b"", b"a"]), v)
+    assert allowed_ids(idx.row(1), v.vocab_size).tolist() == [1]
+    with pytest.raises(IncompatibleVocabularyError):
+        TokenIndex(literal_dfa([b"a"]), v).check_start()

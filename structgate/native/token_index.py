@@ -239,6 +239,9 @@ class TokenIndex:
         self.n_class_nodes = cbase
         self._buf = np.empty(max([lv[1].shape[0] for lv in levels] or [1]), dtype=np.int32)
         self._ends = np.zeros(cbase + 1, dtype=np.int32)  # walk output, reused under the lock
+        # per level: (base, output view, parents, class offsets, child bounds, scratch view)
+        self._plan = [(lv[0], self._ends[lv[0]: lv[0] + lv[1].shape[0]], lv[1], lv[2], lv[3],
+                       self._buf[: lv[1].shape[0]]) for lv in levels]
         tn = trie.token_node
         # class node of each token; specials point at a slot (n_class_nodes) that is always dead
         tok_c = np.full(vocab.vocab_size, cbase, dtype=np.int32)
@@ -290,21 +293,24 @@ class TokenIndex:
         caller holds the lock and consumes it before releasing."""
         table = self._table_t
         out = self._ends
-        buf = self._buf
-        prev = None
+        prune_below = self.PRUNE_BELOW
         prune_min = self.PRUNE_MIN_NODES
         count_nonzero = np.count_nonzero
-        for d, (cbase, par, cls_off, bounds) in enumerate(self._levels):
-            n = par.shape[0]
-            dst = out[cbase: cbase + n]
-            if d == 0:
-                table.take(cls_off + state, out=dst, mode="clip")
-            elif n >= prune_min:
+        plan = self._plan
+        if not plan:  # no token has bytes
+            return out
+        cbase, dst, par, cls_off, bounds, b = plan[0]
+        table.take(cls_off + state, out=dst, mode="clip")
+        prev = dst
+        for d in range(1, len(plan)):
+            cbase, dst, par, cls_off, bounds, b = plan[d]
+            n = b.shape[0]
+            if n >= prune_min:
                 n_alive = count_nonzero(prev)
                 if n_alive == 0:
                     out[cbase:] = 0
                     break
-                if n_alive < self.PRUNE_BELOW * prev.shape[0]:
+                if n_alive < prune_below * prev.shape[0]:
                     alive = np.flatnonzero(prev)
                     st = bounds[alive]
                     c = bounds[alive + 1] - st
@@ -318,20 +324,15 @@ class TokenIndex:
                     idx += np.arange(tot, dtype=np.intp)
                     dst.fill(0)
                     dst[idx] = table[prev[par[idx]] + cls_off[idx]]
-                else:
-                    b = buf[:n]
-                    prev.take(par, out=b, mode="clip")
-                    b += cls_off
-                    table.take(b, out=dst, mode="clip")
-            else:
-                # deep levels are small: check every level there, every 4th above
-                if (n < 256 or not (d & 3)) and not count_nonzero(prev):
-                    out[cbase:] = 0
-                    break
-                b = buf[:n]
-                prev.take(par, out=b, mode="clip")
-                b += cls_off
-                table.take(b, out=dst, mode="clip")
+                    prev = dst
+                    continue
+            elif (n < 256 or not (d & 3)) and not count_nonzero(prev):
+                # deep levels are small: check liveness on each of them, every 4th level above
+                out[cbase:] = 0
+                break
+            prev.take(par, out=b, mode="clip")
+            b += cls_off
+            table.take(b, out=dst, mode="clip")
             prev = dst
         return out
 
