@@ -286,3 +286,67 @@ def test_fill_bitmask_batch(backend, vocab):
     t = allocate_bitmask(3, vocab.vocab_size, torch_tensor=True)
     fill([(ms[2], 1)], t)
     assert (t[1].numpy() == row_of(ms[2])).all() and (t[0] == -1).all()
+
+
+# -- field cases: `structgate check` verdicts per adapter (docs/backends.md lists the differences) -----
+#: (case id, text) an adapter gets wrong, by the engine's own behaviour (native gets none wrong)
+FIELD_WRONG = {
+    "structgate-xgrammar": {
+        ("xgr-string-length-bounds", '"\\u00e9\\u00e9\\u00e9"'), ("xgr-string-length-bounds", '"\\"\\"\\""'),
+        ("outlines-core-allof-as-concat", "10"), ("outlines-core-allof-as-concat", "-1"),
+        ("outlines-core-allof-as-concat", "55"), ("llguidance-pattern-not-anchored", '"apple"'),
+        ("llguidance-pattern-not-anchored", '"xpx"'), ("xgr-pattern-class-vs-json-quote", '"a\\"b"'),
+        ("xgr-pattern-class-vs-json-quote", '"a\\\\b"'), ("xgr-pattern-class-vs-json-quote", '"\\u00e9"'),
+    },
+    "structgate-llguidance": {
+        ("xgr-string-length-bounds", '"\\u00e9\\u00e9\\u00e9"'), ("outlines-json-string-escapes", '"\\u00e9"'),
+        ("outlines-json-string-escapes", '"\\/"'), ("xgr-pattern-class-vs-json-quote", '"\\u00e9"'),
+        ("xgr-json-pattern-large-bounded-repeat", '"\\u00e9\\t"'),
+    },
+    "structgate-outlines-core": {
+        ("xgr-string-length-bounds", '"\\u00e9\\u00e9\\u00e9"'), ("xgr-integer-negative-minimum-only", "-6"),
+        ("xgr-integer-negative-minimum-only", "-10"), ("outlines-json-string-escapes", '"\\u00e9"'),
+        *(("outlines-core-allof-as-concat", t) for t in ("0", "5", "9", "10", "00", "55", "09")),
+        ("llguidance-pattern-not-anchored", '"apple"'), ("llguidance-pattern-not-anchored", '"xpx"'),
+        ("xgr-pattern-class-vs-json-quote", '"a\\"b"'), ("xgr-pattern-class-vs-json-quote", '"a\\tb"'),
+        ("xgr-json-pattern-large-bounded-repeat", '"a\\"b"'), ("xgr-json-pattern-large-bounded-repeat", '"a\\nb"'),
+        ("vllm-array-min-max-items", '{"names": [ "x" , "y" ]}'),
+    },
+}
+#: case ids an adapter refuses with a typed compile error
+FIELD_REFUSED = {
+    "structgate-xgrammar": {"vllm-regex-literal-nul", "vllm-invalid-regex-no-crash",
+                            "xgr-json-pattern-large-bounded-repeat"},
+    "structgate-llguidance": set(),
+    "structgate-outlines-core": set(),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param("structgate-xgrammar"), pytest.param("structgate-llguidance"),
+                                  pytest.param("structgate-outlines-core", marks=pytest.mark.slow)])
+def test_field_case_verdicts(name, field_cases, llama3_vocab):
+    """The regex / json_schema field cases through each adapter, as ``structgate check`` walks
+    them: the wrong verdicts and refusals are exactly the documented ones."""
+    from structgate.cli.check import check_text
+    from structgate.errors import StructgateError
+
+    if not _installed(name):
+        pytest.skip(f"{name} not installed")
+    b = get_backend(name, llama3_vocab)
+    wrong, refused = set(), set()
+    for c in field_cases:
+        if c["kind"] not in ("regex", "json_schema") or c.get("options"):
+            continue
+        con = Constraint.regex(c["input"]) if c["kind"] == "regex" else Constraint.json_schema(c["input"])
+        try:
+            g = b.compile(con)
+        except StructgateError:
+            refused.add(c["id"])
+            continue
+        m = g.matcher()
+        bm = allocate_bitmask(1, llama3_vocab.vocab_size)
+        for t, want in [(t, True) for t in c["must_accept"]] + [(t, False) for t in c["must_reject"]]:
+            if check_text(m, llama3_vocab, t, bm)["accepted"] != want:
+                wrong.add((c["id"], t))
+    assert refused == FIELD_REFUSED[name]
+    assert wrong == FIELD_WRONG[name]

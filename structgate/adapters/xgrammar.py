@@ -62,6 +62,8 @@ def _map_error(e: Exception, kind: str, text: str) -> Exception:
     if m2:
         pos = position_of_line_col(text, int(m2.group(1)), int(m2.group(2)))
     detail = msg.split(": ", 1)[1] if ": " in msg and (m or m2) else msg
+    if "check failed" in low:  # an XGrammar internal assertion on a valid input
+        return UnsupportedFeatureError("input XGrammar cannot compile (internal check failed)", "XGrammar: " + msg)
     if ("not supported" in low or "unsupported" in low) and "unsupported type" not in low:
         where = f"position {pos}" if (m or m2) else None
         return UnsupportedFeatureError(detail, "XGrammar: " + msg, where)
