@@ -110,8 +110,11 @@ class NativeBackend(Backend):
     Notes
     -----
     ``options.max_dfa_states`` bounds determinisation (:class:`CompileLimitError`);
-    ``options.compile_timeout_s`` bounds the wall time of one compile (checked between stages and
-    passed to the regex compiler when it takes a deadline).
+    ``options.compile_timeout_s`` bounds the wall time of one compile (the time left is the regex
+    compiler's determinisation timeout, and the total is checked between stages); both raise
+    :class:`CompileLimitError`. A grammar whose start state allows no token raises
+    :class:`IncompatibleVocabularyError`. Compiled grammars are cached (LRU) by
+    :meth:`Constraint.cache_key`.
     """
 
     name: ClassVar[str] = "native"
