@@ -122,15 +122,6 @@ def test_plain_output(stub, capsys):
     assert lines[1].startswith("accepted") and lines[2].startswith("rejected at 0")
 
 
-def _has_regex() -> bool:
-    try:
-        from structgate.native.regex import compile_regex  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _has_regex(), reason="native regex compiler not landed yet")
 def test_native_backend_end_to_end(capsys):
     doc = run_json(capsys, "--regex", r"[0-9]{2,3}-[a-z]+", "--text", "12-ab", "--text", "1-ab",
                    "--text", "123-", "--text", "1234-a")
@@ -145,7 +136,6 @@ def test_native_backend_end_to_end(capsys):
     assert rc == 2 and "GrammarSyntaxError" in err and "Traceback" not in err
 
 
-@pytest.mark.skipif(not _has_regex(), reason="native regex compiler not landed yet")
 def test_native_rejects_grammar_kind(capsys, tmp_path):
     g = tmp_path / "g.lark"
     g.write_text('start: "a"\n')

@@ -9,7 +9,6 @@ backend with the real Llama 3 vocabulary.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import pathlib
 
@@ -40,19 +39,6 @@ SUBSET_OK = {
 WITNESS_SKIP = {"xgr-integer-negative-minimum-only": {"-"}}
 #: cases whose only right answer is a typed compile error
 ERROR_REQUIRED = {"vllm-invalid-regex-no-crash": GrammarSyntaxError}
-
-def _has(module: str, attr: str) -> bool:
-    try:
-        return hasattr(importlib.import_module(module), attr)
-    except ImportError:
-        return False
-
-
-_HAVE_REGEX = _has("structgate.native.regex", "compile_regex")
-_HAVE_SCHEMA = _has("structgate.native.json_schema", "schema_to_regex")
-needs_regex = pytest.mark.skipif(not _HAVE_REGEX, reason="native regex compiler not landed yet")
-needs_schema = pytest.mark.skipif(not (_HAVE_REGEX and _HAVE_SCHEMA),
-                                  reason="native JSON-schema compiler not landed yet")
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +74,7 @@ def walk(grammar, vocab, text: str):
 
 
 def _case_params(kinds):
-    out = []
-    for c in CASES:
-        if c["kind"] in kinds:
-            mark = needs_regex if c["kind"] == "regex" else needs_schema
-            out.append(pytest.param(c, id=c["id"], marks=mark))
-    return out
+    return [pytest.param(c, id=c["id"]) for c in CASES if c["kind"] in kinds]
 
 
 @pytest.mark.parametrize("case", _case_params({"regex", "json_schema"}))
@@ -135,7 +116,6 @@ def test_field_case(case, native, native_compact, llama3_vocab):
 
 
 # -- tokenizer / runtime cases ---------------------------------------------------------------------
-@needs_regex
 def test_logits_wider_than_vocab(llama3_vocab):
     from structgate.native.backend import NativeBackend
 
@@ -158,7 +138,6 @@ def test_logits_wider_than_vocab(llama3_vocab):
         assert walk(g, wide, text)[:2] != (True, True)
 
 
-@needs_schema
 def test_escape_split_across_tokens(native, llama3_vocab):
     v = llama3_vocab
     case = BY_ID["outlines-core-escape-split-across-tokens"]
@@ -185,7 +164,6 @@ def test_escape_split_across_tokens(native, llama3_vocab):
             assert ok and more
 
 
-@needs_schema
 def test_eos_only_when_json_complete(native, llama3_vocab):
     v = llama3_vocab
     case = BY_ID["outlines-eos-before-json-complete"]
@@ -202,7 +180,6 @@ def test_eos_only_when_json_complete(native, llama3_vocab):
     assert v.token_bytes.index(b"}") not in set(m.allowed_token_ids().tolist())  # '{}' is dead
 
 
-@needs_schema
 def test_terminal_grammar_is_final(native, llama3_vocab):
     v = llama3_vocab
     case = BY_ID["vllm-min-tokens-vs-terminal-grammar"]
@@ -219,7 +196,6 @@ def test_terminal_grammar_is_final(native, llama3_vocab):
         assert walk(g, v, text)[:2] != (True, True)
 
 
-@needs_regex
 def test_mixed_batch_rows(native, llama3_vocab):
     v = llama3_vocab
     spec = BY_ID["vllm-mixed-batch-bitmask-rows"]["input"]["batch"]

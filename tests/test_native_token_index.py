@@ -290,13 +290,8 @@ def test_check_start_incompatible_vocabulary():
 
 # -- real vocabulary -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def llama3():
-    try:
-        from structgate import load_vocabulary
-
-        return load_vocabulary("llama3")
-    except Exception as e:  # pragma: no cover - tokenizer module not there yet
-        pytest.skip(f"llama3 vocabulary not available: {e}")
+def llama3(llama3_vocab):
+    return llama3_vocab
 
 
 def test_llama3_digits_start_row(llama3):
@@ -328,13 +323,10 @@ def test_other_bundled_vocabularies_real_dfa(name):
     """SentencePiece byte-fallback tokens (<0xNN>, '▁' = space) and tiktoken ranks: every token
     of every visited state checked against the byte walk, for a regex mixing emoji (split across
     byte tokens) and spaces."""
+    from structgate.native.regex import compile_regex
     from structgate.vocab import load_vocabulary
 
-    try:
-        from structgate.native.regex import compile_regex
-        v = load_vocabulary(name)
-    except Exception as e:  # pragma: no cover - modules not there yet
-        pytest.skip(str(e))
+    v = load_vocabulary(name)
     dfa = compile_regex(r"[😀-🙏]+( [a-z]{1,6})?")
     idx = TokenIndex(dfa, v)
     for s in range(dfa.n_states):
