@@ -368,3 +368,13 @@ def test_vocabulary_of_specials_only():
     assert allowed_ids(idx.row(1), v.vocab_size).tolist() == [1]
     with pytest.raises(IncompatibleVocabularyError):
         TokenIndex(literal_dfa([b"a"]), v).check_start()
+
+
+def test_fill_rows_into_torch_view(svocab):
+    torch = pytest.importorskip("torch")
+    dfa = random_dfa(np.random.default_rng(9), 12, 5)
+    idx = TokenIndex(dfa, svocab)
+    bm = torch.full((4, idx.width), -1, dtype=torch.int32)
+    idx.fill_rows(np.array([1, TERMINATED]), bm[1:3])
+    assert (bm[1].numpy() == idx.row(1)).all() and (bm[2].numpy() == idx.row(TERMINATED)).all()
+    assert (bm[0] == -1).all() and (bm[3] == -1).all()

@@ -414,10 +414,17 @@ class TokenIndex:
         ----------
         states : numpy.ndarray
             int ``(k,)``: DFA states (or :data:`TERMINATED`), one per output row.
-        out : numpy.ndarray
-            int32 ``(k, width)``, writable (e.g. ``bitmask[rows]`` is a copy: pass a view such as
-            ``bitmask[a:b]`` or scatter the result yourself).
+        out : numpy.ndarray | torch.Tensor
+            int32 ``(k, width)``, C-contiguous, CPU, writable (``bitmask[a:b]`` is a view;
+            ``bitmask[rows]`` with a list is a copy: scatter ``rows[slots(states)]`` instead).
+
+        Raises
+        ------
+        IndexError
+            A state outside ``-1 .. n_states-1``.
         """
+        if not isinstance(out, np.ndarray):
+            out = out.numpy()  # a CPU torch tensor: shares memory
         states = np.asarray(states, dtype=np.int64)
         if states.size and (states.min() < -1 or states.max() >= self.n_states):
             raise IndexError(f"state out of range 0..{self.n_states - 1} (or -1): {states}")
