@@ -162,3 +162,17 @@ def test_maskbench_sample(llama3, peer):
                 unexplained.append((r["case"], "stopped", r["stopped"]))
     assert not unexplained, "undocumented disagreements (native bug or new peer difference):\n" + \
         "\n".join(map(str, unexplained))
+
+
+@needs_peers
+def test_cli_maskbench_long_run(capsys):
+    from structgate.cli import main
+
+    rc = main(["diff", "--backends", "structgate-llguidance,structgate-xgrammar", "--tokenizer", "llama3",
+               "--maskbench", str(DATA / "maskbench_sample"), "--limit", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["cases"] == 2 and out["texts"] == 2 and out["backends"] == ["structgate-llguidance", "structgate-xgrammar"]
+    # llguidance's unbounded whitespace (docs/backends.md, deviation 2) shows up on any object schema
+    assert rc == 1 and out["disagreeing_texts"] >= 1
+    assert main(["diff", "--backends", "native,structgate-xgrammar", "--maskbench", "/nonexistent"]) == 2
+    assert main(["diff", "--backends", "native,structgate-xgrammar", "--text", "a"]) == 2  # no constraint

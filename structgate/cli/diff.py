@@ -6,6 +6,13 @@
                     (--regex R | --json-schema FILE_OR_JSON | --choice A --choice B ... |
                      --grammar FILE | --json-object)
                     (--text S ... | --jsonl FILE) [--cap N] [--compact] [--json]
+    structgate diff --backends A,B[,C] --tokenizer TOK --maskbench FILE_OR_DIR ...
+                    [--limit N] [--max-texts K] [--time-limit S] [--json]
+
+The second form is the long differential run (:func:`structgate.diff.run_corpus`): every schema of
+MaskBench / JSONSchemaBench JSONL files (a directory means all its ``*.jsonl``) with its first
+``--max-texts`` valid instances (``json.dumps`` text); it prints a summary and every disagreeing
+text (``--json``: the run_corpus dict).
 
 Every text is tokenized once (``Vocabulary.encode``) and every backend is driven through the same
 tokens; at each step the full allowed-token sets are compared. Each disagreement is reported with
@@ -31,13 +38,19 @@ def add_parser(sub) -> None:
     p.add_argument("--backends", required=True, help="comma-separated backend names (at least two)")
     p.add_argument("--tokenizer", default="llama3",
                    help="bundled tokenizer name, folder, tokenizer.json, .gguf or .tiktoken (default: llama3)")
-    g = p.add_mutually_exclusive_group(required=True)
+    g = p.add_mutually_exclusive_group(required=False)
     g.add_argument("--regex", help="regular expression (full match)")
     g.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
                    help="JSON Schema: a file path if it exists, else JSON text")
     g.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
     g.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
     g.add_argument("--json-object", dest="json_object", action="store_true", help="any JSON object")
+    g.add_argument("--maskbench", nargs="+", metavar="FILE_OR_DIR",
+                   help="long run over MaskBench JSONL files (schemas + valid instances)")
+    p.add_argument("--limit", type=int, default=None, help="--maskbench: at most N schemas")
+    p.add_argument("--max-texts", dest="max_texts", type=int, default=1, help="--maskbench: texts per schema")
+    p.add_argument("--time-limit", dest="time_limit", type=float, default=None,
+                   help="--maskbench: stop starting schemas after S seconds")
     p.add_argument("--text", action="append", default=[], help="text to drive (repeatable)")
     p.add_argument("--jsonl", metavar="FILE", help='file of {"text": ...} lines')
     p.add_argument("--cap", type=int, default=20, help="token ids listed per disagreement group (default 20)")
@@ -61,6 +74,12 @@ def run(args) -> int:
             raise _UsageError(f"--backends names must be distinct: {names}")
         if args.cap < 1:
             raise _UsageError("--cap must be >= 1")
+        if args.maskbench:
+            return _run_maskbench(args, names)
+        if not (args.regex is not None or args.json_schema is not None or args.choice or args.grammar
+                or args.json_object):
+            raise _UsageError("give a constraint: --regex, --json-schema, --choice, --grammar, --json-object "
+                              "(or --maskbench)")
         texts = _texts(args)
         if not texts:
             raise _UsageError("give at least one --text or a --jsonl file")
@@ -107,3 +126,41 @@ def run(args) -> int:
         n_bad = sum(not r.ok for r in reports)
         print(f"{len(reports)} texts, {n_bad} with disagreements" if n_bad else f"{len(reports)} texts, no disagreement")
     return 0 if ok else 1
+
+
+def _run_maskbench(args, names) -> int:
+    import glob
+    import os
+
+    from ..diff import load_maskbench_cases, run_corpus
+    from ..vocab import load_vocabulary
+    from .check import _UsageError
+
+    files: list[str] = []
+    for p in args.maskbench:
+        if os.path.isdir(p):
+            files += sorted(glob.glob(os.path.join(p, "*.jsonl")))
+        elif os.path.isfile(p):
+            files.append(p)
+        else:
+            raise _UsageError(f"--maskbench: no such file or directory: {p}")
+    if not files:
+        raise _UsageError("--maskbench: no .jsonl files found")
+    vocab = load_vocabulary(args.tokenizer)
+    cases = load_maskbench_cases(files, limit=args.limit, max_texts=max(1, args.max_texts))
+    opts = {"whitespace": "compact"} if args.compact else None
+    s = run_corpus(names, vocab, cases, options=opts, cap=args.cap, time_limit_s=args.time_limit)
+    if args.json:
+        print(json.dumps(s, ensure_ascii=False, default=list))
+    else:
+        print(f"{s['cases']} schemas, {s['texts']} texts: {s['ok_texts']} identical, {s['disagreeing_texts']} "
+              f"disagreeing; compile errors {s['compile_errors']}; {s['seconds']} s")
+        for r in s["reports"]:
+            if r["disagreements"] or r["stopped"]:
+                print(f"[{r['case']}]")
+                from ..diff import DiffReport, MaskDisagreement
+
+                rep = DiffReport(**{k: v for k, v in r.items() if k not in ("ok", "case", "disagreements")})
+                rep.disagreements = [MaskDisagreement(**d) for d in r["disagreements"]]
+                print(rep.format(max_groups=5))
+    return 0 if s["disagreeing_texts"] == 0 and not any(s["compile_errors"].values()) else 1
