@@ -164,8 +164,12 @@ def json_char_regex(s: CharSet, *, escapes: bool = True) -> str | None:
             parts.append(_astral_pairs(astral))
     else:
         other_ctrl = [c for c in range(0x20) if c not in _SHORT and any(a <= c <= b for a, b in s)]
-        if other_ctrl:
-            parts.append(alt(f"\\\\u00{c:02x}" for c in other_ctrl))
+        if other_ctrl:  # lowercase \u00XX only
+            by_hi: dict[int, list[int]] = {}
+            for c in other_ctrl:
+                by_hi.setdefault(c >> 4, []).append(c & 15)
+            parts.append(r"\\u00" + alt(f"{h}[{''.join('0123456789abcdef'[x] for x in lo)}]"
+                                        for h, lo in by_hi.items()))
     return alt(parts)
 
 

@@ -179,8 +179,7 @@ def _balanced_outer(r: str) -> bool:
 # -- decimals -----------------------------------------------------------------------------------
 def _split(d: Decimal) -> tuple[int, str]:
     """Non-negative decimal -> (integer part, fraction digits without trailing zeros)."""
-    sign, digits, exp = d.as_tuple()
-    assert sign == 0
+    d = d.copy_abs()  # callers pass magnitudes; Decimal("-0") is one too
     s = format(d, "f")
     if "." in s:
         ip, fp = s.split(".")

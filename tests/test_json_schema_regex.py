@@ -1,0 +1,439 @@
+"""JSON Schema → regex (structgate.native.json_schema): field cases, oracles, errors.
+
+Oracles: Python ``re`` (our dialect is a subset), the native ``compile_regex`` DFA, ``jsonschema``
+(Draft 2020-12 validator) and ``decimal`` comparisons for numeric ranges.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from structgate.backends.interface import CompileOptions
+from structgate.errors import GrammarSyntaxError, UnsupportedFeatureError
+from structgate.native.automaton import START
+from structgate.native.json_schema import (
+    NEVER, integer_range, json_object_regex, json_value_regex, number_range, schema_to_regex)
+from structgate.native.regex import compile_regex
+
+CASES = [json.loads(line) for line in
+         (Path(__file__).parent / "data" / "cases" / "round1.jsonl").read_text().splitlines() if line.strip()]
+SCHEMA_CASES = [c for c in CASES if c["kind"] == "json_schema"]
+COMPACT = CompileOptions(whitespace="compact")
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+GEN_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _opts(case):
+    return COMPACT if "options" in case else CompileOptions()
+
+
+def _valid(schema, value) -> bool:
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+# -- field cases ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", SCHEMA_CASES, ids=[c["id"] for c in SCHEMA_CASES])
+def test_field_case_re_and_dfa(case):
+    t0 = time.perf_counter()
+    rx = schema_to_regex(case["input"], _opts(case))
+    dfa = compile_regex(rx)
+    assert time.perf_counter() - t0 < 5, "schema compile must stay fast"
+    for s in case["must_accept"]:
+        assert re.fullmatch(rx, s), s
+        assert dfa.matches(s.encode()), s
+        if "options" not in case:  # json.dumps spacing must match under flexible whitespace too
+            spaced = json.dumps(json.loads(s))
+            assert dfa.matches(spaced.encode()), spaced
+    live = set(case.get("must_reject_live_prefixes", []))
+    for s in case["must_reject"]:
+        assert not re.fullmatch(rx, s), s
+        assert not dfa.matches(s.encode()), s
+        if s not in live:  # dead: no continuation of it is valid, the mask never reaches it
+            assert dfa.step(START, s.encode()) == 0, s
+
+
+def test_many_optional_props_compile_small():
+    case = next(c for c in SCHEMA_CASES if c["id"] == "outlines-many-optional-nullable-props")
+    rx = schema_to_regex(case["input"])
+    assert len(rx) < 20_000  # linear chain, not all subsets
+    dfa = compile_regex(rx)
+    assert dfa.n_states < 3_000
+    # any subset of the 30 keys, in declared order
+    keys = [f"p{i:02d}" for i in range(1, 31)]
+    for sub in (keys[::2], keys[1::3], keys[-1:], keys[:1] + keys[-1:]):
+        obj = {k: None for k in sub}
+        assert dfa.matches(json.dumps(obj).encode())
+        assert dfa.matches(json.dumps(obj, separators=(",", ":")).encode())
+    assert not dfa.matches(b'{"p02":null,"p01":null}')  # declared order policy
+
+
+def test_compact_whitespace_means_none():
+    s = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}},
+         "required": ["a"]}
+    rx = schema_to_regex(s, COMPACT)
+    assert re.fullmatch(rx, '{"a":[1,2]}')
+    for bad in ('{"a": [1,2]}', '{"a":[1, 2]}', '{ "a":[1,2]}', '{"a":[1,2] }', '{"a":[ 1,2]}'):
+        assert not re.fullmatch(rx, bad)
+    flex = schema_to_regex(s, CompileOptions(max_whitespace=2))
+    assert re.fullmatch(flex, '{ "a" :\n[ 1 ,2 ] }')
+    assert not re.fullmatch(flex, '{   "a":[1,2]}')  # at most max_whitespace
+
+
+# -- scalars ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,ok", [
+    ('"a\\"b"', True), ('"c:\\\\dir"', True), ('"\\u00e9"', True), ('"\\/"', True), ('"\\b\\f\\n\\r\\t"', True),
+    ('"é😀"', True), ('"\\ud83d\\ude00"', True), ('"a"b"', False), ('"\\x41"', False), ('"raw\nnl"', False),
+    ('"\\u12"', False), ("\"\\'\"", False), ('"tab\there"', False), ('"\x7f"', True), ('"unterminated', False),
+])
+def test_string_escapes(text, ok):
+    rx = schema_to_regex({"type": "string"})
+    assert bool(re.fullmatch(rx, text)) == ok
+    assert compile_regex(rx).matches(text.encode()) == ok
+
+
+@SETTINGS
+@given(st.text(max_size=8), st.integers(0, 4), st.integers(0, 5), st.booleans())
+def test_string_length_counts_decoded_chars(s, lo, span, ascii_):
+    hi = lo + span
+    rx = schema_to_regex({"type": "string", "minLength": lo, "maxLength": hi})
+    assume(not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
+    text = json.dumps(s, ensure_ascii=ascii_)
+    assert bool(re.fullmatch(rx, text)) == (lo <= len(s) <= hi)
+
+
+# ECMAScript and Python agree on these patterns for the texts drawn below
+PATTERNS = ["p", "^a*$", "^[a-c]{2,3}$", "ab|^x", "^\\S+$", "[^\\n\\r]{2}", "^(?:ab)+c?$", "\\.$",
+            "^\\d{3}-\\w+$", "[\"\\\\]", "^[^a-z]*$", "x{2,}", "^$", "a.c", "^\\u00e9", "^hello\\!$",
+            "(?<n>ab)c", "[\\]a-]", "^[\\s\\S]{0,3}$", "^.$"]
+# Python spells named groups (?P<n>...); its "." also matches "\r", U+2028 and U+2029
+PY_EQUIV = {"a.c": "a[^\n\r\u2028\u2029]c", "^.$": "^[^\n\r\u2028\u2029]\\Z", "(?<n>ab)c": "(?P<n>ab)c"}
+ALPHABET = st.text(alphabet=st.sampled_from(list("abcxp.-_!\"\\/ \t\n\r0129Zé😀\u2028")), max_size=8)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_pattern_is_search_on_decoded_value(pattern):
+    rx = re.compile(schema_to_regex({"type": "string", "pattern": pattern}))
+    # Python's "$" also matches before a final "\n"; ECMAScript's (and ours) only at the end
+    py = PY_EQUIV.get(pattern, pattern[:-1] + "\\Z" if pattern.endswith("$") else pattern)
+    py = re.compile(py)
+    dfa = compile_regex(rx.pattern)
+
+    @SETTINGS
+    @given(ALPHABET)
+    def check(s):
+        expect = py.search(s) is not None
+        for text in (json.dumps(s), json.dumps(s, ensure_ascii=False)):
+            assert bool(rx.fullmatch(text)) == expect, (text, pattern)
+        assert dfa.matches(json.dumps(s, ensure_ascii=False).encode()) == expect
+
+    check()
+
+
+def test_pattern_with_length_bounds():
+    rx = schema_to_regex({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})
+    assert re.fullmatch(rx, '"abc"') and not re.fullmatch(rx, '"abcd"') and not re.fullmatch(rx, '""')
+    rx = schema_to_regex({"type": "string", "pattern": "^[a-z]{2}$", "minLength": 1, "maxLength": 5})
+    assert re.fullmatch(rx, '"ab"')
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_regex({"type": "string", "pattern": "a", "maxLength": 3})
+    assert e.value.where == "/pattern"
+
+
+@pytest.mark.parametrize("pattern,feature", [
+    ("(?=a)b", "lookahead"), ("(a)\\1", "backreference"), ("\\bword", "word boundary"),
+    ("\\p{L}", "Unicode property"), ("a^b", "anchor")])
+def test_pattern_unsupported(pattern, feature):
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_regex({"properties": {"x": {"type": "string", "pattern": pattern}}})
+    assert feature in e.value.feature and e.value.where == "/properties/x/pattern"
+
+
+@pytest.mark.parametrize("pattern", ["(ab", "ab)", "[a-", "a**", "x{3,1}", "\\q", "*a", "[z-a]", "\\u12"])
+def test_bad_pattern_is_a_syntax_error_never_unconstrained(pattern):
+    with pytest.raises(GrammarSyntaxError) as e:
+        schema_to_regex({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
+    assert e.value.where == "/properties/x/pattern"
+
+
+def test_identity_escape_is_literal():
+    rx = schema_to_regex({"type": "string", "pattern": "^hello there indeed\\!$"})
+    assert re.fullmatch(rx, '"hello there indeed!"') and not re.fullmatch(rx, '"hello there indeed\\\\!"')
+
+
+# -- numbers -------------------------------------------------------------------------------------------
+@SETTINGS
+@given(st.one_of(st.none(), st.integers(-300, 300)), st.one_of(st.none(), st.integers(-300, 300)),
+       st.integers(-100_000, 100_000))
+def test_integer_range_exact(lo, hi, v):
+    r = integer_range(lo, hi)
+    inside = (lo is None or v >= lo) and (hi is None or v <= hi)
+    if r is None:
+        assert lo is not None and hi is not None and lo > hi
+        return
+    assert bool(re.fullmatch(r, str(v))) == inside
+    assert not re.fullmatch(r, "-0") and not re.fullmatch(r, "0" + str(abs(v)))
+
+
+def _dec_strategy():
+    return st.builds(lambda i, f, neg: Decimal(("-" if neg else "") + str(i) + ("." + f if f else "")),
+                     st.integers(0, 120), st.text("0123456789", max_size=3), st.booleans())
+
+
+def _json_decimal_text():
+    return st.builds(lambda neg, i, f: ("-" if neg else "") + str(i) + ("." + f if f else ""),
+                     st.booleans(), st.integers(0, 130), st.text("0123456789", max_size=4))
+
+
+@SETTINGS
+@given(st.one_of(st.none(), _dec_strategy()), st.booleans(), st.one_of(st.none(), _dec_strategy()),
+       st.booleans(), st.lists(_json_decimal_text(), min_size=1, max_size=20))
+def test_number_range_exact(lo, lo_x, hi, hi_x, texts):
+    r = number_range(lo, lo_x, hi, hi_x)
+    for t in texts:
+        v = Decimal(t)
+        inside = (lo is None or (v > lo if lo_x else v >= lo)) and (hi is None or (v < hi if hi_x else v <= hi))
+        if t.startswith("-") and v == 0:
+            inside = False  # "-0", "-0.0": excluded by policy (sound)
+        got = r is not None and re.fullmatch(r, t) is not None
+        assert got == inside, (lo, lo_x, hi, hi_x, t, r)
+
+
+@pytest.mark.parametrize("schema,accept,reject", [
+    ({"type": "integer", "minimum": -5}, ["-5", "0", "7", "100000"], ["-6", "-", "-05", "1.5", "-0"]),
+    ({"type": "integer", "exclusiveMinimum": 1.5, "exclusiveMaximum": 4}, ["2", "3"], ["1", "4", "2.0"]),
+    ({"type": "number", "minimum": 0.1, "maximum": 1}, ["0.1", "0.5", "1", "1.0", "1.000"], ["0.09", "1.01", "0"]),
+    ({"type": "number", "exclusiveMaximum": 0}, ["-0.001", "-5"], ["0", "0.0", "-0", "1"]),
+    ({"type": "number"}, ["1e5", "-0.5E-3", "0"], ["01", ".5", "1.", "+1", "NaN"]),
+    ({"type": "integer", "multipleOf": 1}, ["3"], ["3.5"]),
+    ({"allOf": [{"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 9}]}, ["0", "9"], ["10", "00", "-1"]),
+])
+def test_numeric_examples(schema, accept, reject):
+    rx = schema_to_regex(schema)
+    for s in accept:
+        assert re.fullmatch(rx, s), s
+    for s in reject:
+        assert not re.fullmatch(rx, s), s
+
+
+# -- structure: soundness by generation, completeness by valid instances --------------------------------
+SOUND_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "maximum": 70},
+                                      "b": {"type": "string", "maxLength": 2},
+                                      "c": {"type": "boolean"}}, "required": ["b"]},
+    {"type": "array", "prefixItems": [{"type": "null"}, {"enum": ["x", 1, [2]]}],
+     "items": {"type": "number", "exclusiveMinimum": -1.5, "maximum": 2.25}, "minItems": 1, "maxItems": 4},
+    {"anyOf": [{"type": "string", "pattern": "^[a-f]{2}$"}, {"const": {"k": [1, True, None]}}]},
+    {"oneOf": [{"type": "integer"}, {"type": "string", "format": "date"}, {"type": "null"}]},
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "next": {"$ref": "#/$defs/node"}},
+                        "required": ["v"], "additionalProperties": False}},
+     "$ref": "#/$defs/node"},
+    {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}}},
+    {"type": "object", "additionalProperties": {"type": "integer", "maximum": 0}},
+    {"type": ["string", "null"], "minLength": 2, "maxLength": 3},
+    {"type": "object", "properties": {"t": {"type": "string", "format": "date-time"},
+                                      "ip": {"type": "string", "format": "ipv4"},
+                                      "e": {"type": "string", "format": "email"}}},
+]
+
+
+@pytest.mark.parametrize("schema", SOUND_SCHEMAS, ids=range(len(SOUND_SCHEMAS)))
+def test_every_generated_text_is_valid(schema):
+    rx = schema_to_regex(schema, CompileOptions(max_whitespace=1))
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+    @GEN_SETTINGS
+    @given(st.from_regex(rx, fullmatch=True))
+    def check(text):
+        value = json.loads(text)
+        assert validator.is_valid(value), (text, list(validator.iter_errors(value))[:1])
+
+    check()
+
+
+def _json_values(depth):
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+    if depth == 0:
+        return scalars
+    inner = _json_values(depth - 1)
+    return st.one_of(scalars, st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3))
+
+
+@SETTINGS
+@given(_json_values(3))
+def test_json_value_regex_accepts_bounded_json(v):
+    rx = json_value_regex(CompileOptions(max_recursion_depth=3))
+    assert re.fullmatch(rx, json.dumps(v))
+    assert re.fullmatch(rx, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_json_object_regex():
+    rx = re.compile(json_object_regex())
+    assert rx.fullmatch('{"a": [1, {"b": {"c": null}}], "d": "x"}')  # 4 levels: object + 3 nested
+    assert not rx.fullmatch('{"a": [[[[1]]]]}')  # deeper than max_recursion_depth: excluded
+    for bad in ("[1]", "1", '"x"', "{", '{"a" 1}', "{'a': 1}"):
+        assert not rx.fullmatch(bad)
+
+    @GEN_SETTINGS
+    @given(st.from_regex(rx, fullmatch=True))
+    def check(text):
+        assert isinstance(json.loads(text), dict)
+
+    check()
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({"b": st.text(max_size=2)},
+                             optional={"a": st.integers(3, 70), "c": st.booleans()}))
+def test_valid_instances_in_declared_order_match(obj):
+    schema = SOUND_SCHEMAS[0]
+    ordered = {k: obj[k] for k in ("a", "b", "c") if k in obj}
+    rx = schema_to_regex(schema)
+    assert _valid(schema, ordered)
+    assert re.fullmatch(rx, json.dumps(ordered))
+    assert re.fullmatch(rx, json.dumps(ordered, separators=(",", ":"), ensure_ascii=False))
+    assert not re.fullmatch(rx, json.dumps({**ordered, "zz": 1}))  # additional_properties policy False
+
+
+def test_additional_properties_policies():
+    s = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    strict = schema_to_regex(s)
+    loose = schema_to_regex(s, CompileOptions(additional_properties=True))
+    assert re.fullmatch(strict, '{"a": 1}') and not re.fullmatch(strict, '{"a": 1, "b": 2}')
+    assert re.fullmatch(loose, '{"a": 1, "b": {"c": [2]}}') and re.fullmatch(loose, '{"b": 2}')
+    assert not re.fullmatch(loose, '{"a": 1, "a": "dup"}')  # a listed key never reappears as extra
+    assert not re.fullmatch(loose, '{"b": 2, "a": 1}')  # listed keys first
+    typed = schema_to_regex({**s, "additionalProperties": {"type": "string"}})
+    assert re.fullmatch(typed, '{"a": 1, "x": "y"}') and not re.fullmatch(typed, '{"a": 1, "x": 2}')
+    assert re.fullmatch(typed, '{"x": "y", "ab": "z", "\\u0001": "c"}')
+    for key in ('"a"', '"\\u0061"', '"\\u000a"', '"\\u001F"'):  # listed, or non-canonical
+        assert not re.fullmatch(typed, '{"a": 1, %s: "y"}' % key), key
+    never = schema_to_regex({"properties": {"a": False}, "additionalProperties": True, "type": "object"})
+    assert not re.fullmatch(never, '{"a": 1}') and re.fullmatch(never, '{"b": 1}')
+
+
+def test_array_bounds():
+    rx = schema_to_regex({"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2})
+    assert re.fullmatch(rx, '["a", "b"]') and re.fullmatch(rx, '[ "x" , "y" ]')
+    for bad in ('["a"]', '["a","b","c"]', "[]", '["a","b",]'):
+        assert not re.fullmatch(rx, bad)
+    rx = schema_to_regex({"type": "array", "prefixItems": [{"type": "integer"}], "items": False})
+    assert re.fullmatch(rx, "[]") and re.fullmatch(rx, "[1]") and not re.fullmatch(rx, "[1, 2]")
+
+
+def test_const_and_enum_are_json_values():
+    case = next(c for c in SCHEMA_CASES if c["id"] == "lmfe-scalar-const-and-boolean-enum")
+    rx = schema_to_regex(case["input"])
+    assert re.fullmatch(rx, '{"n": 42, "b": true, "z": null}')
+    rx = schema_to_regex({"enum": ["a\"b", {"x": [1, None]}, 1.5, False]})
+    for ok in ('"a\\"b"', '{"x": [1, null]}', '{"x":[1,null]}', "1.5", "false"):
+        assert re.fullmatch(rx, ok), ok
+    for bad in ('"a"b"', "1.50", "False", '{"x": [1]}'):
+        assert not re.fullmatch(rx, bad), bad
+    # enum filtered by the sibling keywords (jsonschema semantics)
+    rx = schema_to_regex({"type": "string", "enum": ["a", 1, "bb"], "maxLength": 1})
+    assert re.fullmatch(rx, '"a"') and not re.fullmatch(rx, "1") and not re.fullmatch(rx, '"bb"')
+
+
+# -- refs, combinators, errors --------------------------------------------------------------------
+def test_recursive_ref_unrolled_soundly():
+    s = SOUND_SCHEMAS[4]
+    for depth in (1, 3):
+        rx = schema_to_regex(s, CompileOptions(max_recursion_depth=depth))
+        nested = {"v": 0}
+        for i in range(depth - 1):
+            nested = {"v": i + 1, "next": nested}
+        assert re.fullmatch(rx, json.dumps(nested))
+        assert not re.fullmatch(rx, json.dumps({"v": 9, "next": nested}))  # deeper: excluded
+    with pytest.raises(UnsupportedFeatureError) as e:  # every valid value is infinitely deep
+        schema_to_regex({"type": "object", "properties": {"n": {"$ref": "#"}}, "required": ["n"]})
+    assert e.value.feature == "$ref (recursive)"
+
+
+def test_refs_and_pointers():
+    s = {"definitions": {"a~b": {"type": "integer"}, "c/d": {"enum": ["x"]}},
+         "type": "array", "prefixItems": [{"$ref": "#/definitions/a~0b"}, {"$ref": "#/definitions/c~1d"}]}
+    rx = schema_to_regex(s)
+    assert re.fullmatch(rx, '[1, "x"]') and not re.fullmatch(rx, '["x", 1]')
+    with pytest.raises(GrammarSyntaxError) as e:
+        schema_to_regex({"properties": {"a": {"$ref": "#/$defs/missing"}}})
+    assert e.value.where == "/properties/a/$ref"
+    with pytest.raises(UnsupportedFeatureError):
+        schema_to_regex({"$ref": "http://example.com/schema.json"})
+
+
+def test_oneof_disjoint_and_overlapping():
+    rx = schema_to_regex({"oneOf": [{"type": "string"}, {"type": "integer"}]})
+    assert re.fullmatch(rx, '"a"') and re.fullmatch(rx, "3")
+    rx = schema_to_regex({"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+        {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]})
+    assert re.fullmatch(rx, '{"kind": "a", "x": 1}') and re.fullmatch(rx, '{"kind": "b"}')
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_regex({"properties": {"v": {"oneOf": [{"type": "integer"}, {"minimum": 2}]}}})
+    assert e.value.feature.startswith("oneOf") and e.value.where == "/properties/v/oneOf"
+
+
+def test_allof_merge_and_refusal():
+    rx = schema_to_regex({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                                    {"properties": {"a": {"maxLength": 1}, "b": {"type": "null"}}}]})
+    assert re.fullmatch(rx, '{"a": "x", "b": null}') and not re.fullmatch(rx, '{"a": "xy"}')
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_regex({"allOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]})
+    assert e.value.feature == "allOf"
+
+
+@pytest.mark.parametrize("schema,keyword,where", [
+    ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+    ({"type": "object", "properties": {"o": {"type": "object", "patternProperties": {"^x": {}}}}},
+     "patternProperties", "/properties/o/patternProperties"),
+    ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames", "/propertyNames"),
+    ({"type": "object", "minProperties": 2}, "minProperties", "/minProperties"),
+    ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
+    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "/dependentRequired"),
+    ({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if/then/else", "/if"),
+    ({"not": {"minimum": 3}}, "not", "/not"),
+    ({"type": "number", "multipleOf": 0.5}, "multipleOf", "/multipleOf"),
+    ({"items": {"$dynamicRef": "#x"}, "type": "array"}, "$dynamicRef", "/items/$dynamicRef"),
+])
+def test_unsupported_keywords_raise_with_pointer(schema, keyword, where):
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_regex(schema)
+    assert e.value.feature == keyword and e.value.where == where
+
+
+def test_malformed_schemas():
+    with pytest.raises(GrammarSyntaxError):
+        schema_to_regex("{not json")
+    with pytest.raises(GrammarSyntaxError) as e:
+        schema_to_regex({"type": "object", "properties": {"a": 3}})
+    assert e.value.where == "/properties/a"
+    with pytest.raises(GrammarSyntaxError):
+        schema_to_regex({"type": "strin"})
+    with pytest.raises(GrammarSyntaxError):
+        schema_to_regex({"type": "string", "maxLength": -1})
+
+
+def test_false_and_unsatisfiable_match_nothing():
+    for s in (False, {"type": "integer", "minimum": 5, "maximum": 4}, {"not": {}},
+              {"type": "object", "properties": {"a": False}, "required": ["a"]}):
+        rx = schema_to_regex(s)
+        assert rx == NEVER
+        dfa = compile_regex(rx)
+        assert not dfa.accepting.any()
+    assert re.fullmatch(schema_to_regex(True), '{"a": [1]}')
+
+
+def test_not_type_and_annotations_ignored():
+    rx = schema_to_regex({"not": {"type": ["string", "object", "array", "number"]}, "title": "t",
+                          "description": "d", "examples": [1], "$comment": "c", "default": None})
+    assert {s for s in ("null", "true", "1", '"a"', "[]", "{}") if re.fullmatch(rx, s)} == {"null", "true"}
