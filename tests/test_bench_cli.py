@@ -95,15 +95,19 @@ def test_walk_is_exact_with_reference_engine(tmp_path):
     harness's bit tests, EOS rule and accept/reject bookkeeping are right (flags from jsonschema)."""
     out, det = tmp_path / "e.json", tmp_path / "e.jsonl"
     ref = "structgate.bench.fakes:EnumBackend"
-    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", ref, "--json", str(out),
-                "--details", str(det)) == 0
-    b = json.loads(out.read_text())["backends"][ref]
+    # two backends on two scheduler slots: results must still come back complete and in item order
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", f"{ref},{FAKE}", "--jobs", "2",
+                "--json", str(out), "--details", str(det)) == 0
+    doc = json.loads(out.read_text())
+    assert doc["backends"][FAKE]["schemas"] == 4 and doc["meta"]["jobs"] == 2
+    b = doc["backends"][ref]
     assert (b["schemas"], b["passing"], b["compile_errors"]) == (4, 3, 1)
     assert b["compile_errors_by_kind"] == {"unsupported": 1}
     items = {i.id: i for i in load_maskbench(BENCH / "exact")}
-    for line in det.read_text().splitlines():
-        r = json.loads(line)
-        if r["outcome"] != "passing":
+    lines = [json.loads(x) for x in det.read_text().splitlines()]
+    assert [r["id"] for r in lines if r["backend"] == ref] == list(items)
+    for r in lines:
+        if r["backend"] != ref or r["outcome"] != "passing":
             continue
         for t, spec in zip(r["tests"], items[r["id"]].tests):
             assert t["accepted"] == spec["valid"]

@@ -88,14 +88,17 @@ def _prepare(items: list[BenchItem], tokenizer: str):
 
 def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_mb, threads, jobs, options, progress,
                 argv, corpus_desc, extra_meta=None):
+    from .runner import machine_info
+
     t0 = time.perf_counter()
+    machine = machine_info()
     names, skipped = resolve_backends(backends, kind="regex" if kind == "regex" else "json_schema")
     vocab, n_tokens = _prepare(items, tokenizer)
     runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
                         jobs=jobs, options=options, progress=progress, title=kind)
     meta = build_meta(bench=kind, vocab=vocab, corpus=corpus_desc, runs=runs, skipped=skipped, timeout_s=timeout_s,
                       max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=options,
-                      wall_s=time.perf_counter() - t0, argv=argv,
+                      wall_s=time.perf_counter() - t0, argv=argv, machine=machine,
                       extra={"items": len(items), "instances": sum(len(i.tests) for i in items),
                              "instance_tokens": n_tokens, **(extra_meta or {})})
     return runs, meta

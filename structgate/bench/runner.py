@@ -37,6 +37,7 @@ class BackendRun:
         Backend creation times (vocabulary preprocessing), one per worker (re)start, seconds.
     restarts : int
     wall_s : float
+        Busy time: backend creations + every item's elapsed time (compile + walk + IPC), seconds.
     """
 
     name: str
@@ -114,7 +115,7 @@ def vocab_payload(vocab) -> dict:
 def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_s: float = 60.0,
                  max_memory_mb: int = 4096, threads: int = 1, jobs: int = 1, options: dict | None = None,
                  progress: bool = True, title: str = "bench") -> dict[str, BackendRun]:
-    """Run every item on every backend; returns ``{backend: BackendRun}`` (input order).
+    """Run every item on every backend; returns ``{backend: BackendRun}`` (results in item order).
 
     Parameters
     ----------
@@ -124,71 +125,159 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
     timeout_s : limit per item (compile + walk of all its instances), seconds
     max_memory_mb : worker address-space limit, MiB (``<= 0``: none)
     threads : engine threads (1 = single-threaded, the MaskBench setting)
-    jobs : backends run at the same time
+    jobs : worker processes running at the same time. ``1``: one backend after the other, one item
+        at a time. ``N > 1``: N scheduler slots; each takes the next item of the backend it is on,
+        or of the backend with the most items left (so a slow backend's tail is shared). Each slot
+        keeps one worker alive; timings then include contention between the slots.
     options : backend options (CompileOptions fields)
-    progress : show a rich progress bar (on stderr)
+    progress : progress bar on stderr (rich on a terminal, a line every 30 s otherwise)
     """
+    import collections
+
     payload = vocab_payload(vocab)
     payloads = [it.worker_payload() for it in items]
     runs = {b: BackendRun(name=b, version=_version_of(b)) for b in backends}
+    slots: dict[str, list] = {b: [None] * len(items) for b in backends}
+    queues = {b: collections.deque(range(len(items))) for b in backends}
+    counts: dict[str, collections.Counter] = {b: collections.Counter() for b in backends}
+    busy = dict.fromkeys(backends, 0.0)
+    lock = threading.Lock()
+    prog = _make_progress(progress, title, backends, len(items))
 
-    prog = None
-    if progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    def next_task(current: str | None):
+        with lock:
+            if current is not None and queues[current]:
+                return current, queues[current].popleft()
+            cands = [b for b in backends if queues[b]]
+            if not cands:
+                return None
+            b = max(cands, key=lambda x: (len(queues[x]), -backends.index(x)))
+            return b, queues[b].popleft()
 
-        prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=False)
-        tasks = {b: prog.add_task(f"{title} {b}", total=len(items), status="") for b in backends}
-
-    def one(b: str) -> None:
-        run = runs[b]
-        t0 = time.perf_counter()
-        w = BackendWorker(b, payload, options, threads=threads, max_memory_mb=max_memory_mb)
-        counts: dict[str, int] = {}
+    def slot() -> None:
+        worker: BackendWorker | None = None
+        current = None
         try:
-            try:
-                w.start()
-            except WorkerStartError as e:
-                run.error = str(e)
-                if prog:
-                    prog.update(tasks[b], status="[red]unavailable", completed=len(items))
-                return
-            for it, pl in zip(items, payloads):
+            while True:
+                task = next_task(current)
+                if task is None:
+                    return
+                b, i = task
+                if b != current or worker is None:
+                    if worker is not None:
+                        _retire(worker, runs[current])
+                    worker = BackendWorker(b, payload, options, threads=threads, max_memory_mb=max_memory_mb)
+                    current = b
+                    try:
+                        worker.start()
+                    except WorkerStartError as e:
+                        with lock:
+                            if not any(r is not None for r in slots[b]):
+                                runs[b].error = str(e)
+                            dropped = len(queues[b]) + 1
+                            queues[b].clear()
+                        if prog:
+                            prog.update(b, advance=dropped, status="unavailable")
+                        worker.close()
+                        worker = None
+                        continue
+                it = items[i]
                 try:
-                    res = w.run(pl, timeout_s)
-                except WorkerStartError as e:  # restart failed: the rest cannot run
+                    res = worker.run(payloads[i], timeout_s)
+                except WorkerStartError as e:  # restart after a failure did not work
                     res = {"id": it.id, "status": "crash", "phase": "compile", "ttfm_ns": None, "error_kind": None,
-                           "error": f"worker restart failed: {e}", "tests": [], "tbm_ns": None}
+                           "error": f"worker restart failed: {e}", "tests": [], "tbm_ns": None, "elapsed_s": 0.0}
                 res["split"] = it.split
-                run.results.append(res)
-                counts[res["status"]] = counts.get(res["status"], 0) + 1
+                with lock:
+                    slots[b][i] = res
+                    counts[b][res["status"]] += 1
+                    busy[b] += res.get("elapsed_s", 0.0)
+                    st = " ".join(f"{k}={v}" for k, v in sorted(counts[b].items()))
                 if prog:
-                    st = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-                    prog.update(tasks[b], advance=1, status=st)
+                    prog.update(b, advance=1, status=st)
         finally:
-            run.init_s = list(w.init_s)
-            run.restarts = w.restarts
-            run.wall_s = time.perf_counter() - t0
-            w.close()
+            if worker is not None:
+                _retire(worker, runs[current])
 
-    ctx = prog if prog is not None else _Null()
-    with ctx:
-        if jobs <= 1 or len(backends) <= 1:
-            for b in backends:
-                one(b)
+    def _retire(w: BackendWorker, run: BackendRun) -> None:
+        with lock:
+            run.init_s += w.init_s
+            run.restarts += w.restarts
+        w.close()
+
+    with prog if prog is not None else _Null():
+        n = max(1, min(jobs, len(backends) * max(1, len(items))))
+        if n == 1:
+            slot()
         else:
-            with ThreadPoolExecutor(max_workers=jobs) as ex:
-                list(ex.map(one, backends))
+            with ThreadPoolExecutor(max_workers=n) as ex:
+                for f in [ex.submit(slot) for _ in range(n)]:
+                    f.result()
+    for b in backends:
+        runs[b].results = [r for r in slots[b] if r is not None]
+        runs[b].wall_s = busy[b] + sum(runs[b].init_s)
     return runs
 
 
-class _Null:
+def _make_progress(enabled: bool, title: str, backends: list[str], total: int):
+    if not enabled:
+        return None
+    if sys.stderr.isatty():
+        return _RichProgress(title, backends, total)
+    return _PlainProgress(title, backends, total)
+
+
+class _RichProgress:
+    def __init__(self, title, backends, total):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                          console=Console(stderr=True))
+        self.tasks = {b: self.p.add_task(f"{title} {b}", total=total, status="") for b in backends}
+
+    def update(self, b, advance=1, status=""):
+        self.p.update(self.tasks[b], advance=advance, status=status)
+
+    def __enter__(self):
+        self.p.__enter__()
+        return self
+
+    def __exit__(self, *a):
+        return self.p.__exit__(*a)
+
+
+class _PlainProgress:
+    """One line per backend on stderr at most every ``every_s`` seconds (logs, CI, pipes)."""
+
+    def __init__(self, title, backends, total, every_s: float = 30.0):
+        self.title, self.total, self.every_s = title, total, every_s
+        self.done = dict.fromkeys(backends, 0)
+        self.status = dict.fromkeys(backends, "")
+        self.last = time.monotonic()
+        self.t0 = self.last
+        self._lock = threading.Lock()
+
+    def update(self, b, advance=1, status=""):
+        with self._lock:
+            self.done[b] += advance
+            self.status[b] = status
+            now = time.monotonic()
+            if now - self.last >= self.every_s:
+                self.last = now
+                self._print()
+
+    def _print(self):
+        el = time.monotonic() - self.t0
+        parts = [f"{b} {d}/{self.total} [{self.status[b]}]" for b, d in self.done.items()]
+        print(f"[{self.title} {el:6.0f}s] " + "; ".join(parts), file=sys.stderr, flush=True)
+
     def __enter__(self):
         return self
 
     def __exit__(self, *a):
+        self._print()
         return False
 
 
@@ -245,11 +334,11 @@ def engine_versions() -> dict:
 
 def build_meta(*, bench: str, vocab, corpus, runs: dict[str, BackendRun], skipped: dict[str, str], timeout_s: float,
                max_memory_mb: int, threads: int, jobs: int, options: dict, wall_s: float, argv: list[str] | None,
-               extra: dict | None = None) -> dict:
-    """The ``meta`` block of every bench JSON."""
+               extra: dict | None = None, machine: dict | None = None) -> dict:
+    """The ``meta`` block of every bench JSON (``machine``: :func:`machine_info` taken at the start)."""
     from ._vocab import vocabulary_info
 
-    m = machine_info()
+    m = dict(machine or machine_info())
     try:
         m["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -259,7 +348,7 @@ def build_meta(*, bench: str, vocab, corpus, runs: dict[str, BackendRun], skippe
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": engine_versions(),
         "backends_run": {n: {"version": r.version, "error": r.error, "init_s": [round(x, 3) for x in r.init_s],
-                             "restarts": r.restarts, "wall_s": round(r.wall_s, 2)} for n, r in runs.items()},
+                             "restarts": r.restarts, "busy_s": round(r.wall_s, 2)} for n, r in runs.items()},
         "backends_skipped": skipped,
         "tokenizer": vocabulary_info(vocab),
         "machine": m,
@@ -279,3 +368,11 @@ def build_meta(*, bench: str, vocab, corpus, runs: dict[str, BackendRun], skippe
     if extra:
         meta.update(extra)
     return meta
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False

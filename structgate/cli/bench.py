@@ -2,8 +2,8 @@
 
 All three share: ``--backends`` (comma-separated; default every available backend), ``--tokenizer``
 (default ``llama3``), ``--limit``, ``--timeout-s``, ``--max-memory-mb``, ``--threads`` (default 1),
-``--jobs`` (backends run at the same time, default 1), ``--json``, ``--markdown``, ``--details``
-(per-schema JSONL), ``--plot`` (PNG), ``--no-progress``, ``--quiet``. The markdown table goes to
+``--jobs`` (worker processes at the same time, default 1), ``--json``, ``--markdown``, ``--details``
+(per-schema JSONL), ``--plot`` (PNG), ``--no-progress`` (a rich bar on a terminal, a line every 30 s otherwise), ``--quiet``. The markdown table goes to
 stdout. Other modules may add sub-subcommands: if ``structgate.cli.maskstep_cmd`` exists, its
 ``add_bench_subparser(bench_sub)`` is called.
 """
@@ -41,7 +41,8 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
     p.add_argument("--max-memory-mb", type=int, default=4096, metavar="M",
                    help="worker address-space limit, MiB; 0 = none (default 4096)")
     p.add_argument("--threads", type=int, default=1, help="engine threads (default 1: single-threaded)")
-    p.add_argument("--jobs", type=int, default=1, help="backends run at the same time (default 1)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes at the same time, shared out over backends and items (default 1)")
     p.add_argument("--whitespace", choices=("flexible", "compact"), default=None,
                    help="JSON whitespace option passed to backends (default: flexible for JSON benches)")
     p.add_argument("--strict-properties", action="store_true",
@@ -107,14 +108,8 @@ def _common_kwargs(args) -> dict:
     return dict(backends=args.backends, tokenizer=args.tokenizer, limit=args.limit, timeout_s=args.timeout_s,
                 max_memory_mb=args.max_memory_mb, threads=args.threads, jobs=args.jobs, json_out=args.json_out,
                 markdown_out=args.markdown_out, details_out=args.details_out, plot_out=args.plot_out,
-                progress=not args.no_progress and sys.stderr.isatty() or (not args.no_progress and _force_progress()),
+                progress=not args.no_progress,
                 quiet=args.quiet, argv=sys.argv[1:])
-
-
-def _force_progress() -> bool:
-    import os
-
-    return os.environ.get("STRUCTGATE_PROGRESS") == "1"
 
 
 def run_maskbench(args) -> int:
