@@ -402,6 +402,8 @@ def test_allof_merge_and_refusal():
     ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "/dependentRequired"),
     ({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if/then/else", "/if"),
     ({"not": {"minimum": 3}}, "not", "/not"),
+    ({"type": "string", "maxLength": 3, "not": {"enum": ["a"]}}, "not", "/not"),
+    ({"not": {"anyOf": [{"type": "null"}, {"enum": [1]}]}}, "not", "/not/anyOf/1"),
     ({"type": "number", "multipleOf": 0.5}, "multipleOf", "/multipleOf"),
     ({"items": {"$dynamicRef": "#x"}, "type": "array"}, "$dynamicRef", "/items/$dynamicRef"),
 ])
@@ -437,3 +439,34 @@ def test_not_type_and_annotations_ignored():
     rx = schema_to_regex({"not": {"type": ["string", "object", "array", "number"]}, "title": "t",
                           "description": "d", "examples": [1], "$comment": "c", "default": None})
     assert {s for s in ("null", "true", "1", '"a"', "[]", "{}") if re.fullmatch(rx, s)} == {"null", "true"}
+
+
+def test_not_forms():
+    rx = schema_to_regex({"type": ["string", "boolean", "null"], "not": {"enum": ["a", "bc", True, None]}})
+    got = {t for t in ('"a"', '"b"', '"bc"', '"bcd"', '""', "true", "false", "null") if re.fullmatch(rx, t)}
+    assert got == {'"b"', '"bcd"', '""', "false"}
+    assert not re.fullmatch(rx, '"\\u0061"')  # excluded value in another spelling
+    rx = schema_to_regex({"not": {"not": {"type": "integer", "minimum": 3}}})
+    assert re.fullmatch(rx, "3") and not re.fullmatch(rx, "2") and not re.fullmatch(rx, '"x"')
+    rx = schema_to_regex({"not": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "object"}]}})
+    assert re.fullmatch(rx, "1") and not re.fullmatch(rx, "[]")
+    rx = schema_to_regex({"enum": ["a", "b", True, False], "not": {"enum": ["a", False]}})
+    assert {t for t in ('"a"', '"b"', "true", "false") if re.fullmatch(rx, t)} == {'"b"', "true"}
+    rx = schema_to_regex({"type": "object", "properties": {"k": {"type": "string"}},
+                          "allOf": [{"not": {"const": "x"}}, {"x-vendor": 1}, {"x-vendor": 2}]})
+    assert re.fullmatch(rx, '{"k": "x"}')
+
+
+def test_regex_size_limit():
+    from structgate.errors import CompileLimitError
+
+    defs = {f"d{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"},
+                                                       "b": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(30)}
+    defs["d30"] = {"type": "integer"}
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_regex({"$defs": defs, "$ref": "#/$defs/d0"})
+    assert e.value.limit_name == "max_regex_size"
+    small = {"$defs": {k: v for k, v in defs.items() if int(k[1:]) >= 27}, "$ref": "#/$defs/d27"}
+    assert len(schema_to_regex(small)) < 10_000
+    with pytest.raises(CompileLimitError):
+        schema_to_regex(small, CompileOptions().updated(max_regex_size=500))

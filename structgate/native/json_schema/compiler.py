@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ...backends.interface import CompileOptions
-from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._charset import ANY, STRING, json_char_regex, literal_string_regex, subtract
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 from ._pattern import parse_pattern, pattern_body_regex
@@ -28,6 +28,13 @@ __all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "NEVER"]
 
 #: a regex that matches nothing (a class over no code point) — returned for unsatisfiable schemas
 NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
+
+# internal keywords produced by `not` of an enum (never in user schemas)
+_NOT_STR = "\x00structgate:not-strings"
+_NOT_BOOL = "\x00structgate:not-booleans"
+
+#: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
+DEFAULT_MAX_REGEX_SIZE = 4_000_000
 
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
@@ -45,7 +52,8 @@ ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains"
                       "maxContains", "uniqueItems", "unevaluatedItems", "additionalItems"})
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
                         "then", "else", "$dynamicRef"})
-KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW
+KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
+    "\x00structgate:not-strings", "\x00structgate:not-booleans"}
 
 _FORMATS = {
     "date": (r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])", None),
@@ -143,6 +151,8 @@ class _Compiler:
         self.cut = False
         self._any: dict[int, str] = {}
         self._validator = None
+        #: regex text size limit, characters (``options.extra["max_regex_size"]``)
+        self.max_size = int(options.extra.get("max_regex_size", DEFAULT_MAX_REGEX_SIZE))
 
     # -- helpers ----------------------------------------------------------------------------------
     def any_value(self, depth: int | None = None) -> str:
@@ -364,10 +374,18 @@ class _Compiler:
                    "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
                    "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
                    "pattern", "format", "multipleOf", "anyOf", "oneOf"}
+        nots = [s["not"] for s, _ in parts if "not" in s]
+        if nots:
+            m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)
+        for key in (_NOT_STR, _NOT_BOOL):
+            vals = [v for s, _ in parts for v in s.get(key, [])]
+            if vals:
+                m[key] = list(dict.fromkeys(vals))
+        handled |= {"not", _NOT_STR, _NOT_BOOL}
         for s, w in parts:
             for k, v in s.items():
-                if k in handled or k in ANNOTATIONS:
-                    continue
+                if k in handled or k in ANNOTATIONS or k not in KNOWN:
+                    continue  # unknown keywords (x-..., vendor extensions) are annotations
                 if k in m and m[k] != v:
                     unsup(f"keyword {k!r} in several allOf members", _ptr(w, k))
                 m[k] = v
@@ -394,6 +412,14 @@ class _Compiler:
     # -- main dispatch ----------------------------------------------------------------------------
     def value(self, schema, where: str) -> str | None:
         """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing."""
+        r = self._value(schema, where)
+        if r is not None and len(r) > self.max_size:
+            raise CompileLimitError("max_regex_size", len(r), self.max_size,
+                                    f"the regex for {where or 'the schema'} is too large (deeply nested or "
+                                    "heavily shared $refs); lower max_recursion_depth or simplify the schema")
+        return r
+
+    def _value(self, schema, where: str) -> str | None:
         self._check_schema(schema, where)
         if schema is True or (isinstance(schema, dict) and not (schema.keys() - ANNOTATIONS)):
             return self.any_value()
@@ -529,14 +555,37 @@ class _Compiler:
         return False
 
     def apply_not(self, schema, where):
-        inner = schema["not"]
-        w = _ptr(where, "not")
+        """Fold ``not`` into the rest of the schema, or raise UnsupportedFeatureError("not").
+
+        Supported: ``not`` of ``true``/``{}``/``false``, of a type list, of ``not X`` (= X), of
+        ``anyOf`` (= every branch negated), and of ``enum``/``const`` whose values are strings,
+        booleans or null (strings are then written in canonical spelling, see docs).
+        """
         rest = {k: v for k, v in schema.items() if k != "not"}
-        if inner is True or inner == {}:
+        return self._negate(rest, schema["not"], _ptr(where, "not"))
+
+    def _negate(self, rest, inner, w):
+        if rest is False:
+            return False
+        self._check_schema(inner, w)
+        if inner is True:
             return False
         if inner is False:
             return rest
-        if isinstance(inner, dict) and set(inner) - ANNOTATIONS == {"type"}:
+        keys = set(inner) - ANNOTATIONS
+        if not keys:
+            return False
+        if keys == {"not"}:
+            return {"allOf": [rest, inner["not"]]}
+        if keys == {"anyOf"} and isinstance(inner["anyOf"], list):
+            for i, b in enumerate(inner["anyOf"]):
+                rest = self._negate(rest, b, _ptr(w, "anyOf", i))
+                if rest is False:
+                    return False
+            return rest
+        if keys == {"$ref"}:
+            return self._negate(rest, self.resolve(inner["$ref"], _ptr(w, "$ref")), _ptr(w, "$ref"))
+        if keys == {"type"}:
             t = inner["type"]
             banned = {t} if isinstance(t, str) else set(t)
             cur = rest.get("type", list(TYPES))
@@ -548,9 +597,26 @@ class _Compiler:
                 raise UnsupportedFeatureError("not", "not integer of a number", w)
             if not keep:
                 return False
-            rest["type"] = keep
+            return {**rest, "type": keep}
+        if keys in ({"enum"}, {"const"}):
+            vals = [inner["const"]] if "const" in inner else inner["enum"]
+            if not isinstance(vals, list):
+                raise GrammarSyntaxError("enum must be an array", json.dumps(vals), 0, _ptr(w, "enum"))
+            rest = dict(rest)
+            for v in vals:
+                if v is None:
+                    cur = rest.get("type", list(TYPES))
+                    cur = [cur] if isinstance(cur, str) else list(cur)
+                    rest["type"] = [x for x in cur if x != "null"]
+                elif isinstance(v, bool):
+                    rest[_NOT_BOOL] = sorted(set(rest.get(_NOT_BOOL, [])) | {v})
+                elif isinstance(v, str):
+                    rest[_NOT_STR] = list(dict.fromkeys(rest.get(_NOT_STR, []) + [v]))
+                else:
+                    raise UnsupportedFeatureError("not", "not enum/const of a number, array or object", w)
             return rest
-        raise UnsupportedFeatureError("not", "only 'not' of a type list is supported", w)
+        raise UnsupportedFeatureError("not", "supported: not of a type list, enum/const of strings/"
+                                      "booleans/null, anyOf, not, true/false", w)
 
     # -- enum / const ---------------------------------------------------------------------------
     def _validator_for(self, schema):
@@ -568,6 +634,9 @@ class _Compiler:
         if "const" in schema and "enum" in schema:
             cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
+        # values excluded by a folded `not` (internal keywords jsonschema does not know)
+        cands = [c for c in cands if not (isinstance(c, str) and c in schema.get(_NOT_STR, ()))
+                 and not (isinstance(c, bool) and c in schema.get(_NOT_BOOL, ()))]
         if rest:
             v = self._validator_for(schema)
             cands = [c for c in cands if v.is_valid(c)]
@@ -621,7 +690,8 @@ class _Compiler:
         if "null" in ts:
             outs.append("null")
         if "boolean" in ts:
-            outs.append("(?:true|false)")
+            bools = [b for b in ("true", "false") if (b == "true") not in schema.get(_NOT_BOOL, [])]
+            outs.append(alt(bools))
         if "number" in ts:
             outs.append(self.number(schema, where, integer=False))
         elif "integer" in ts:
@@ -675,6 +745,11 @@ class _Compiler:
         if lmax is not None and lmin > lmax:
             return None
         length = None if (lmin == 0 and lmax is None) else (lmin, lmax)
+        if schema.get(_NOT_STR):
+            if length is not None or "pattern" in schema:
+                raise UnsupportedFeatureError("not", "not enum of strings together with a length bound or "
+                                              "pattern", _ptr(where, "not"))
+            return _key_not_in(schema[_NOT_STR])
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
@@ -918,6 +993,10 @@ def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) 
     UnsupportedFeatureError
         A keyword that cannot be enforced exactly (``where`` = its JSON pointer), or a recursive
         schema whose unrolling to ``max_recursion_depth`` leaves no valid value.
+    CompileLimitError
+        ``max_regex_size``: the regex text would exceed ``options.extra["max_regex_size"]``
+        characters (default 4,000,000; expansions of shared/recursive ``$ref`` can grow
+        exponentially).
     """
     options = options or CompileOptions()
     if isinstance(schema, (str, bytes)):
