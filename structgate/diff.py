@@ -88,7 +88,8 @@ class DiffReport:
         Backend → ``"ErrorType: message"`` for backends that refused the constraint.
     stopped : dict | None
         ``{"step", "token_id", "token_bytes", "rejected_by", "accepted_by"}`` when some backend
-        rejected a text token (the walk ends there).
+        rejected a text token (the walk ends there; ``accepted_by`` empty = all rejected it, which
+        is agreement: the text is not valid for any of them).
     accepting : dict[str, bool]
         Each backend's ``is_accepting()`` at the last step compared.
     """
@@ -105,8 +106,14 @@ class DiffReport:
 
     @property
     def ok(self) -> bool:
-        """True when every backend compiled and all masks were identical at every step."""
-        return not self.disagreements and not self.compile_errors and self.stopped is None
+        """True when every backend compiled and all masks were identical at every step (a text
+        token that *every* backend rejects ends the walk without a disagreement)."""
+        return not self.disagreements and not self.compile_errors and not self.split_stop
+
+    @property
+    def split_stop(self) -> bool:
+        """A text token some backends accepted and others rejected."""
+        return bool(self.stopped and self.stopped["accepted_by"])
 
     def n_disagreeing_tokens(self) -> int:
         return sum(d.count for d in self.disagreements)
@@ -370,7 +377,7 @@ def run_corpus(backends: Sequence[str], vocab: Vocabulary, cases: Iterable[Corpu
         for text in case.texts:
             summary["texts"] += 1
             rep = diff_masks(names, vocab, case.constraint, text=text, cap=cap, compiled=compiled)
-            if not rep.disagreements and rep.stopped is None:
+            if not rep.disagreements and not rep.split_stop:
                 summary["ok_texts"] += 1
                 if rep.compile_errors:
                     d = rep.as_dict()

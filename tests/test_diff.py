@@ -93,14 +93,19 @@ def test_cli_exit_codes(capsys, tmp_path):
     base = ["diff", "--backends", "structgate-llguidance,structgate-outlines-core", "--tokenizer", "llama3"]
     assert main(base + ["--regex", "[0-9]+", "--text", "123"]) == 0
     assert "no disagreement" in capsys.readouterr().out
-    assert main(base + ["--choice", "ab", "--choice", "abc", "--text", "abc", "--json"]) in (0, 1)
+    assert main(base + ["--regex", "[0-9]+", "--text", "12", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["backends"] == ["structgate-llguidance", "structgate-outlines-core"]
     f = tmp_path / "t.jsonl"
     f.write_text('{"text": "7"}\n{"text": "x"}\n')
-    assert main(base + ["--regex", "[0-9]+", "--jsonl", str(f), "--json"]) == 1  # 'x' is rejected by both
+    # 'x' is rejected by both: that is agreement (exit 0), recorded as a stop with no acceptor
+    assert main(base + ["--regex", "[0-9]+", "--jsonl", str(f), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["ok"] is False and out["reports"][1]["stopped"]["rejected_by"] == out["backends"]
+    assert out["ok"] is True and out["reports"][1]["stopped"]["rejected_by"] == out["backends"]
+    assert out["reports"][1]["stopped"]["accepted_by"] == []
+    # a text one backend accepts and the other rejects: exit 1 (outlines drops 'c' after 'ab')
+    assert main(base + ["--choice", "ab", "--choice", "abc", "--text", "abc", "--json"]) == 1
+    capsys.readouterr()
     assert main(["diff", "--backends", "native", "--regex", "a", "--text", "a"]) == 2
     assert main(base + ["--regex", "a(", "--text", "a"]) == 2
     assert main(["diff", "--backends", "nope,native", "--regex", "a", "--text", "a"]) == 2

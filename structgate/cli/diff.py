@@ -156,11 +156,12 @@ def _run_maskbench(args, names) -> int:
         print(f"{s['cases']} schemas, {s['texts']} texts: {s['ok_texts']} identical, {s['disagreeing_texts']} "
               f"disagreeing; compile errors {s['compile_errors']}; {s['seconds']} s")
         for r in s["reports"]:
-            if r["disagreements"] or r["stopped"]:
+            if r["disagreements"] or (r["stopped"] and r["stopped"]["accepted_by"]):
                 print(f"[{r['case']}]")
                 from ..diff import DiffReport, MaskDisagreement
 
-                rep = DiffReport(**{k: v for k, v in r.items() if k not in ("ok", "case", "disagreements")})
+                rep = DiffReport(**{k: v for k, v in r.items()
+                                    if k not in ("ok", "case", "disagreements", "split_stop")})
                 rep.disagreements = [MaskDisagreement(**d) for d in r["disagreements"]]
                 print(rep.format(max_groups=5))
     return 0 if s["disagreeing_texts"] == 0 and not any(s["compile_errors"].values()) else 1
