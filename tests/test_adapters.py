@@ -176,6 +176,10 @@ def test_additional_properties_rewrite_keeps_composition():
     assert "additionalProperties" not in out["oneOf"][0]
     assert out["$defs"]["d"]["additionalProperties"] is False
     assert s["properties"]["a"] == {"type": "object", "properties": {"x": {}}}  # input untouched
+    # branches that only add "required" do not add keys: the parent is closed
+    closed = f({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})
+    assert closed["additionalProperties"] is False
+    assert "additionalProperties" not in f({"properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}]})
 
 
 def test_json_object(vocab):

@@ -240,7 +240,9 @@ def apply_additional_properties_default(schema: Any, value: bool = False) -> Any
     gets ``additionalProperties: value``.
 
     Branches of ``allOf`` / ``anyOf`` / ``oneOf`` whose parent also lists ``properties`` are left
-    alone (closing them would forbid the parent's keys); this is the policy XGrammar's
+    alone (closing them would forbid the parent's keys), and so is a parent whose branches may add
+    keys of their own; a parent whose branches only add ``required`` (e.g. ``anyOf: [{"required":
+    ["a"]}, {"required": ["b"]}]``) is closed. This approximates the policy XGrammar's
     ``strict_mode`` implements as ``unevaluatedProperties: false``.
     """
 
@@ -253,7 +255,7 @@ def apply_additional_properties_default(schema: Any, value: bool = False) -> Any
         is_obj = isinstance(s.get("properties"), dict)
         if (is_obj and not in_composed_with_parent_props and "additionalProperties" not in s
                 and "unevaluatedProperties" not in s and "patternProperties" not in s
-                and not any(k in s for k in ("allOf", "anyOf", "oneOf", "$ref"))):
+                and "$ref" not in s and not _branches_add_keys(s)):
             out["additionalProperties"] = value
         for k in _SUBSCHEMA_DICTS:
             if isinstance(s.get(k), dict):
@@ -270,6 +272,20 @@ def apply_additional_properties_default(schema: Any, value: bool = False) -> Any
         return out
 
     return walk(schema, False)
+
+
+_KEY_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "unevaluatedProperties", "$ref",
+                 "allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas")
+
+
+def _branches_add_keys(s: dict) -> bool:
+    """True if an ``allOf``/``anyOf``/``oneOf`` branch of ``s`` may admit keys of its own (closing
+    ``s`` would then forbid them); branches with only ``required`` and the like do not."""
+    for k in ("allOf", "anyOf", "oneOf"):
+        for b in s.get(k) or ():
+            if not isinstance(b, dict) or any(kw in b for kw in _KEY_KEYWORDS):
+                return True
+    return False
 
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]")
