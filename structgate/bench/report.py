@@ -308,8 +308,6 @@ def _fmt(v, digits: int = 0) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
-        if abs(v) >= 1e6:
-            return f"{v:.3g}"
         return f"{v:,.{digits}f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
 
