@@ -181,3 +181,28 @@ def test_cli_maskbench_long_run(capsys):
     assert rc == 1 and out["disagreeing_texts"] >= 1
     assert main(["diff", "--backends", "native,structgate-xgrammar", "--maskbench", "/nonexistent"]) == 2
     assert main(["diff", "--backends", "native,structgate-xgrammar", "--text", "a"]) == 2  # no constraint
+
+
+def test_field_case_regexes_agree(field_cases, llama3):
+    """Native, XGrammar and llguidance produce identical masks along every must_accept text of the
+    regex field cases (XGrammar refuses the regex with a literal U+0000: documented)."""
+    names = [n for n in ("native", "structgate-xgrammar", "structgate-llguidance") if _have(n)]
+    if len(names) < 2:
+        pytest.skip("needs two backends")
+    try:
+        get_backend("native", llama3).compile(Constraint.regex("a"))
+    except Exception as e:  # pragma: no cover
+        pytest.skip(f"native backend not usable yet: {e}")
+    backends = {n: get_backend(n, llama3) for n in names}
+    n_texts = 0
+    for c in field_cases:
+        if c["kind"] != "regex" or c.get("options"):
+            continue
+        for t in c["must_accept"]:
+            rep = diff_masks(backends, llama3, Constraint.regex(c["input"]), text=t, cap=3)
+            n_texts += 1
+            assert not rep.disagreements and not rep.split_stop, rep.format()
+            if rep.compile_errors:
+                assert c["id"] == "vllm-regex-literal-nul" and list(rep.compile_errors) == ["structgate-xgrammar"]
+            assert all(rep.accepting.values()), (c["id"], t)
+    assert n_texts >= 8
