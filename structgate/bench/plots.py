@@ -74,9 +74,10 @@ def plot_bench(path: str | Path, samples: dict[str, tuple[np.ndarray, np.ndarray
         totals = [max((split_passing.get(n, {}).get(s, (0, 0))[1] for n in names), default=0) for s in splits]
         ax_b.set_xticks(xs, [f"{s}\n({t})" for s, t in zip(splits, totals)], rotation=35, ha="right", fontsize=8)
         ax_b.set_ylabel(f"fraction of {unit_label} passing")
-        ax_b.set_ylim(0, 1.05)
+        ax_b.set_ylim(0, 1.18)
+        ax_b.set_yticks(np.linspace(0, 1, 6))
         ax_b.set_title(f"{unit_label.capitalize()} passing per split (count of {unit_label} in brackets)")
-        ax_b.legend(fontsize=8, ncols=min(4, len(names)))
+        ax_b.legend(fontsize=8, ncols=min(4, len(names)), loc="upper center")
         ax_b.grid(True, axis="y", alpha=0.3)
     fig.suptitle(title, fontsize=11)
     path = Path(path)
