@@ -354,3 +354,19 @@ def test_field_case_verdicts(name, field_cases, llama3_vocab):
                 wrong.add((c["id"], t))
     assert refused == FIELD_REFUSED[name]
     assert wrong == FIELD_WRONG[name]
+
+
+def test_xgrammar_structural_tag(vocab):
+    if not _installed("structgate-xgrammar"):
+        pytest.skip("xgrammar not installed")
+    b = get_backend("structgate-xgrammar", vocab)
+    spec = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "<a>"}, {"type": "json_schema", "json_schema": {"type": "integer"}},
+        {"type": "const_string", "value": "</a>"}]}}
+    g = b.compile(Constraint("structural_tag", spec))
+    m = g.matcher()
+    assert m.advance(vocab.encode("<a>12</a>")) and m.is_accepting()
+    assert not g.matcher().advance(vocab.encode("<a>x"))
+    with pytest.raises(GrammarSyntaxError) as ei:
+        b.compile(Constraint("structural_tag", {"type": "structural_tag", "format": {"type": "nope"}}))
+    assert "nope" in str(ei.value)

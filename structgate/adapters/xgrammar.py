@@ -11,7 +11,8 @@ Mapping
   ``"compact"`` → ``any_whitespace=False, separators=(",", ":")``), ``json_object`` → the
   schema ``{"type": "object"}`` with ``strict_mode=False``, ``regex`` → ``compile_regex``,
   ``choice`` → ``compile_regex`` of the escaped alternation, ``grammar`` → ``compile_grammar``
-  (GBNF/EBNF, root rule ``root``; the default) or ``compile_lark`` (``grammar_format="lark"``);
+  (GBNF/EBNF, root rule ``root``; the default) or ``compile_lark`` (``grammar_format="lark"``),
+  ``structural_tag`` → ``compile_structural_tag`` (XGrammar's structural-tag JSON, dict or text);
 * options: ``threads`` → ``GrammarCompiler(max_threads=)``, ``cache_size_bytes`` →
   ``cache_limit_bytes``; extras ``xgrammar_any_order`` (bool) → ``any_order``,
   ``xgrammar_indent`` (int) → ``indent``;
@@ -62,6 +63,8 @@ def _map_error(e: Exception, kind: str, text: str) -> Exception:
     if m2:
         pos = position_of_line_col(text, int(m2.group(1)), int(m2.group(2)))
     detail = msg.split(": ", 1)[1] if ": " in msg and (m or m2) else msg
+    if "invalid structural tag" in low:
+        return GrammarSyntaxError(f"XGrammar: {msg.split('Invalid structural tag error: ')[-1]}", text, 0)
     if "check failed" in low:  # an XGrammar internal assertion on a valid input
         return UnsupportedFeatureError("input XGrammar cannot compile (internal check failed)", "XGrammar: " + msg)
     if ("not supported" in low or "unsupported" in low) and "unsupported type" not in low:
@@ -138,7 +141,7 @@ class XGrammarBackend(Backend):
     """
 
     name = "structgate-xgrammar"
-    supported_kinds = frozenset({"regex", "json_schema", "json_object", "choice", "grammar"})
+    supported_kinds = frozenset({"regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"})
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         import xgrammar as xgr
@@ -199,11 +202,15 @@ class XGrammarBackend(Backend):
                     xg = c.compile_grammar(text)
                 else:
                     raise UnsupportedFeatureError(f"grammar format {fmt!r}", "XGrammar takes 'ebnf'/'gbnf' or 'lark'")
+            elif kind == "structural_tag":
+                v = constraint.value
+                text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                xg = c.compile_structural_tag(text)
             else:  # pragma: no cover - Backend.compile checks kinds
                 raise UnsupportedFeatureError(kind)
         except (GrammarSyntaxError, UnsupportedFeatureError):
             raise
-        except (RuntimeError, ValueError) as e:
+        except (RuntimeError, ValueError, TypeError) as e:
             raise _map_error(e, kind, text) from e
         return XGrammarCompiledGrammar(self, constraint, xg)
 

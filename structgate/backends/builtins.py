@@ -30,7 +30,7 @@ def structgate_register_backends(register):
         requires=("xgrammar",),
         install_hint="pip install 'structgate[xgrammar]'",
         description="XGrammar (mlc-ai) pushdown automaton engine, through structgate's interface",
-        kinds=_ADAPTER_KINDS,
+        kinds=_ADAPTER_KINDS + ("structural_tag",),
         aliases=("sg-xgrammar",),
         plugin="structgate",
     ))
