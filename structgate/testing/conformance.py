@@ -7,8 +7,8 @@ What is checked (each a test method; names are the keys of ``deviations``):
   row raises :class:`~structgate.errors.BitmaskError`;
 * ``test_padding_and_specials_forbidden``: at every step, ids ``>= n_tokens`` and non-EOS special
   ids are never allowed, and advancing by them returns False;
-* ``test_eos_only_when_accepting``: the EOS bit equals ``is_accepting()`` at every step; EOS in a
-  non-accepting state is rejected without changing the state;
+* ``test_eos_only_when_accepting``: the EOS bit equals ``is_accepting()`` and ``is_final()``
+  follows rule 3 at every step; EOS in a non-accepting state is rejected without changing the state;
 * ``test_termination``: after EOS: ``is_terminated``, ``is_final``, the mask allows EOS only, EOS
   again is accepted and changes nothing, any other token is rejected;
 * ``test_rollback_exact``: masks after rolling back ``k`` tokens (including an accepted EOS) equal
@@ -186,6 +186,9 @@ class BackendConformance:
             ok = bitmask_to_bool(row_of(m), vocab.vocab_size)
             acc = m.is_accepting()
             assert all(ok[x] == acc for x in eos), "EOS bit differs from is_accepting()"
+            others = ok.copy()
+            others[list(eos)] = False
+            assert m.is_final() == (acc and not others.any()), "is_final() differs from rule 3"
             if not acc:
                 before = row_of(m)
                 assert m.advance(eos[0]) is False
