@@ -134,3 +134,28 @@ class TestOutlinesCoreConformance(BackendConformance):
 @pytest.mark.skipif(not _available("example-choice"), reason="examples/choice-backend not installed")
 class TestExampleChoiceConformance(BackendConformance):
     backend_name = "example-choice"
+
+
+# -- the same kit with a real tokenizer (Llama 3, 128,256 tokens, byte-level BPE) ---------------------
+class _Llama3:
+    def make_vocabulary(self):
+        from structgate import load_vocabulary
+
+        return load_vocabulary("llama3")
+
+
+@pytest.mark.skipif(not _native_works(), reason="native backend not built yet in this checkout")
+class TestNativeConformanceLlama3(_Llama3, BackendConformance):
+    backend_name = "native"
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not _available("structgate-xgrammar"), reason="xgrammar not installed")
+class TestXGrammarConformanceLlama3(_Llama3, BackendConformance):
+    backend_name = "structgate-xgrammar"
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not _available("structgate-llguidance"), reason="llguidance not installed")
+class TestLLGuidanceConformanceLlama3(_Llama3, BackendConformance):
+    backend_name = "structgate-llguidance"
