@@ -119,7 +119,7 @@ def texts_for(pattern: str):
     return st.lists(st.sampled_from(alphabet), max_size=7).map("".join)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_regex_agrees_with_re(data):
     ours, py = data.draw(anchored(), label="regex")
@@ -127,12 +127,14 @@ def test_random_regex_agrees_with_re(data):
     cre = re.compile(py)
     # strings drawn from the pattern's own alphabet, and strings the pattern matches
     samples = data.draw(st.lists(texts_for(ours), min_size=5, max_size=15), label="texts")
-    try:
-        pos = data.draw(st.lists(st.from_regex(cre, fullmatch=True,
-                                               alphabet=st.characters(codec="utf-8")),
-                                 max_size=5), label="matching")
-    except Exception:  # pragma: no cover - hypothesis cannot generate for this pattern
-        pos = []
+    pos = []
+    if not ours.startswith("(?i)"):  # hypothesis' from_regex is very slow with IGNORECASE
+        try:
+            pos = data.draw(st.lists(st.from_regex(cre, fullmatch=True,
+                                                   alphabet=st.characters(codec="utf-8")),
+                                     max_size=5), label="matching")
+        except Exception:  # pragma: no cover - hypothesis cannot generate for this pattern
+            pos = []
     for s in samples + pos:
         want = cre.fullmatch(s) is not None
         assert dfa.matches(s.encode()) == want, (ours, py, s)

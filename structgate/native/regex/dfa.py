@@ -436,26 +436,33 @@ def _refine_exact(table: np.ndarray, block: np.ndarray) -> np.ndarray:
 
 
 def _moore(table: np.ndarray, block: np.ndarray, max_rounds: int) -> tuple[np.ndarray, bool]:
-    """Hashed Moore rounds from ``block``; returns (blocks, converged)."""
+    """Hashed Moore rounds from ``block``; returns (blocks ``0..z-1``, converged).
+
+    A state's new id is a 64-bit hash of its old id and its successors' ids (wrapping int64
+    arithmetic; the hash values themselves serve as ids between rounds). The partition is only
+    refined, so it is stable when the number of distinct ids stops growing; the caller verifies
+    the result exactly.
+    """
     global _HASH_MULT
     k = table.shape[1]
     if _HASH_MULT is None or _HASH_MULT.shape[0] < k + 1:
         rng = np.random.default_rng(0x5EED)
-        _HASH_MULT = (rng.integers(1, 2**63 - 1, size=max(k + 1, 64), dtype=np.int64) | 1).astype(np.uint64)
-    mult = _HASH_MULT[: k + 1]
-    nb = int(block.max()) + 1
+        _HASH_MULT = rng.integers(1, 2**62, size=max(k + 1, 64), dtype=np.int64) | 1
+    mult = _HASH_MULT[1: k + 1]
+    m0 = _HASH_MULT[0]
+    h = block.astype(np.int64)
+    nb = int(np.unique(h).shape[0])
+    done = False
     with np.errstate(over="ignore"):
         for _ in range(max_rounds):
-            sig = block[table].astype(np.uint64) * mult[1:][None, :]
-            h = sig.sum(axis=1, dtype=np.uint64) + block.astype(np.uint64) * mult[0]
-            _, new = np.unique(h, return_inverse=True)
-            new = new.reshape(-1)
-            nb2 = int(new.max()) + 1
-            block = new
+            h = np.take(h, table).dot(mult) + h * m0
+            nb2 = int(np.unique(h).shape[0])
             if nb2 == nb:
-                return block, True
+                done = True
+                break
             nb = nb2
-    return block, False
+    _, inv = np.unique(h, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), done
 
 
 def _valmari(table: np.ndarray, block: np.ndarray) -> np.ndarray:
