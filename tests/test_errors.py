@@ -19,3 +19,63 @@ def test_other_errors_name_what_and_where():
     e = CompileLimitError("max_dfa_states", 50001, 50000)
     assert "max_dfa_states" in str(e) and "50000" in str(e)
     assert "pip install x" in str(BackendUnavailableError("x", "not installed", "pip install x"))
+
+
+def test_default_validate_counts_eos_after_termination_without_rolling_back_real_tokens():
+    """Regression: the default Matcher.validate rolled back one real token per EOS accepted after
+    termination (EOS on a terminated matcher changes nothing, rule 4)."""
+    import numpy as np
+
+    from structgate.backends.interface import Matcher
+    from structgate.errors import MatcherStateError
+    from structgate.vocab import Vocabulary
+
+    vocab = Vocabulary([b"a", b""], eos_token_ids=[1])
+
+    class OneA(Matcher):  # language {"a"}, minimal history-based matcher using only the base validate
+        def __init__(self):
+            self.vocab = vocab
+            self.hist = []
+
+        def _fill_row(self, row):
+            row[:] = 0
+            return True
+
+        def is_accepting(self):
+            return self.hist == ["a"]
+
+        def is_terminated(self):
+            return self.hist[-1:] == ["eos"]
+
+        def advance(self, ids):
+            ids = self._as_list(ids)
+            saved = list(self.hist)
+            for t in ids:
+                if self.is_terminated():
+                    if t != 1:
+                        self.hist = saved
+                        return False
+                elif t == 0 and not self.hist:
+                    self.hist.append("a")
+                elif t == 1 and self.is_accepting():
+                    self.hist.append("eos")
+                else:
+                    self.hist = saved
+                    return False
+            return True
+
+        def rollback(self, n):
+            if n > len(self.hist):
+                raise MatcherStateError("too far")
+            del self.hist[len(self.hist) - n:]
+
+        def reset(self):
+            self.hist = []
+
+    m = OneA()
+    assert m.advance([0, 1]) and m.is_terminated()
+    assert m.validate([1, 1, 0]) == 2
+    assert m.hist == ["a", "eos"]
+    m.reset()
+    assert m.validate([0, 1, 1]) == 3 and m.hist == []
+    assert np.array_equal(m.allowed_token_ids(), [])

@@ -258,14 +258,18 @@ class Matcher(ABC):
     def validate(self, token_ids: Sequence[int]) -> int:
         """Length of the longest allowed prefix of ``token_ids``; the state is unchanged (rule 7)."""
         n = 0
+        pushed = 0  # tokens that entered the history (EOS after termination does not, rule 4)
         try:
             for t in token_ids:
+                was_terminated = self.is_terminated()
                 if not self.advance(int(t)):
                     break
                 n += 1
+                if not was_terminated:
+                    pushed += 1
         finally:
-            if n:
-                self.rollback(n)
+            if pushed:
+                self.rollback(pushed)
         return n
 
     @staticmethod
