@@ -505,3 +505,38 @@ def test_install_cpu_shim_writes_metadata_only_dist(tmp_path, monkeypatch):
     found = md.PathDistribution(d)
     assert found.metadata["Name"] == "vllm" and found.version == "0.32.0+cpu"
     assert len(found.files) == 3
+
+
+# -- structgate demo (no server) ---------------------------------------------------------------------
+def test_demo_requests_and_oracles(tmp_path):
+    from structgate.cli import demo
+
+    f = tmp_path / "extra.jsonl"
+    f.write_text('# comment\n{"title": "small", "type": "integer", "minimum": 1, "maximum": 3}\n\ntrue\n')
+    extra = demo.load_schemas(str(f))
+    assert [n for n, _ in extra] == ["extra.jsonl:2 (small)", "extra.jsonl:4"]
+    reqs = demo.build_requests(extra)
+    kinds = [r["kind"] for r in reqs]
+    assert kinds.count("json_schema") == len(demo.DEMO_SCHEMAS) + 2 and "regex" in kinds and "choice" in kinds
+    chat = reqs[0]["body"]
+    assert chat["response_format"]["type"] == "json_schema" and "schema" in chat["response_format"]["json_schema"]
+    assert all(r["path"] == "/v1/completions" and "structured_outputs" in r["body"] for r in reqs if r["kind"] != "json_schema")
+    # the oracles really reject
+    person = demo.DEMO_SCHEMAS[0][1]
+    good = '{"name": "a", "age": 3, "address": {"city": "x", "zip": "12345"}}'
+    assert demo.check_output(("json_schema", person), good) == (True, None)
+    assert not demo.check_output(("json_schema", person), good.replace("12345", "1234"))[0]
+    assert not demo.check_output(("json_schema", person), good.replace('"age": 3', '"age": 300'))[0]
+    assert not demo.check_output(("json_schema", person), good[:-1])[0]
+    assert demo.check_output(("regex", r"#[0-9a-f]{6}"), "#a0b1c2")[0]
+    assert not demo.check_output(("regex", r"#[0-9a-f]{6}"), "#a0b1c2 ")[0]
+    assert not demo.check_output(("choice", ["yes", "no"]), "yes ")[0]
+
+
+def test_demo_user_errors_exit_2_without_a_server(tmp_path):
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"type": "object"}\n[1, 2]\n')
+    for argv, needle in ((["demo", "--backend", "no-such"], "no structured-output backend named 'no-such'"),
+                         (["demo", "--schemas", str(f)], "line 2")):
+        out = subprocess.run([sys.executable, "-m", "structgate.cli", *argv], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and needle in out.stderr, (out.returncode, out.stderr[-1000:])
