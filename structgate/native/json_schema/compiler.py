@@ -483,15 +483,17 @@ class _Compiler:
             return set(TYPES) - {"integer"}
         if b is False:
             return set()
+        if not isinstance(b, dict):
+            return set(TYPES) - {"integer"}  # malformed: value() raises GrammarSyntaxError later
         if "$ref" in b and len(b) == 1:
             try:
                 return self._branch_types(self.resolve(b["$ref"], ""))
             except Exception:
                 return set(TYPES) - {"integer"}
         ts = set(TYPES) - {"integer"}
-        if "type" in b:
+        if "type" in b and isinstance(b["type"], (str, list)):
             t = b["type"]
-            t = {t} if isinstance(t, str) else set(t)
+            t = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)}
             ts = {("number" if x == "integer" else x) for x in t}
         vals = None
         if "const" in b:
@@ -530,11 +532,28 @@ class _Compiler:
                 raise UnsupportedFeatureError(
                     "oneOf (overlapping branches)",
                     f"branches {i} and {j} may both match a value; oneOf is compiled as anyOf only "
-                    "when the branches are disjoint (different types, distinct const/enum values, "
-                    "or a required property with distinct const values)", where)
+                    "when the branches are provably disjoint (different types, distinct const/enum "
+                    "values, disjoint numeric ranges, a property required by both with disjoint "
+                    "values, or a key one requires and the other forbids)", where)
 
-    def _disjoint_values(self, a, b) -> bool:
+    def _deref(self, s, hops: int = 0):
+        """Follow a ``$ref`` that has only annotation siblings (for the disjointness checks)."""
+        while isinstance(s, dict) and "$ref" in s and not (set(s) - ANNOTATIONS - {"$ref"}) and hops < 16:
+            try:
+                s = self.resolve(s["$ref"], "")
+            except Exception:
+                return s
+            hops += 1
+        return s
+
+    def _disjoint_values(self, a, b, depth: int = 0) -> bool:
+        """True when no JSON value is valid against both a and b (a sufficient check)."""
+        if depth > 8:
+            return False
+        a, b = self._deref(a), self._deref(b)
+
         def vals(s):
+            s = self._deref(s)
             if not isinstance(s, dict):
                 return None
             if "const" in s:
@@ -542,16 +561,44 @@ class _Compiler:
             if "enum" in s and isinstance(s["enum"], list):
                 return s["enum"]
             return None
+
         va, vb = vals(a), vals(b)
         if va is not None and vb is not None:
             return not any(_json_equal(x, y) for x in va for y in vb)
-        if isinstance(a, dict) and isinstance(b, dict):
-            pa, pb = a.get("properties", {}), b.get("properties", {})
-            ra, rb = set(a.get("required", [])), set(b.get("required", []))
-            for k in set(pa) & set(pb) & ra & rb:
-                x, y = vals(pa[k]), vals(pb[k])
-                if x is not None and y is not None and not any(_json_equal(u, v) for u in x for v in y):
-                    return True
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            return False
+        # numeric-only branches with disjoint intervals
+        if self._branch_types(a) <= {"number"} and self._branch_types(b) <= {"number"}:
+            try:
+                (la, ha), (lb, hb) = self._bounds(a, ""), self._bounds(b, "")
+            except GrammarSyntaxError:
+                la = ha = lb = hb = None
+
+            def below(hi, lo):  # every value <= hi is < every value >= lo
+                return hi is not None and lo is not None and (
+                    hi[0] < lo[0] or (hi[0] == lo[0] and (hi[1] or lo[1])))
+            if below(ha, lb) or below(hb, la):
+                return True
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        ra, rb = set(a.get("required", [])), set(b.get("required", []))
+        if not (isinstance(pa, dict) and isinstance(pb, dict)):
+            return False
+        for k in set(pa) & set(pb) & ra & rb:  # a discriminator property
+            x, y = vals(pa[k]), vals(pb[k])
+            if x is not None and y is not None and not any(_json_equal(u, v) for u in x for v in y):
+                return True
+            if self._branch_types(self._deref(pa[k])).isdisjoint(self._branch_types(self._deref(pb[k]))) \
+                    or self._disjoint_values(pa[k], pb[k], depth + 1):
+                return True
+
+        def forbids(s, props, k):
+            if props.get(k) is False:
+                return True
+            return k not in props and s.get("additionalProperties") is False and not s.get("patternProperties")
+        objects_only = self._branch_types(a) == {"object"} or self._branch_types(b) == {"object"}
+        if objects_only:
+            if any(forbids(b, pb, k) for k in ra) or any(forbids(a, pa, k) for k in rb):
+                return True
         return False
 
     def apply_not(self, schema, where):
