@@ -242,6 +242,9 @@ SOUND_SCHEMAS = [
     {"oneOf": [{"type": "integer", "maximum": 0}, {"type": "number", "exclusiveMinimum": 0, "maximum": 2},
                {"type": "object", "properties": {"a": {"type": "null"}}, "required": ["a"], "additionalProperties": False},
                {"type": "object", "properties": {"b": {"enum": [1, 2]}, "c": {"type": "boolean"}}, "required": ["b"]}]},
+    {"type": "object", "properties": {"id": {"type": "integer"}},
+     "patternProperties": {"^x_[a-c]$": {"type": "integer", "maximum": 5}, "_b$": {"minimum": -1}},
+     "additionalProperties": {"type": "string"}},
     {"type": "array", "items": {"not": {"anyOf": [{"enum": [True, None]}, {"type": ["object", "array", "string"]}]}},
      "maxItems": 3},
     {"type": "object", "properties": {"t": {"type": "string", "format": "date-time"},
@@ -400,8 +403,8 @@ def test_allof_merge_and_refusal():
 
 @pytest.mark.parametrize("schema,keyword,where", [
     ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
-    ({"type": "object", "properties": {"o": {"type": "object", "patternProperties": {"^x": {}}}}},
-     "patternProperties", "/properties/o/patternProperties"),
+    ({"type": "object", "properties": {"o": {"type": "object", "patternProperties": {"^x(?=y)": {}}}}},
+     "lookahead (?=...)/(?!...)", "/properties/o/patternProperties/^x(?=y)"),
     ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames", "/propertyNames"),
     ({"type": "object", "minProperties": 2}, "minProperties", "/minProperties"),
     ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
@@ -476,3 +479,17 @@ def test_regex_size_limit():
     assert len(schema_to_regex(small)) < 10_000
     with pytest.raises(CompileLimitError):
         schema_to_regex(small, CompileOptions().updated(max_regex_size=500))
+
+
+def test_pattern_properties():
+    s = {"type": "object", "properties": {"id": {"type": "integer"}},
+         "patternProperties": {"^x_": {"type": "integer", "maximum": 5}}}
+    rx = schema_to_regex(s)
+    ok = ['{"id": 1}', '{"id": 1, "x_a": 3}', '{"x_b": 1, "x_c": 2}', '{"x_\\u00e9": 0}']
+    bad = ['{"x_a": 7}', '{"y": 1}', '{"x_a": "s"}', '{"x_a": 1, "id": 2}']
+    assert all(re.fullmatch(rx, t) for t in ok) and not any(re.fullmatch(rx, t) for t in bad)
+    # a listed key matching a pattern gets both schemas, and pattern keys are then not generated
+    s = {"type": "object", "properties": {"x_a": {"type": "integer"}}, "patternProperties": {"^x_": {"maximum": 5}}}
+    rx = schema_to_regex(s)
+    assert re.fullmatch(rx, '{"x_a": 5}') and not re.fullmatch(rx, '{"x_a": 6}')
+    assert not re.fullmatch(rx, '{"x_a": 1, "x_b": 1}')

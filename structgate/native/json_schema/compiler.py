@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from decimal import Decimal
 from itertools import product
 from typing import Any
@@ -908,7 +909,9 @@ class _Compiler:
                    "dependencies", "dependentRequired", "minProperties", "maxProperties"):
             if kw in schema:
                 v = schema[kw]
-                if kw in ("patternProperties", "dependentSchemas", "dependencies", "dependentRequired") and v == {}:
+                if kw == "patternProperties" and isinstance(v, dict):
+                    continue  # handled below
+                if kw in ("dependentSchemas", "dependencies", "dependentRequired") and v == {}:
                     continue
                 if kw == "propertyNames" and v in (True, {}):
                     continue
@@ -926,14 +929,61 @@ class _Compiler:
                                      _ptr(where, "required"))
         has_addl = "additionalProperties" in schema
         addl = schema.get("additionalProperties", True)
+        pprops = schema.get("patternProperties") or {}
+        pkeys = {}  # pattern -> regex of the JSON-encoded keys (quotes included) it matches
+        for pat in pprops:
+            w = _ptr(where, "patternProperties", pat)
+            self._check_schema(pprops[pat], w)
+            body = pattern_body_regex(parse_pattern(pat, w), None, w)
+            pkeys[pat] = None if body is None else f'"{body}"'
+
+        def matching(k: str) -> list[str]:
+            """Patterns that may match key k (ours, or Python's reading of the pattern)."""
+            out = []
+            for pat, kr in pkeys.items():
+                hit = kr is not None and re.fullmatch(kr, json.dumps(k, ensure_ascii=False)) is not None
+                if not hit:
+                    try:
+                        hit = re.search(pat, k) is not None
+                    except re.error:
+                        pass
+                if hit:
+                    out.append(pat)
+            return out
+
+        def member_schema(k: str, base):
+            pats = matching(k)
+            return base if not pats else {"allOf": [base] + [pprops[p] for p in pats]}
+
         listed: list[tuple[str, str | None, bool]] = []
         for k, s in props.items():
-            listed.append((k, self.value(s, _ptr(where, "properties", k)), k in required))
+            listed.append((k, self.value(member_schema(k, s), _ptr(where, "properties", k)), k in required))
         for r in required:
             if r not in props:
-                listed.append((r, self.value(addl, _ptr(where, "additionalProperties")), True))
+                base = addl if not matching(r) else True
+                listed.append((r, self.value(member_schema(r, base), _ptr(where, "additionalProperties")), True))
         # extras policy
-        if has_addl:
+        if pprops:
+            # keys matching a pattern (never a listed name); a key matching several patterns must
+            # satisfy them all, so every pattern key gets all pattern schemas. Keys matched by no
+            # pattern are not generated (sound: extra keys are optional).
+            extra_v = None
+            alts = []
+            allv = None
+            for pat, kr in pkeys.items():
+                if kr is None or any(matching_k for matching_k in
+                                     (pat in matching(k) for k in props.keys() | set(required))):
+                    continue
+                if allv is None:
+                    both = list(pprops.values())
+                    allv = self.value(both[0] if len(both) == 1 else {"allOf": both},
+                                      _ptr(where, "patternProperties"))
+                if allv is not None:
+                    alts.append(kr)
+            pattern_extra = None if not alts or allv is None else f"{alt(alts)}{self.colon}{allv}"
+        if pprops:
+            pass
+        elif has_addl:
             extra_v = self.value(addl, _ptr(where, "additionalProperties")) if addl is not False else None
         elif not props and not required:
             # {"type": "object"}: any object, as deep as any_value() allows
@@ -947,7 +997,9 @@ class _Compiler:
         names = [k for k, _, _ in listed]  # NEVER-valued optional keys stay excluded from extras
         listed = [(k, v, req) for k, v, req in listed if v is not None]
         extra = None
-        if extra_v is not None:
+        if pprops:
+            extra = pattern_extra
+        elif extra_v is not None:
             key = STRING if not names else _key_not_in(names)
             extra = f"{key}{self.colon}{extra_v}"
         comma = self.comma
