@@ -917,8 +917,11 @@ class _Compiler:
                     continue
                 if kw == "unevaluatedProperties" and v is True:
                     continue
-                if kw == "minProperties" and self._count(schema, kw, where) == 0:
-                    continue
+                if kw in ("minProperties", "maxProperties"):
+                    continue  # handled below (sound approximations)
+                if kw in ("dependentRequired", "dependencies") and isinstance(v, dict) and all(
+                        isinstance(x, list) for x in v.values()):
+                    continue  # handled below
                 raise UnsupportedFeatureError(kw, "", _ptr(where, kw))
         props = schema.get("properties", {})
         if not isinstance(props, dict):
@@ -929,6 +932,24 @@ class _Compiler:
                                      _ptr(where, "required"))
         has_addl = "additionalProperties" in schema
         addl = schema.get("additionalProperties", True)
+        # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all
+        deps = {**schema.get("dependencies", {}), **schema.get("dependentRequired", {})}
+        dep_names: list[str] = []
+        if deps:
+            required = list(required)
+            changed = True
+            while changed:
+                changed = False
+                for a, bs in deps.items():
+                    if a not in dep_names:
+                        dep_names.append(a)
+                    if a in props or a in required or has_addl and addl is not False or \
+                            (not has_addl and self.opt.additional_properties) or \
+                            schema.get("patternProperties"):
+                        for b in bs:
+                            if b not in required:
+                                required.append(b)
+                                changed = True
         pprops = schema.get("patternProperties") or {}
         pkeys = {}  # pattern -> regex of the JSON-encoded keys (quotes included) it matches
         for pat in pprops:
@@ -994,8 +1015,33 @@ class _Compiler:
             extra_v = None
         if any(v is None and req for _, v, req in listed):
             return None
-        names = [k for k, _, _ in listed]  # NEVER-valued optional keys stay excluded from extras
+        # dependentRequired trigger keys are never generated as extras (their dependents were
+        # made required only when the trigger is a listed key)
+        names = [k for k, _, _ in listed] + [a for a in dep_names if a not in props]
         listed = [(k, v, req) for k, v, req in listed if v is not None]
+        n_req = sum(1 for _, _, req in listed if req)
+        if "maxProperties" in schema:
+            mx = self._count(schema, "maxProperties", where)
+            if mx < n_req:
+                return None
+            if mx < len(listed):
+                raise UnsupportedFeatureError("maxProperties", "fewer than the listed properties",
+                                              _ptr(where, "maxProperties"))
+            extra_v = None  # sound: only listed keys, at most len(listed) <= maxProperties
+            pprops = {}
+            pattern_extra = None
+        if "minProperties" in schema:
+            mn = self._count(schema, "minProperties", where)
+            if mn > n_req:
+                # sound subset: make the first optional listed properties required
+                need = mn - n_req
+                opt_idx = [i for i, (_, _, req) in enumerate(listed) if not req]
+                if len(opt_idx) < need:
+                    raise UnsupportedFeatureError("minProperties", "more than the listed properties",
+                                                  _ptr(where, "minProperties"))
+                for i in opt_idx[:need]:
+                    k, v, _ = listed[i]
+                    listed[i] = (k, v, True)
         extra = None
         if pprops:
             extra = pattern_extra
