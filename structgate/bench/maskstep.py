@@ -356,3 +356,110 @@ def format_table(results: list[dict], batch_sizes: Sequence[int], key: str = "fi
             cells.append("n/a" if r is None or key not in r else f"{r[key]:.3f}")
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# -- end to end: the embedded model through vLLM (CPU) --------------------------------------------
+#: e2e configurations: label -> structured-output backend (None = unconstrained requests)
+E2E_CONFIGS = {"unconstrained": None, "vllm-xgrammar": "xgrammar", "native": "native",
+               "structgate-xgrammar": "structgate-xgrammar", "structgate-llguidance": "structgate-llguidance",
+               "structgate-outlines-core": "structgate-outlines-core"}
+
+_E2E_SCRIPT = r'''
+import json, sys, time
+if __name__ == "__main__":
+    cfg = json.loads(sys.argv[1])
+    import structgate.plugin
+    structgate.plugin.autoload()
+    from vllm import LLM, SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+    kw = {} if cfg["backend"] is None else {"structured_outputs_config": {"backend": cfg["backend"]}}
+    llm = LLM(model=cfg["model"], enforce_eager=True, max_model_len=1024, max_num_seqs=cfg["n"],
+              distributed_executor_backend="uni", seed=0, **kw)
+    def params(i):
+        so = None if cfg["backend"] is None else StructuredOutputsParams(json=cfg["schemas"][i % len(cfg["schemas"])])
+        return SamplingParams(max_tokens=cfg["max_tokens"], temperature=0.8, seed=i, structured_outputs=so)
+    llm.generate(["warm up: "] * 2, [params(i) for i in range(2)], use_tqdm=False)
+    prompts = [f"Record {i} as JSON: " for i in range(cfg["n"])]
+    t = time.perf_counter()
+    outs = llm.generate(prompts, [params(i) for i in range(cfg["n"])], use_tqdm=False)
+    wall = time.perf_counter() - t
+    texts = [o.outputs[0].text for o in outs]
+    ntok = [len(o.outputs[0].token_ids) for o in outs]
+    print("RESULT " + json.dumps({"wall_s": wall, "tokens": ntok, "texts": texts}))
+'''
+
+
+def run_e2e(configs: Sequence[str], *, n_requests: int = 32, max_tokens: int = 64, log=print,
+            timeout_s: float = 900.0) -> list[dict]:
+    """Offline vLLM on the embedded tiny model (CPU), one subprocess per configuration:
+    ``n_requests`` concurrent json_schema requests (:data:`SCHEMAS`, cycled), ``max_tokens`` each.
+
+    Reports tokens/s (all output tokens / wall time of the batch) and ms per output token per
+    request (wall time / mean output length; the requests decode concurrently), and how many
+    outputs are complete documents valid against their schema (``jsonschema``).
+    """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import jsonschema
+
+    from ..plugin.model import embedded_model_dir
+
+    model = str(embedded_model_dir())
+    schemas = [s for s, _ in SCHEMAS]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "e2e.py")
+        with open(script, "w") as f:
+            f.write(_E2E_SCRIPT)
+        for label in configs:
+            cfg = {"backend": E2E_CONFIGS[label], "model": model, "n": n_requests, "max_tokens": max_tokens,
+                   "schemas": schemas}
+            env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu",
+                   "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+            try:
+                out = subprocess.run([sys.executable, script, json.dumps(cfg)], capture_output=True, text=True,
+                                     timeout=timeout_s, env=env)
+            except subprocess.TimeoutExpired:
+                log(f"{label}: timed out")
+                results.append(dict(config=label, error="timeout"))
+                continue
+            line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
+            if out.returncode != 0 or line is None:
+                log(f"{label}: failed (rc {out.returncode}): {out.stderr[-800:]}")
+                results.append(dict(config=label, error=f"rc {out.returncode}"))
+                continue
+            r = json.loads(line[len("RESULT "):])
+            total = sum(r["tokens"])
+            valid = 0
+            if cfg["backend"] is not None:
+                for i, text in enumerate(r["texts"]):
+                    try:
+                        jsonschema.validate(json.loads(text), schemas[i % len(schemas)])
+                        valid += 1
+                    except (ValueError, jsonschema.ValidationError):
+                        pass
+            row = dict(config=label, requests=n_requests, max_tokens=max_tokens, wall_s=r["wall_s"],
+                       output_tokens=total, tokens_per_s=total / r["wall_s"],
+                       ms_per_token=1e3 * r["wall_s"] / (total / n_requests),
+                       valid=valid if cfg["backend"] is not None else None)
+            log(f"{label:26s} {row['tokens_per_s']:8.1f} tok/s  {row['ms_per_token']:7.2f} ms/token/request  "
+                f"valid {row['valid']}/{n_requests}")
+            results.append(row)
+    return results
+
+
+def format_e2e_table(results: list[dict]) -> str:
+    """Markdown table of :func:`run_e2e` results."""
+    lines = ["| configuration | output tokens | wall s | tokens/s | ms / output token / request | valid JSON |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['config']} | {r['error']} | | | | |")
+            continue
+        valid = "n/a" if r["valid"] is None else f"{r['valid']}/{r['requests']}"
+        lines.append(f"| {r['config']} | {r['output_tokens']} | {r['wall_s']:.2f} | {r['tokens_per_s']:.1f} | "
+                     f"{r['ms_per_token']:.2f} | {valid} |")
+    return "\n".join(lines)

@@ -29,6 +29,13 @@ def add_bench_subparser(bench_sub) -> argparse.ArgumentParser:
                         "overlaps with; default 0)")
     p.add_argument("--no-hook", action="store_true", help="run vLLM's loop for the structgate backends too")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--e2e", action="store_true",
+                   help="instead: end-to-end offline vLLM on the embedded model (CPU), 32 concurrent json_schema "
+                        "requests per configuration (unconstrained, vllm-xgrammar, native, each adapter)")
+    p.add_argument("--e2e-configs", default="unconstrained,vllm-xgrammar,native,structgate-xgrammar,"
+                                            "structgate-llguidance,structgate-outlines-core")
+    p.add_argument("--e2e-requests", type=int, default=32)
+    p.add_argument("--e2e-max-tokens", type=int, default=64)
     p.set_defaults(func=run)
     return p
 
@@ -46,8 +53,17 @@ def add_parser(sub) -> None:  # standalone use: `structgate maskstep` if wired a
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..bench.maskstep import format_table, run_maskstep
+    from ..bench.maskstep import format_e2e_table, format_table, run_e2e, run_maskstep
 
+    if args.e2e:
+        configs = [c.strip() for c in args.e2e_configs.split(",") if c.strip()]
+        res = run_e2e(configs, n_requests=args.e2e_requests, max_tokens=args.e2e_max_tokens)
+        print()
+        print(format_e2e_table(res))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(res, f, indent=1)
+        return 0
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     results = run_maskstep(systems, batches, args.steps, vocab_spec=args.vocab, forward_ms=args.forward_ms,

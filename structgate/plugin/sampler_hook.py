@@ -70,6 +70,14 @@ def _count(key: str, n: int = 1) -> None:
     stats[key] = stats.get(key, 0) + n
 
 
+def _record(event: str, n: int) -> None:
+    """Append a counter line to ``$STRUCTGATE_STATS_FILE`` (the bridge's format; e2e tests)."""
+    if os.environ.get("STRUCTGATE_STATS_FILE"):
+        from .bridge import record
+
+        record(event, "sampler-hook", n)
+
+
 def hook_mode() -> str:
     """``"on"``, ``"off"`` or ``"all"`` from ``STRUCTGATE_SAMPLER_HOOK``."""
     v = os.environ.get(ENV_SAMPLER_HOOK, "1").strip().lower()
@@ -135,6 +143,7 @@ def classify_rows(bitmask: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.
 
 def _warn_empty(req_ids: Sequence[str]) -> None:
     _count("rows_all_forbidden", len(req_ids))
+    _record("hook_rows_all_forbidden", len(req_ids))
     logger.warning("structgate: the grammar of request(s) %s allows no token at this step; the mask is not "
                    "applied (no all -inf row reaches softmax) and the engine fails the request when it "
                    "rejects the sampled token", ", ".join(sorted(set(req_ids))))
@@ -202,6 +211,7 @@ def apply_grammar_bitmask(scheduler_output: Any, grammar_output: Any, input_batc
         bm_t = bm_t.to(logits.device, non_blocking=True)
         idx_t = idx_t.to(logits.device, non_blocking=True)
     apply_token_bitmask_inplace(logits, bm_t, indices=idx_t)
+    _record("hook_masked_rows", n_keep)
     _count("rows_masked", n_keep)
     _count("kernel_launches")
     _pending_rows = (idx_t, int(logits.shape[0]))

@@ -76,6 +76,14 @@ def _count(key: str, n: int = 1) -> None:
     stats[key] = stats.get(key, 0) + n
 
 
+def _record(event: str, n: int) -> None:
+    """Append a counter line to ``$STRUCTGATE_STATS_FILE`` (the bridge's format; e2e tests)."""
+    if os.environ.get("STRUCTGATE_STATS_FILE"):
+        from .bridge import record
+
+        record(event, "scheduler-hook", n)
+
+
 # -- per-request hook state -----------------------------------------------------------------------
 class _Slot:
     """Hook state attached to one vLLM grammar object."""
@@ -377,6 +385,7 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
             continue
         idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion)
     plan.run()
+    _record("hook_batched_fill_rows", idx)
     return bm_np[:idx] if idx < bm_np.shape[0] else bm_np
 
 
