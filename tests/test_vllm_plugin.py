@@ -543,3 +543,21 @@ def test_demo_user_errors_exit_2_without_a_server(tmp_path):
                          (["demo", "--schemas", str(f)], "line 2")):
         out = subprocess.run([sys.executable, "-m", "structgate.cli", *argv], capture_output=True, text=True, timeout=120)
         assert out.returncode == 2 and needle in out.stderr, (out.returncode, out.stderr[-1000:])
+
+
+def test_embedded_model_folder():
+    from transformers import AutoConfig, AutoTokenizer
+
+    from structgate.plugin.model import TINY_LLAMA3_CONFIG, embedded_model_dir
+
+    d = embedded_model_dir()
+    assert d == embedded_model_dir()  # cached, same hash
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+            "tokenizer_config.json"} <= {p.name for p in d.iterdir()}
+    cfg = AutoConfig.from_pretrained(str(d))
+    assert cfg.architectures == ["LlamaForCausalLM"] and cfg.vocab_size == 128256
+    assert cfg.hidden_size // cfg.num_attention_heads == TINY_LLAMA3_CONFIG["head_dim"] == 32
+    tok = AutoTokenizer.from_pretrained(str(d))
+    assert len(tok) == 128256 and tok.chat_template
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert "<|start_header_id|>user<|end_header_id|>" in text and text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")

@@ -12,7 +12,7 @@ bfloat16 (vLLM's CPU dtype), about 16.6 M parameters (33 MB). Weights: ``transfo
 safetensors.
 
 The folder is generated on first use under ``$STRUCTGATE_CACHE_DIR`` (default
-``~/.cache/structgate``)``/models/tiny-llama3-<hash>/`` (the hash covers the config, the seed and
+``~/.cache/structgate``; the system temp dir if that is not writable)``/models/tiny-llama3-<hash>/`` (the hash covers the config, the seed and
 the tokenizer files), atomically (build in a temporary folder, then rename), with no hub access.
 """
 from __future__ import annotations
@@ -103,11 +103,21 @@ def embedded_model_dir(cache_dir: str | os.PathLike | None = None, *, rebuild: b
         ``torch`` / ``transformers`` are not installed (``pip install 'structgate[hf,torch]'``).
     """
     tok_dir = _tokenizer_dir()
-    root = pathlib.Path(cache_dir) if cache_dir is not None else cache_root()
-    dest = root / "models" / f"tiny-llama3-{_digest(tok_dir)}"
-    if (dest / "model.safetensors").is_file() and not rebuild:
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    name = f"tiny-llama3-{_digest(tok_dir)}"
+    roots = [pathlib.Path(cache_dir)] if cache_dir is not None else [
+        cache_root(), pathlib.Path(tempfile.gettempdir()) / f"structgate-{os.getuid()}"]
+    for root in roots:  # the cache, else the system temp dir if the cache is not writable
+        dest = root / "models" / name
+        if (dest / "model.safetensors").is_file() and not rebuild:
+            return dest
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if os.access(dest.parent, os.W_OK):
+                break
+        except OSError:
+            continue
+    else:
+        raise OSError(f"no writable folder for the embedded model (tried {', '.join(map(str, roots))})")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
     try:
         _build(tmp, tok_dir)

@@ -12,7 +12,6 @@ names keep their meaning and code path unchanged.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import threading
 from typing import Any
@@ -405,9 +404,3 @@ register_patch(Patch(
     versions="0.32.0, 0.33.0",
     removal="when vLLM has a backend flag that accepts plugin names",
     apply=_apply_cli, order=10))
-
-
-def describe_request_kinds() -> str:
-    """vLLM request field → structgate constraint kind (docs)."""
-    return json.dumps({"json": "json_schema", "json_object": "json_object", "regex": "regex",
-                       "choice": "choice", "grammar": "grammar", "structural_tag": "structural_tag"})
