@@ -387,3 +387,22 @@ def test_rejected_token_logs_clear_error(token_index, caplog):
     with caplog.at_level("ERROR", logger="structgate.plugin"):
         assert mgr.accept_tokens(req, [9]) is False
     assert "rejected sampled token" in caplog.text and "bad" in caplog.text
+
+
+# ------------------------------------------------------------- the maskstep harness, real engines
+@pytest.mark.parametrize("system", ["native", "vllm-xgrammar"])
+def test_maskstep_harness_drives_real_manager(llama3_vocab, system):
+    """The benchmark harness end to end at a tiny size: every row allows the instance's next token
+    (run_system checks it), through the hook for native and vLLM's own loop for vllm-xgrammar."""
+    mh = harness()
+    tok = None
+    if system == "vllm-xgrammar":
+        pytest.importorskip("xgrammar")
+        tok = mh._llama3_hf_tokenizer(llama3_vocab)
+    s = mh.build_system(system, llama3_vocab, max_num_seqs=6, tokenizer=tok)
+    t = mh.run_system(s, llama3_vocab, 6, steps=4)
+    assert len(t.fill_warm_ms) == 4 and len(t.fill_cold_ms) == 4
+    if system == "native":
+        assert sh.stats.get("fill_native_rows", 0) >= 6 * 8
+    else:
+        assert "fill_native_rows" not in sh.stats
