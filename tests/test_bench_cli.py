@@ -268,3 +268,11 @@ def test_bench_extension_hook(monkeypatch):
 
     args = build_parser().parse_args(["bench", "maskstep"])
     assert args.ext_ok is True
+
+
+def test_jsts_plot_groups():
+    from structgate.bench.commands import _jsts_groups
+
+    files = {"draft7/allOf": {"passed": 3, "tests": 5}, "draft7/const": {"passed": 1, "tests": 2},
+             "draft7/optional/format/date": {"passed": 4, "tests": 9}, "draft7/optional/bignum": {"passed": 0, "tests": 1}}
+    assert _jsts_groups(files) == {"draft7 required": (4, 7), "draft7 optional/format": (4, 9), "draft7 optional": (0, 1)}
