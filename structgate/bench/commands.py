@@ -169,6 +169,10 @@ def bench_regex(corpora: list[str] | None = None, *, backends: list[str] | None 
 
     if not corpora:
         corpora = [p for p in DEFAULT_REGEX_CORPORA if Path(p).exists()]
+        if not corpora:
+            from .corpora import CorpusError
+
+            raise CorpusError(f"no --corpus given and none of the default corpora exist: {list(DEFAULT_REGEX_CORPORA)}")
     items = load_regex_corpus(corpora, limit=limit)
     t0 = time.perf_counter()
     with ReOracle(re_timeout_s) as oracle:

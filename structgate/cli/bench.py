@@ -31,6 +31,13 @@ def _positive_float(s: str) -> float:
     return v
 
 
+def _positive_int(s: str) -> int:
+    v = int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
+    return v
+
+
 def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
     p.add_argument("--backends", type=_csv, default=None, metavar="NAMES",
                    help="comma-separated backend names (or module:factory); default: every available backend")
@@ -40,8 +47,8 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
                    help=f"limit per item (compile + walk), seconds (default {timeout:g})")
     p.add_argument("--max-memory-mb", type=int, default=4096, metavar="M",
                    help="worker address-space limit, MiB; 0 = none (default 4096)")
-    p.add_argument("--threads", type=int, default=1, help="engine threads (default 1: single-threaded)")
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--threads", type=_positive_int, default=1, help="engine threads (default 1: single-threaded)")
+    p.add_argument("--jobs", type=_positive_int, default=1,
                    help="worker processes at the same time, shared out over backends and items (default 1)")
     p.add_argument("--whitespace", choices=("flexible", "compact"), default=None,
                    help="JSON whitespace option passed to backends (default: flexible for JSON benches)")
