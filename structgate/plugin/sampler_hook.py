@@ -65,6 +65,9 @@ _pending_rows: Any = None
 
 _ORIG: dict[str, Any] = {}
 
+#: backend name -> is a structgate backend (registry lookups cached)
+_IS_SG: dict[str, bool] = {}
+
 
 def _count(key: str, n: int = 1) -> None:
     stats[key] = stats.get(key, 0) + n
@@ -100,11 +103,14 @@ def _active() -> bool:
         return True
     if not _BACKEND_NAME:
         return False
-    try:
-        from .patches import is_structgate_name
-    except ImportError:  # pragma: no cover
-        return False
-    return is_structgate_name(_BACKEND_NAME)
+    hit = _IS_SG.get(_BACKEND_NAME)
+    if hit is None:
+        try:
+            from .patches import is_structgate_name
+        except ImportError:  # pragma: no cover
+            return False
+        hit = _IS_SG[_BACKEND_NAME] = bool(is_structgate_name(_BACKEND_NAME))
+    return hit
 
 
 # -- row classification ---------------------------------------------------------------------------
