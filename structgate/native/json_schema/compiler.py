@@ -42,7 +42,7 @@ TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 ANNOTATIONS = frozenset({
     "$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "$defs", "definitions",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef_ignored",
+    "contentEncoding", "contentMediaType", "contentSchema",
 })
 STRING_KW = frozenset({"minLength", "maxLength", "pattern", "format"})
 NUMBER_KW = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
@@ -55,12 +55,6 @@ GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneO
                         "then", "else", "$dynamicRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
     "\x00structgate:not-strings", "\x00structgate:not-booleans"}
-
-_FORMATS = {
-    "date": (r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])", None),
-    "time": None, "date-time": None, "uuid": None, "email": None, "ipv4": None,
-}
-
 
 def _date() -> str:
     # years 0001-9999 (Python's date and RFC 3339 both accept them); Feb 29 only in leap years
@@ -443,9 +437,6 @@ class _Compiler:
             finally:
                 for r in refs:
                     self.active[r] -= 1
-        for kw in schema:
-            if not isinstance(kw, str):
-                continue
         if "anyOf" in schema or "oneOf" in schema:
             return self.union(schema, where)
         if "not" in schema:
@@ -725,9 +716,6 @@ class _Compiler:
 
     # -- typed ----------------------------------------------------------------------------------
     def typed(self, schema, where):
-        for k in schema:
-            if k not in KNOWN and not isinstance(schema.get(k), (dict, list, bool, str, int, float, type(None))):
-                pass
         t = schema.get("type", list(TYPES))
         if isinstance(t, str):
             t = [t]
