@@ -445,3 +445,42 @@ def test_rust_regex_sample_against_re():
                                      if t["haystack"].isascii()]
         checked += _check_against_re(t["regex"], strings)
     assert checked > 200
+
+
+def test_shared_subtrees_in_hand_built_ast():
+    """compile_ast on a DAG: shared subtrees are sized once and built once per continuation."""
+    x = Chars(((0x61, 0x61),))
+    for _ in range(10):
+        x = Concat((x, x))  # 1024 a's, 11 distinct nodes
+    d = compile_ast(x)
+    assert d.matches(b"a" * 1024) and not d.matches(b"a" * 1023) and d.n_states == 1026
+    for _ in range(60):
+        x = Concat((x, x))
+    with pytest.raises(CompileLimitError) as ei:
+        compile_ast(x)
+    assert ei.value.limit_name == "max_nfa_states"
+
+
+def test_repeated_subexpressions_share_states():
+    """Equal subexpressions with the same continuation compile once (no DFA blow-up before
+    minimisation): the first and the later list items below lead to one set of DFA states."""
+    item = r'"(?:[^"\\]|\\.)*"'
+    pat = rf"\[(?:{item}(?:,{item})*)?\]"
+    plain = compile_regex(pat, options=RegexOptions(minimize=False))
+    assert plain.n_states == compile_regex(pat).n_states
+
+
+def test_minimisers_on_long_chains():
+    """Hashed Moore rounds must not lose entropy on long chains (each round distinguishes one
+    more state), and the automatic switch to Valmari keeps chains fast."""
+    from structgate.native.regex import minimize
+
+    plain = compile_regex("ab" * 1500, options=RegexOptions(minimize=False))
+    assert plain.n_states == 3002
+    for method in ("moore", "valmari", "auto"):
+        t, acc = minimize(plain.table, plain.accepting, method=method)
+        assert t.shape[0] == 3002 and acc.sum() == 1
+    t0 = time.process_time()
+    d = compile_regex(".{1,600}")
+    assert time.process_time() - t0 < 3.0
+    assert m(d, "é" * 600) and not m(d, "a" * 601)

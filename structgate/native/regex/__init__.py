@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ...errors import CompileLimitError
 from ..automaton import DFA
 from .dfa import canonicalize, minimize, nfa_to_dfa
 from .nfa import NFA, build_nfa

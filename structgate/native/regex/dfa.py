@@ -15,14 +15,18 @@ Pipeline
    states is checked as each one is created (``CompileLimitError("max_dfa_states", ...)``).
 4. **Dead-state pruning** (states that cannot reach an accepting state become 0) — only needed
    when the NFA has assertions or empty classes; otherwise every non-empty subset is live.
-5. **Minimisation**: Moore's partition refinement, vectorised with numpy. Each round refines the
-   blocks by the signature ``(block[s], block[table[s, c]] for every class c)``; the signature is
-   hashed to 64 bits for speed and the final partition is **verified** to be a congruence (every
-   state's signature equals its block representative's), which proves it is the exact coarsest
-   one; on a (astronomically unlikely) hash collision the exact row-wise refinement is used.
-   Starting from ``{dead, accepting, other}`` and splitting only, the start state is merged only
-   with language-equivalent states (no "equivalent successor" shortcut, field case
-   ``xgr-start-state-merge``).
+5. **Minimisation** (:func:`minimize`), starting from ``{dead, accepting, other}`` and only ever
+   splitting blocks, so the start state is merged only with language-equivalent states (no
+   "equivalent successor" shortcut, field case ``xgr-start-state-merge``):
+
+   * Moore's refinement, vectorised with numpy: each round a state's id becomes a 64-bit hash of
+     its id and its successors' ids; it stops when the number of blocks stops growing;
+   * when Moore would need many rounds (chain-like DFAs such as ``.{1,2000}`` need as many rounds
+     as states), Valmari & Lehtinen's O(m log n) partition refinement of blocks and transition
+     "cords" on the partial DFA (A. Valmari, "Fast brief practical DFA minimization", IPL 2012);
+   * the final partition is **verified** to be a congruence (every state's successor blocks and
+     acceptance equal its block representative's), which proves it is the exact coarsest one;
+     a (astronomically unlikely) hash collision falls back to exact row-wise refinement.
 6. **Canonical numbering**: dead = 0, start = 1, the rest in breadth-first order over classes;
    the final byte classes are the distinct columns of the minimal table, numbered by first byte.
 """
@@ -425,16 +429,6 @@ _HASH_MULT = None
 MOORE_MAX_ROUNDS = 24
 
 
-def _refine_exact(table: np.ndarray, block: np.ndarray) -> np.ndarray:
-    while True:
-        sig = np.concatenate([block[:, None], block[table]], axis=1)
-        _, new = np.unique(sig, axis=0, return_inverse=True)
-        new = new.reshape(-1).astype(np.int64)
-        if new.max() == block.max():
-            return new
-        block = new
-
-
 def _moore(table: np.ndarray, block: np.ndarray, max_rounds: int) -> tuple[np.ndarray, bool]:
     """Hashed Moore rounds from ``block``; returns (blocks ``0..z-1``, converged).
 
@@ -456,6 +450,14 @@ def _moore(table: np.ndarray, block: np.ndarray, max_rounds: int) -> tuple[np.nd
     with np.errstate(over="ignore"):
         for _ in range(max_rounds):
             h = np.take(h, table).dot(mult) + h * m0
+            # splitmix64 finaliser: keeps the low bits mixed round after round (a plain sum of
+            # odd multiples loses one low bit per round on chains and ends up colliding)
+            u = h.view(np.uint64)
+            u ^= u >> np.uint64(31)
+            u *= np.uint64(0xBF58476D1CE4E5B9)
+            u ^= u >> np.uint64(27)
+            u *= np.uint64(0x94D049BB133111EB)
+            u ^= u >> np.uint64(31)
             nb2 = int(np.unique(h).shape[0])
             if nb2 == nb:
                 done = True
@@ -633,7 +635,12 @@ def minimize(table: np.ndarray, accepting: np.ndarray, *, method: str = "auto") 
     reps[block[::-1]] = np.arange(n - 1, -1, -1)
     bt = block[table]
     if not (np.array_equal(bt, bt[reps[block]]) and np.array_equal(accepting, accepting[reps[block]])):
-        block = _refine_exact(table, np.where(accepting, 1, 2).astype(np.int64) * (np.arange(n) != 0))
+        # a hash collision merged inequivalent states: redo exactly with Valmari's algorithm
+        block = np.where(accepting, 1, 2).astype(np.int64) * (np.arange(n) != 0)
+        _, block = np.unique(block, return_inverse=True)
+        block = _valmari(table, block.reshape(-1).astype(np.int64))
+        _, block = np.unique(block, return_inverse=True)
+        block = block.reshape(-1)
         nb = int(block.max()) + 1
         reps = np.zeros(nb, dtype=np.int64)
         reps[block[::-1]] = np.arange(n - 1, -1, -1)

@@ -209,7 +209,6 @@ class _Parser:
                 i = self._skip_verbose(i)
                 continue
             atom: Node | None = None
-            atom_pos = i
             if c == "(":
                 j, kind, new_flags = self._group_open(i, flags)
                 if kind == "skip":  # comment
@@ -224,7 +223,7 @@ class _Parser:
                 if not frames:
                     raise self.err("unbalanced parenthesis", i)
                 node = self._finish(alts, items)
-                alts, items, flags, atom_pos = frames.pop()
+                alts, items, flags, _open_pos = frames.pop()
                 atom = node
                 i += 1
             elif c == "|":
@@ -680,29 +679,36 @@ def parse_regex(pattern: str, *, where: str | None = None) -> Node:
 
 def ast_size(node: Node) -> int:
     """Number of code-point-set leaves after expanding counted repeats (an NFA size estimate);
-    iterative, saturates at 2**62."""
-    # post-order with explicit stack
+    iterative, memoised on shared subtrees, saturates at 2**62."""
     cap = 1 << 62
+    memo: dict[int, int] = {}
     stack: list[tuple[Node, bool]] = [(node, False)]
     out: list[int] = []
     while stack:
         nd, done = stack.pop()
-        if isinstance(nd, Chars) or isinstance(nd, Anchor):
+        if isinstance(nd, (Chars, Anchor)):
             out.append(1)
-        elif not done:
+            continue
+        if not done:
+            hit = memo.get(id(nd))
+            if hit is not None:
+                out.append(hit)
+                continue
             stack.append((nd, True))
             if isinstance(nd, Repeat):
                 stack.append((nd.item, False))
             else:
                 for it in nd.items:
                     stack.append((it, False))
-        elif isinstance(nd, Repeat):
+            continue
+        if isinstance(nd, Repeat):
             k = out.pop()
             mult = max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1)
-            out.append(min(cap, k * mult + 1))
+            r = min(cap, k * mult + 1)
         else:
             cnt = len(nd.items)
-            s = sum(out[len(out) - cnt:]) if cnt else 0
+            r = min(cap, (sum(out[len(out) - cnt:]) if cnt else 0) + 1)
             del out[len(out) - cnt:]
-            out.append(min(cap, s + 1))
+        memo[id(nd)] = r
+        out.append(r)
     return out[0]
