@@ -248,6 +248,7 @@ SOUND_SCHEMAS = [
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}, "c": {"type": "boolean"}},
      "dependentRequired": {"a": ["c"], "z": ["b"]}, "minProperties": 2, "maxProperties": 3,
      "additionalProperties": {"type": "null"}},
+    {"type": "array", "uniqueItems": True, "items": {"enum": ["a", 1, 1.0, None, [1], True]}, "minItems": 1},
     {"type": "array", "items": {"not": {"anyOf": [{"enum": [True, None]}, {"type": ["object", "array", "string"]}]}},
      "maxItems": 3},
     {"type": "object", "properties": {"t": {"type": "string", "format": "date-time"},
@@ -497,3 +498,15 @@ def test_pattern_properties():
     rx = schema_to_regex(s)
     assert re.fullmatch(rx, '{"x_a": 5}') and not re.fullmatch(rx, '{"x_a": 6}')
     assert not re.fullmatch(rx, '{"x_a": 1, "x_b": 1}')
+
+
+def test_unique_items_over_finite_sets():
+    rx = schema_to_regex({"type": "array", "uniqueItems": True, "items": {"enum": ["a", "b", 1, 1.0]}})
+    assert re.fullmatch(rx, "[]") and re.fullmatch(rx, '["a", 1]') and re.fullmatch(rx, '["a", "b", 1.0]')
+    for bad in ('["a", "a"]', "[1, 1.0]", '["b", "a"]'):  # duplicates; other orders are a policy
+        assert not re.fullmatch(rx, bad), bad
+    rx = schema_to_regex({"type": "array", "uniqueItems": True, "items": {"type": "boolean"}, "minItems": 1})
+    assert {t for t in ("[]", "[true]", "[true, false]", "[true, true]") if re.fullmatch(rx, t)} == \
+        {"[true]", "[true, false]"}
+    with pytest.raises(UnsupportedFeatureError):  # counts the chain cannot express
+        schema_to_regex({"type": "array", "uniqueItems": True, "items": {"enum": [1, 2, 3]}, "minItems": 2})

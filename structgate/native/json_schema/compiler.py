@@ -824,6 +824,10 @@ class _Compiler:
                     continue
                 if kw == "uniqueItems" and "maxItems" in schema and self._count(schema, "maxItems", where) <= 1:
                     continue
+                if kw == "uniqueItems" and schema[kw] is True:
+                    r = self._unique_finite(schema, where)
+                    if r is not False:
+                        return r
                 if kw in ("minContains", "maxContains") and "contains" not in schema:
                     continue
                 if kw == "unevaluatedItems" and (schema[kw] is True):
@@ -882,6 +886,51 @@ class _Compiler:
         if mn == 0:
             return rf"\[{ws}(?:{ne}{ws})?\]"
         return rf"\[{ws}{ne}{ws}\]"
+
+    def _unique_finite(self, schema, where):
+        """``uniqueItems: true`` over a finite item set (enum/const/boolean/null items, no
+        prefixItems): distinct values in the order of the value list, a linear chain like the
+        optional-property one (sound subset: other orders are not generated). Returns False when
+        this form does not apply (the caller raises UnsupportedFeatureError)."""
+        if schema.get("prefixItems") or "items" not in schema:
+            return False
+        item = self._deref(schema["items"])
+        if not isinstance(item, dict):
+            return False
+        keys = set(item) - ANNOTATIONS
+        if keys & {"enum", "const"}:
+            cands = [item["const"]] if "const" in item else list(item.get("enum", []))
+            if not isinstance(item.get("enum", []), list):
+                return False
+            rest = {k: v for k, v in item.items() if k not in ANNOTATIONS}
+            if set(rest) - {"enum", "const"}:
+                v = self._validator_for(item)
+                cands = [c for c in cands if v.is_valid(c)]
+        elif keys == {"type"} and item["type"] in ("boolean", "null", ["boolean", "null"], ["null", "boolean"]):
+            t = item["type"]
+            cands = ([True, False] if "boolean" in t else []) + ([None] if "null" in t else [])
+        else:
+            return False
+        vals: list = []
+        for c in cands:
+            if not any(_json_equal(c, x) for x in vals):
+                vals.append(c)
+        mn = self._count(schema, "minItems", where) if "minItems" in schema else 0
+        mx = self._count(schema, "maxItems", where) if "maxItems" in schema else None
+        if mn > len(vals) or (mx is not None and mx < mn):
+            return None
+        if mn > 1 or (mx is not None and mx < len(vals)):
+            return False
+        regs = [self.const(v, _ptr(where, "items")) for v in vals]
+        comma, ws = self.comma, self.ws
+        nxt = None
+        for r in reversed(regs):
+            nxt = r if nxt is None else f"(?:(?:{r}{comma})?{nxt}|{r})"
+        if nxt is None:
+            return rf"\[{ws}\]"
+        if mn == 0:
+            return rf"\[{ws}(?:{nxt}{ws})?\]"
+        return rf"\[{ws}{nxt}{ws}\]"
 
     @staticmethod
     def _rep(r: str, lo: int, hi: int | None) -> str:
