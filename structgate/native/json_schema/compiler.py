@@ -692,7 +692,9 @@ class _Compiler:
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, int):
-            # 1 and 1.0 are the same JSON Schema number
+            # 1 and 1.0 are the same JSON Schema number (only where a float parser keeps it exact)
+            if abs(v) >= 2**53:
+                return str(v)
             return f"{v}(?:\\.0+)?" if v != 0 else "-?0(?:\\.0+)?"
         if isinstance(v, float):
             if not math.isfinite(v):
@@ -1140,7 +1142,9 @@ def _key_not_in(names: list[str]) -> str:
         if o is not None:
             parts.append(f"{o}(?:{canon_any})*")
         for c in chars:
-            parts.append(json_char_regex(((ord(c), ord(c)),), escapes=False) + rec(node[c]))
+            enc = json_char_regex(((ord(c), ord(c)),), escapes=False)
+            if enc is not None:  # a lone surrogate in a name has no canonical spelling
+                parts.append(enc + rec(node[c]))
         body = alt(parts) or ""
         if None not in node:  # the string may end here
             return f"(?:{body})?" if body else ""
