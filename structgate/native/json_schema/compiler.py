@@ -693,7 +693,7 @@ class _Compiler:
             return "true" if v else "false"
         if isinstance(v, int):
             # 1 and 1.0 are the same JSON Schema number (only where a float parser keeps it exact)
-            if abs(v) >= 2**53:
+            if abs(v) > 2**1000 or float(v) != v:  # "v.0" would parse to a different float
                 return str(v)
             return f"{v}(?:\\.0+)?" if v != 0 else "-?0(?:\\.0+)?"
         if isinstance(v, float):
