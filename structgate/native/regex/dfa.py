@@ -321,13 +321,26 @@ def nfa_to_dfa(nfa: NFA, *, max_states: int = 50_000, pattern: str = "", minimiz
                 disjoint = False
                 break
             prev_hi = b
-        if disjoint:
-            groups = []
+        if disjoint:  # fast path: deterministic at this state, one target per NFA range
             for a, b, p in items:
                 t = succ[p]
                 if t is None:
                     t = succ[p] = get_closure(out[p])
-                groups.append((a, b, t))
+                tid = ids.get(t)
+                if tid is None:
+                    tid = len(keys)
+                    if tid > max_states:
+                        raise CompileLimitError("max_dfa_states", tid, max_states,
+                                                "the regex determinises into too many states")
+                    ids[t] = tid
+                    keys.append(t)
+                    acc.append(match in t)
+                if a == b:
+                    row[a] = tid
+                else:
+                    row[a:b + 1] = [tid] * (b - a + 1)
+            rows.append(row)
+            continue
         else:
             starts: dict[int, list[int]] = {}
             ends: dict[int, list[int]] = {}
