@@ -21,9 +21,9 @@ warm), ``warm`` = a second pass over the same trajectories.
 
 Systems: ``vllm-xgrammar`` (vLLM's ``XgrammarBackend`` and loop, unpatched: the baseline),
 ``native``, ``structgate-xgrammar``, ``structgate-llguidance``, ``structgate-outlines-core`` (structgate
-backends wrapped in :class:`HarnessBackend` / :class:`MatcherGrammar`, the bridge-shaped harness,
-through the hook). The hook is the system under test; ``--no-hook`` runs vLLM's loop on the
-structgate backends for comparison.
+backends behind :class:`HarnessBackend` (a vLLM backend exposing ``.sg_backend``), requests with
+the plugin's real ``StructgateVllmGrammar``, through the hook). The hook is the system under test;
+``--no-hook`` runs vLLM's loop on the structgate backends for comparison.
 """
 from __future__ import annotations
 
@@ -220,12 +220,20 @@ def build_system(name: str, vocab: Any, max_num_seqs: int, tokenizer: Any = None
 
     sg = get_backend(name, vocab)
     HB = __getattr__("HarnessBackend")
-    MG = __getattr__("MatcherGrammar")
+    try:  # the plugin's real grammar class (what vLLM runs), else the harness's equivalent
+        from ..plugin.bridge import StructgateVllmGrammar
+
+        eos = frozenset(vocab.eos_token_ids)
+
+        def wrap(m):
+            return StructgateVllmGrammar(m, name, eos)
+    except ImportError:  # pragma: no cover
+        wrap = __getattr__("MatcherGrammar")
     mgr = make_manager(HB(sg), max_num_seqs)
     t = time.perf_counter()
     cgs = [sg.compile(Constraint.json_schema(s)) for s, _ in SCHEMAS]
     compile_s = time.perf_counter() - t
-    return _System(name, mgr, lambda i: MG(cgs[i].matcher()), compile_s)
+    return _System(name, mgr, lambda i: wrap(cgs[i].matcher()), compile_s)
 
 
 # -- running ----------------------------------------------------------------------------------------

@@ -484,6 +484,7 @@ def install(manager_cls: Any = None) -> None:
             "accept_tokens": ("self", "request", "new_token_ids"),
             "validate_tokens": ("self", "request", "spec_tokens")}
     sym = "vllm.v1.structured_output.StructuredOutputManager"
+    ledger.require_attr(manager_cls, "_get_constraint_bounds", f"{sym}._get_constraint_bounds")
     for name, params in sigs.items():
         cur = ledger.require_attr(manager_cls, name, f"{sym}.{name}")
         if ledger.is_marked(cur):
@@ -491,7 +492,6 @@ def install(manager_cls: Any = None) -> None:
         ledger.require_signature(cur, params, f"{sym}.{name}")
         _ORIG[name] = cur
         setattr(manager_cls, name, ledger.mark(_wrap(_METHODS[name], name), cur, f"scheduler-hook:{name}"))
-    ledger.require_attr(manager_cls, "_get_constraint_bounds", f"{sym}._get_constraint_bounds")
 
 
 def _wrap(fn, name):
