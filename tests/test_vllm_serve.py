@@ -20,6 +20,7 @@ pytest.importorskip("vllm")
 httpx = pytest.importorskip("httpx")
 
 from structgate.cli.demo import build_requests, check_output, send  # noqa: E402
+from structgate.backends.registry import list_backends  # noqa: E402
 from structgate.plugin.server import VllmServer  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
@@ -84,15 +85,20 @@ def servers(tmp_path_factory):
     plain = VllmServer("native", model=model, log_path=str(tmp / "plain.log"))
     spec = VllmServer("native", model=model, log_path=str(tmp / "spec.log"),
                       extra_args=["--speculative-config", NGRAM], env={"STRUCTGATE_STATS_FILE": str(stats)})
+    # the third-party example backend (examples/choice-backend, installed by scripts/setup.sh)
+    third = None
+    if any(b.name == "example-choice" and b.available for b in list_backends()):
+        third = VllmServer("example-choice", model=model, log_path=str(tmp / "third.log"))
+    started = [s for s in (plain, spec, third) if s is not None]
     try:
-        plain.start()
-        spec.start()
-        plain.wait_ready(timeout_s=600)
-        spec.wait_ready(timeout_s=600)
-        yield plain, spec, stats
+        for s in started:
+            s.start()
+        for s in started:
+            s.wait_ready(timeout_s=600)
+        yield plain, spec, stats, third
     finally:
-        plain.stop()
-        spec.stop()
+        for s in started:
+            s.stop()
 
 
 def _post(srv, path, body, timeout=300.0):
@@ -199,3 +205,21 @@ def test_speculative_ngram_valid_and_rollback_exercised(servers):
     rollbacks = [e for e in events if e["event"] == "rollback" and e["backend"] == "native"]
     assert rollbacks and sum(e["n"] for e in rollbacks) > 0, events[:20]
     assert not [e for e in events if e["event"] == "reject"]
+
+
+def test_third_party_backend_serves_through_vllm(servers):
+    """The example plugin (one entry point in the ``structgate`` group) is a vLLM backend by name."""
+    srv = servers[3]
+    if srv is None:
+        pytest.skip("examples/choice-backend is not installed (scripts/setup.sh installs it)")
+    reqs = [r for r in build_requests() if r["kind"] == "choice"]
+    assert reqs
+    with httpx.Client(timeout=300.0) as client:
+        results = [send(client, srv.url, r, "example-choice", srv.served_model_name) for r in reqs]
+    bad = [(r.request, r.error, r.output) for r in results if not r.valid]
+    assert not bad, bad
+    # a kind the example backend lacks fails alone, with a clear 400, and the server keeps serving
+    r = _post(srv, "/v1/completions", {"prompt": "x", "max_tokens": 5, "structured_outputs": {"regex": "[0-9]+"}})
+    assert r.status_code == 400 and "regex" in r.text, r.text[:500]
+    ok = send(httpx.Client(timeout=300.0), srv.url, reqs[0], "example-choice", srv.served_model_name)
+    assert ok.valid, (ok.error, ok.output)
