@@ -510,3 +510,81 @@ def test_unique_items_over_finite_sets():
         {"[true]", "[true, false]"}
     with pytest.raises(UnsupportedFeatureError):  # counts the chain cannot express
         schema_to_regex({"type": "array", "uniqueItems": True, "items": {"enum": [1, 2, 3]}, "minItems": 2})
+
+
+# -- format uri / uri-reference (MaskBench: "notaurl", "://" were accepted as plain strings) ---------------
+_RFC3986_B = re.compile(r"^(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$")  # RFC 3986 App. B
+_PCHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@")
+
+
+def _pct_ok(s: str, allowed: set) -> bool:
+    i = 0
+    while i < len(s):
+        if s[i] == "%":
+            if not re.fullmatch(r"[0-9A-Fa-f]{2}", s[i + 1:i + 3]):
+                return False
+            i += 3
+        elif s[i] in allowed:
+            i += 1
+        else:
+            return False
+    return True
+
+
+def _rfc3986_oracle(s: str, *, reference: bool) -> bool:
+    """Procedural RFC 3986 check (Appendix B split, then each component's ABNF); no IP-literals."""
+    m = _RFC3986_B.match(s)
+    scheme, auth, path, query, frag = m.groups()
+    if scheme is None and not reference:
+        return False
+    if scheme is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        return False
+    if auth is not None:
+        userinfo, _, hostport = auth.rpartition("@") if "@" in auth else ("", "", auth)
+        host, _, port = hostport.partition(":")
+        if not (_pct_ok(userinfo, _PCHARS - {"@"}) and _pct_ok(host, _PCHARS - {"@", ":"})
+                and port.isdigit() | (port == "")):
+            return False
+        if path and not path.startswith("/"):
+            return False
+    elif path.startswith("//"):
+        return False
+    if scheme is None and auth is None and ":" in path.split("/")[0]:
+        return False
+    if not all(_pct_ok(seg, _PCHARS) for seg in path.split("/")):
+        return False
+    return all(_pct_ok(x, _PCHARS | {"/", "?"}) for x in (query or "", frag or ""))
+
+
+@pytest.mark.parametrize("fmt", ["uri", "uri-reference"])
+def test_format_uri_enforced(fmt):
+    schema = {"type": "object", "properties": {"u": {"type": "string", "format": fmt}}, "required": ["u"]}
+    strict = CompileOptions(whitespace="compact", extra={"formats": "strict"})
+    rx = schema_to_regex(schema, strict)
+    dfa = compile_regex(rx)
+    ref = fmt == "uri-reference"
+    # default policy: uri formats are annotations (JSTS "only an annotation by default")
+    assert re.fullmatch(schema_to_regex(schema, COMPACT), '{"u":"not a uri"}')
+    with pytest.raises(UnsupportedFeatureError, match="formats"):
+        schema_to_regex(schema, CompileOptions(extra={"formats": "assert"}))
+    good = ["http://example.com", "https://user:pw@example.com:8080/a/b?x=1&y=2#frag", "mailto:a@b.c",
+            "urn:isbn:0451450523", "file:///etc/hosts", "foo:", "http://a/%20b", "tag:x,2005:y"]
+    bad = ["not a uri", "://", "http://a:b", "http://a b", "1http://x", "http://x/%zz", ":x", "a%g0"]
+    if not ref:  # relative references: valid uri-references, not URIs
+        bad += ["notaurl", "invalid_url", "/path"]
+    good_ref = ["/path", "a/b", "", "?q", "#f", "//host/p", "../x", "./a:b", "g;x=1/../y"]
+    for s in good + (good_ref if ref else []):
+        assert _rfc3986_oracle(s, reference=ref), s
+        text = json.dumps({"u": s}, separators=(",", ":"))
+        assert re.fullmatch(rx, text) and dfa.matches(text.encode()), s
+    for s in bad:
+        assert not _rfc3986_oracle(s, reference=ref), s
+        text = json.dumps({"u": s}, separators=(",", ":"))
+        assert not re.fullmatch(rx, text) and not dfa.matches(text.encode()), s
+
+    @GEN_SETTINGS
+    @given(st.from_regex(rx, fullmatch=True))
+    def check(text):
+        assert _rfc3986_oracle(json.loads(text)["u"], reference=ref), text
+
+    check()

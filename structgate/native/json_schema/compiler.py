@@ -25,7 +25,8 @@ from ._charset import ANY, STRING, json_char_regex, literal_string_regex, subtra
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 from ._pattern import parse_pattern, pattern_body_regex
 
-__all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "NEVER"]
+__all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "NEVER", "FORMAT_REGEX",
+           "STRICT_FORMAT_REGEX"]
 
 #: a regex that matches nothing (a class over no code point) — returned for unsatisfiable schemas
 NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
@@ -70,6 +71,22 @@ _HEX = "[0-9a-fA-F]"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# RFC 3986 URI / URI-reference (section 3 and 4.1 ABNF), ASCII spelling only (no \u escapes, no
+# IP-literal hosts: a sound subset). A userinfo/host/port split is enforced after "//", so
+# "http://a:b" (port not digits) is excluded; a relative-ref's first segment has no ":" so it can
+# never be read as a scheme.
+_UNRES = r"A-Za-z0-9._~\-"
+_SUBD = r"!$&'()*+,;="
+_PCT = rf"%{_HEX}{{2}}"
+_PCHAR = rf"(?:[{_UNRES}{_SUBD}:@]|{_PCT})"
+_SEG_NZ_NC = rf"(?:[{_UNRES}{_SUBD}@]|{_PCT})+"
+_AUTHORITY = (rf"(?:(?:[{_UNRES}{_SUBD}:]|{_PCT})*@)?(?:[{_UNRES}{_SUBD}]|{_PCT})*(?::[0-9]*)?")
+_ABEMPTY = rf"(?:/{_PCHAR}*)*"
+_QF = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}{_ABEMPTY}|/(?:{_PCHAR}+{_ABEMPTY})?"
+        rf"|{_PCHAR}+{_ABEMPTY}|){_QF}")
+_RELATIVE_REF = (rf"(?://{_AUTHORITY}{_ABEMPTY}|/(?:{_PCHAR}+{_ABEMPTY})?|{_SEG_NZ_NC}{_ABEMPTY}|)"
+                 rf"{_QF}")
 FORMAT_REGEX = {
     "date": _date(),
     "time": _TIME,
@@ -77,6 +94,12 @@ FORMAT_REGEX = {
     "uuid": f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
     "ipv4": rf"{_OCTET}(?:\.{_OCTET}){{3}}",
     "email": rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_LABEL}(?:\.{_LABEL})+",
+}
+#: formats enforced only with ``options.extra["formats"] == "strict"`` (default "default"): enforcing
+#: them by default would reject JSTS's "only an annotation by default" instances that pass today
+STRICT_FORMAT_REGEX = {
+    "uri": _URI,
+    "uri-reference": f"(?:{_URI}|{_RELATIVE_REF})",
 }
 #: decoded length range of each format's strings (to drop a length bound the format already meets)
 FORMAT_LENGTH = {"date": (10, 10), "uuid": (36, 36), "ipv4": (7, 15)}
@@ -148,6 +171,13 @@ class _Compiler:
         self._validator = None
         #: regex text size limit, characters (``options.extra["max_regex_size"]``)
         self.max_size = int(options.extra.get("max_regex_size", DEFAULT_MAX_REGEX_SIZE))
+        #: format policy (``options.extra["formats"]``): "default" enforces FORMAT_REGEX, "strict" also
+        #: STRICT_FORMAT_REGEX (uri, uri-reference); other formats are annotations either way
+        fmode = options.extra.get("formats", "default")
+        if fmode not in ("default", "strict"):
+            raise UnsupportedFeatureError('options.extra["formats"]',
+                                          f'{fmode!r} (expected "default" or "strict")', "")
+        self.formats = FORMAT_REGEX | (STRICT_FORMAT_REGEX if fmode == "strict" else {})
 
     # -- helpers ----------------------------------------------------------------------------------
     def any_value(self, depth: int | None = None) -> str:
@@ -794,10 +824,10 @@ class _Compiler:
             body = pattern_body_regex(branches, length, w)
             return None if body is None else f'"{body}"'
         fmt = schema.get("format")
-        if isinstance(fmt, str) and fmt in FORMAT_REGEX:
+        if isinstance(fmt, str) and fmt in self.formats:
             flen = FORMAT_LENGTH.get(fmt)
             if length is None or (flen and lmin <= flen[0] and (lmax is None or flen[1] <= lmax)):
-                return f'"{FORMAT_REGEX[fmt]}"'
+                return f'"{self.formats[fmt]}"'
             # format is an annotation in 2020-12: with a length bound we cannot intersect, drop it
         char = json_char_regex(ANY)
         if length is None:
