@@ -178,7 +178,7 @@ def test_invalid_schema_in_response_format_then_server_keeps_serving(servers):
 
 
 def test_speculative_ngram_valid_and_rollback_exercised(servers):
-    _, srv, stats = servers
+    _, srv, stats, _third = servers
     schema = {"type": "object", "properties": {
         "name": {"type": "string", "maxLength": 8},
         "tags": {"type": "array", "maxItems": 3, "items": {"enum": ["abc", "xyz"]}}}, "required": ["name", "tags"]}
