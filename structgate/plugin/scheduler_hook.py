@@ -156,12 +156,10 @@ def _native_parts(matcher: Any):
 
 
 def _row_cached(ti: Any, state: int) -> bool:
-    slot = getattr(ti, "_slot", None)  # the TokenIndex's state -> row table (-1 = not computed)
-    if slot is None:
-        return False
+    """True if the TokenIndex already holds the row of ``state`` (then no prefetch is needed)."""
     try:
-        return int(slot[state]) >= 0
-    except (IndexError, TypeError):
+        return bool(ti.is_cached(state))
+    except (AttributeError, IndexError, ValueError):
         return False
 
 
