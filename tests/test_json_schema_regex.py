@@ -588,3 +588,49 @@ def test_format_uri_enforced(fmt):
         assert _rfc3986_oracle(json.loads(text)["u"], reference=ref), text
 
     check()
+
+
+# -- review findings (2026-11-30): each kind fixed, each case a test ------------------------------------
+def test_brace_quantifier_without_lower_bound_in_pattern_is_refused():
+    """`{,n}` is literal text in ECMA-262 but a repeat in Python's re (what jsonschema uses): refuse it
+    rather than pick one meaning (the literal reading accepted "a{,3}", which jsonschema rejects)."""
+    for pat in ("^a{,3}$", "^a{,}$", "^[a-z]{,3}x$"):
+        with pytest.raises(UnsupportedFeatureError, match=r"\{,n\}"):
+            schema_to_regex({"type": "string", "pattern": pat})
+    # a `{` that is no quantifier in either dialect stays a literal
+    assert re.fullmatch(schema_to_regex({"type": "string", "pattern": "^a{x$"}), '"a{x"')
+
+
+@pytest.mark.parametrize("schema,texts", [
+    ({"type": "number", "exclusiveMinimum": 0.1}, ["0.10000000000000001", "0.1", "0.10000000000000002", "0.2"]),
+    ({"type": "number", "exclusiveMaximum": 0.30000000000000004}, ["0.30000000000000003", "0.3", "0.30000000000000005"]),
+    ({"type": "number", "exclusiveMinimum": 5}, ["5.0000000000000001", "5", "5.000000000000001", "6"]),
+    ({"type": "number", "exclusiveMaximum": -2}, ["-2.0000000000000001", "-2", "-2.0000000000000004", "-3"]),
+])
+def test_exclusive_bounds_follow_float_parsing(schema, texts):
+    """Validators parse 0.10000000000000001 as the double 0.1: with exclusiveMinimum 0.1 it is invalid.
+    Whatever the regex accepts, jsonschema must accept too (soundness)."""
+    rx = schema_to_regex(schema)
+    for t in texts:
+        if re.fullmatch(rx, t):
+            jsonschema.validate(json.loads(t), schema)
+
+
+def test_out_of_range_and_deep_bounds_are_typed_errors():
+    from structgate import Constraint, get_backend
+    from structgate.errors import StructgateError
+    from structgate.vocab import Vocabulary
+
+    backend = get_backend("native", Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256]))
+    huge = int("1" + "0" * 400)
+    # an integer bound beyond float range is exact (no OverflowError)
+    rx = schema_to_regex({"type": "integer", "minimum": huge})
+    assert re.fullmatch(rx, str(huge)) and not re.fullmatch(rx, str(huge - 1))
+    deep = {"type": "integer"}
+    for _ in range(400):
+        deep = {"type": "array", "items": deep}
+    for schema in ({"type": "number", "minimum": 1e-250}, deep):
+        try:
+            backend.compile(Constraint.json_schema(schema))
+        except StructgateError:
+            pass  # a typed error (CompileLimitError nesting_depth) is the contract; RecursionError is not

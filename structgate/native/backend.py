@@ -193,9 +193,12 @@ class NativeBackend(Backend):
         t0 = time.monotonic()
         lim = self.options.compile_timeout_s
         deadline = t0 + lim if lim and lim > 0 else None
-        regex = self.to_regex(constraint)
-        self._check_deadline(t0)
-        dfa = self.to_dfa(regex, deadline=deadline)
+        try:
+            regex = self.to_regex(constraint)
+            self._check_deadline(t0)
+            dfa = self.to_dfa(regex, deadline=deadline)
+        except RecursionError:
+            raise _nesting_limit() from None
         self._check_deadline(t0)
         index = TokenIndex(dfa, self.vocab)
         index.check_start()
@@ -227,7 +230,10 @@ class NativeBackend(Backend):
                 return
         from .regex import RegexOptions, ast_size, parse_regex
 
-        node = parse_regex(self.to_regex(constraint))
+        try:
+            node = parse_regex(self.to_regex(constraint))
+        except RecursionError:
+            raise _nesting_limit() from None
         lim = RegexOptions().max_nfa_states
         est = ast_size(node)
         if est > lim:
@@ -241,3 +247,13 @@ class NativeBackend(Backend):
     @property
     def cache_len(self) -> int:
         return len(self._cache)
+
+
+def _nesting_limit() -> CompileLimitError:
+    """The typed error for a constraint nested deeper than the compilers' recursion allows
+    (deeply nested schemas, numbers with hundreds of digits): never an untyped RecursionError."""
+    import sys
+
+    return CompileLimitError("nesting_depth", f"> {sys.getrecursionlimit()} frames", sys.getrecursionlimit(),
+                             "the constraint is nested too deeply (schema nesting, anyOf chains, or number "
+                             "bounds with hundreds of digits); simplify it")

@@ -148,6 +148,14 @@ class _Parser:
         while k < len(p) and p[k].isdigit() and p[k].isascii():
             k += 1
         if k == j:
+            if k < len(p) and p[k] == ",":
+                m = k + 1
+                while m < len(p) and p[m].isdigit() and p[m].isascii():
+                    m += 1
+                if m < len(p) and p[m] == "}":
+                    # ECMA-262 reads `{,n}` as literal text, Python's re (which validators such as
+                    # `jsonschema` use) as a repeat {0,n}: no meaning both agree on.
+                    self.unsupported("quantifier {,n} (literal in ECMA-262, a repeat in Python re)")
             return None
         lo = int(p[j:k])
         if k < len(p) and p[k] == "}":

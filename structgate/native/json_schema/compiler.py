@@ -110,7 +110,31 @@ def _ptr(where: str, *parts) -> str:
 
 
 def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):  # exact; math.isfinite would overflow on ints beyond float range
+        return True
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
+    """(bound, exclusive) for a number bound: an exclusive bound becomes the inclusive bound at the
+    next double toward ``toward`` when the bound is within float range (see the caller)."""
+    if not exclusive:
+        return _dec(v), False
+    try:
+        f = float(v)
+    except OverflowError:
+        return _dec(v), True
+    if not math.isfinite(f):
+        return _dec(v), True
+    d = Decimal(repr(math.nextafter(f, toward)))
+    if d.adjusted() < -30:
+        # next to 0 the next double is subnormal (5e-324): its decimal has hundreds of digits.
+        # Keep the exclusive decimal bound there (documented: decimals so small that they
+        # underflow to the bound are the one residual case).
+        return _dec(v), True
+    return d, False
 
 
 def _dec(v) -> Decimal:
@@ -797,8 +821,16 @@ class _Compiler:
             return integer_range(ilo, ihi)
         if lo is None and hi is None:
             return JSON_NUMBER
-        return number_range(None if lo is None else _dec(lo[0]), bool(lo and lo[1]),
-                            None if hi is None else _dec(hi[0]), bool(hi and hi[1]))
+        # Validators parse a number written with a fraction or exponent as a binary float, so
+        # 0.10000000000000001 "equals" 0.1. An exclusive bound b is therefore enforced as the
+        # inclusive bound nextafter(b) (shortest repr): x >= that decimal implies float(x) > b,
+        # by monotonic rounding — sound, and it only excludes decimals that round onto b.
+        lo_d = lo_x = hi_d = hi_x = None
+        if lo is not None:
+            lo_d, lo_x = _exclusive_as_float(lo[0], lo[1], math.inf)
+        if hi is not None:
+            hi_d, hi_x = _exclusive_as_float(hi[0], hi[1], -math.inf)
+        return number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
 
     def string(self, schema, where):
         for kw in ("minLength", "maxLength"):
