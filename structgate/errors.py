@@ -25,6 +25,7 @@ __all__ = [
     "MatcherStateError",
     "VocabularyError",
     "ConstraintKindError",
+    "InvalidConstraintError",
 ]
 
 
@@ -130,6 +131,13 @@ class VocabularyError(StructgateError, ValueError):
     """A tokenizer/vocabulary that cannot be loaded or is inconsistent."""
 
     kind = "vocabulary"
+
+
+class InvalidConstraintError(StructgateError, ValueError):
+    """A constraint or option value of the wrong shape: a non-string regex, an empty choice list,
+    an unknown constraint kind, an unknown option value."""
+
+    kind = "invalid"
 
 
 class ConstraintKindError(StructgateError, ValueError):

@@ -65,3 +65,30 @@ def test_constraint_kinds_checked_and_schema_text_parsed():
         Constraint.json_schema('{"type": ')
     with pytest.raises(ValueError):
         Constraint("nonsense", "x")
+
+
+def test_bad_constraints_and_options_are_typed_for_every_backend():
+    """Review finding: adapters compiled str(None) as a regex; bad options were plain ValueErrors."""
+    from structgate.errors import InvalidConstraintError
+
+    for make in (lambda: Constraint.regex(None), lambda: Constraint.regex(b"a"), lambda: Constraint("foo", "a"),
+                 lambda: Constraint.choice([]), lambda: Constraint.choice([1]),
+                 lambda: Constraint.json_schema(b"\xff")):
+        with pytest.raises(InvalidConstraintError):
+            make()
+    from structgate.backends.interface import CompileOptions
+
+    for bad in ({"whitespace": "bogus"}, {"max_whitespace": "x"}, {"compile_timeout_s": "x"},
+                {"max_rollback_tokens": -2}):
+        with pytest.raises(InvalidConstraintError):
+            CompileOptions().updated(**bad)
+
+
+def test_unsatisfiable_schema_is_named_as_such():
+    from structgate.errors import InvalidConstraintError
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    backend = registry.get_backend("native", vocab)
+    for schema in ({"enum": []}, {"type": "array", "minItems": 3, "maxItems": 2}):
+        with pytest.raises(InvalidConstraintError, match="matches nothing"):
+            backend.compile(Constraint.json_schema(schema))

@@ -65,7 +65,8 @@ class Constraint:
     kind : {"regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"}
     value : str | dict | tuple[str, ...] | None
         The regex text; the JSON Schema (a dict; a JSON string is parsed); the choice strings; the
-        grammar text (Lark for native/llguidance, GBNF/EBNF for xgrammar); ``None`` for json_object;
+        grammar text (Lark for llguidance, GBNF/EBNF for xgrammar; the native engine has no
+        ``grammar`` kind yet); ``None`` for json_object;
         the structural-tag spec (dict) for structural_tag.
     grammar_format : str | None
         For ``grammar``: ``"lark"``, ``"ebnf"``/``"gbnf"`` or None (backend default).
@@ -76,19 +77,23 @@ class Constraint:
     grammar_format: str | None = None
 
     def __post_init__(self) -> None:
+        from ..errors import GrammarSyntaxError, InvalidConstraintError
+
         if self.kind not in CONSTRAINT_KINDS:
-            raise ValueError(f"unknown constraint kind {self.kind!r}; expected one of {CONSTRAINT_KINDS}")
+            raise InvalidConstraintError(f"unknown constraint kind {self.kind!r}; expected one of {CONSTRAINT_KINDS}")
+        if self.kind in ("regex", "grammar") and not isinstance(self.value, str):
+            raise InvalidConstraintError(f"a {self.kind} constraint needs a string, got {type(self.value).__name__}")
         if self.kind == "json_schema" and isinstance(self.value, (str, bytes)):
             try:
                 object.__setattr__(self, "value", json.loads(self.value))
+            except UnicodeDecodeError as e:
+                raise InvalidConstraintError(f"JSON Schema bytes are not UTF-8: {e.reason} at byte {e.start}") from None
             except json.JSONDecodeError as e:
-                from ..errors import GrammarSyntaxError
-
                 raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(self.value), e.pos)
         if self.kind == "choice":
             choices = tuple(self.value or ())
             if not choices or not all(isinstance(c, str) for c in choices):
-                raise ValueError("a choice constraint needs a non-empty list of strings")
+                raise InvalidConstraintError("a choice constraint needs a non-empty list of strings")
             object.__setattr__(self, "value", choices)
 
     @classmethod
@@ -160,6 +165,23 @@ class CompileOptions:
     threads: int = 1
     cache_size_bytes: int = -1
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from ..errors import InvalidConstraintError
+
+        if self.whitespace not in ("flexible", "compact"):
+            raise InvalidConstraintError(f"option whitespace must be 'flexible' or 'compact', got {self.whitespace!r}")
+        for name in ("max_whitespace", "max_dfa_states", "max_recursion_depth", "threads"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise InvalidConstraintError(f"option {name} must be a non-negative integer, got {v!r}")
+        for name in ("max_rollback_tokens", "cache_size_bytes"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < -1:
+                raise InvalidConstraintError(f"option {name} must be an integer >= -1, got {v!r}")
+        if not isinstance(self.compile_timeout_s, (int, float)) or isinstance(self.compile_timeout_s, bool):
+            raise InvalidConstraintError(f"option compile_timeout_s must be a number of seconds, "
+                                         f"got {self.compile_timeout_s!r}")
 
     def updated(self, **kw) -> "CompileOptions":
         known = {k: v for k, v in kw.items() if k in self.__dataclass_fields__ and k != "extra"}

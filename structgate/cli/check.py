@@ -53,8 +53,12 @@ def _constraint(args):
     if args.json_schema is not None:
         src = args.json_schema
         if os.path.isfile(src):
-            with open(src, encoding="utf-8") as f:
+            with open(src, "rb") as f:
                 src = f.read()
+        elif not src.lstrip().startswith(("{", "[", "true", "false")) and (os.sep in src or src.endswith(".json")):
+            from ..errors import InvalidConstraintError
+
+            raise InvalidConstraintError(f"--json-schema {src!r}: no such file (and not JSON text)")
         return Constraint.json_schema(src)
     if args.choice is not None:
         return Constraint.choice(args.choice)

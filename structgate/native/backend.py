@@ -200,6 +200,12 @@ class NativeBackend(Backend):
         except RecursionError:
             raise _nesting_limit() from None
         self._check_deadline(t0)
+        if not dfa.accepting.any():
+            from ..errors import InvalidConstraintError
+
+            raise InvalidConstraintError(
+                f"the {constraint.kind} constraint matches nothing (unsatisfiable, e.g. an empty enum or "
+                "minItems > maxItems): no output could ever be complete")
         index = TokenIndex(dfa, self.vocab)
         index.check_start()
         self._check_deadline(t0)
