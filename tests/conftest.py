@@ -2,9 +2,17 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests on a fixed example sequence (a red CI means a regression, not a new
+# random find); locally they explore (HYPOTHESIS_PROFILE=explore or unset CI).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "explore"))
 
 TESTS = pathlib.Path(__file__).parent
 DATA = TESTS / "data"
