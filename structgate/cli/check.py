@@ -33,16 +33,21 @@ def add_parser(sub) -> None:
     p.add_argument("--backend", default="native", help="registered backend name (default: native)")
     p.add_argument("--tokenizer", default="llama3",
                    help="bundled tokenizer name, folder, tokenizer.json, .gguf or .tiktoken (default: llama3)")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--regex", help="regular expression (full match)")
-    g.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
-                   help="JSON Schema: a file path if it exists, else JSON text")
-    g.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
-    g.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
+    add_constraint_arguments(p.add_mutually_exclusive_group(required=True))
     p.add_argument("--text", action="append", default=[], help="text to check (repeatable)")
     p.add_argument("--jsonl", metavar="FILE", help='file of {"text": ...} lines to check')
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run)
+
+
+def add_constraint_arguments(group) -> None:
+    """The constraint options every subcommand that compiles one shares (``--regex``,
+    ``--json-schema``, ``--choice``, ``--grammar``), read back by :func:`_constraint`."""
+    group.add_argument("--regex", help="regular expression (full match)")
+    group.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
+                       help="JSON Schema: a file path if it exists, else JSON text")
+    group.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
+    group.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
 
 
 def _constraint(args):

@@ -38,12 +38,10 @@ def add_parser(sub) -> None:
     p.add_argument("--backends", required=True, help="comma-separated backend names (at least two)")
     p.add_argument("--tokenizer", default="llama3",
                    help="bundled tokenizer name, folder, tokenizer.json, .gguf or .tiktoken (default: llama3)")
+    from .check import add_constraint_arguments
+
     g = p.add_mutually_exclusive_group(required=False)
-    g.add_argument("--regex", help="regular expression (full match)")
-    g.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
-                   help="JSON Schema: a file path if it exists, else JSON text")
-    g.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
-    g.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
+    add_constraint_arguments(g)
     g.add_argument("--json-object", dest="json_object", action="store_true", help="any JSON object")
     g.add_argument("--maskbench", nargs="+", metavar="FILE_OR_DIR",
                    help="long run over MaskBench JSONL files (schemas + valid instances)")

@@ -23,6 +23,7 @@ from ...backends.interface import CompileOptions
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._charset import ANY, STRING, json_char_regex, literal_string_regex, subtract
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
+from ._numeric import _group as _g  # group r only when it has a top-level alternation
 from ._pattern import parse_pattern, pattern_body_regex
 
 __all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "NEVER", "FORMAT_REGEX",
@@ -139,32 +140,6 @@ def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, boo
 
 def _dec(v) -> Decimal:
     return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
-
-
-def _g(r: str) -> str:
-    """Group r if it has a top-level alternation (cheap check: any '|')."""
-    return f"(?:{r})" if "|" in r and not (r.startswith("(?:") and _one_group(r)) else r
-
-
-def _one_group(r: str) -> bool:
-    depth = 0
-    esc = in_cls = False
-    for i, ch in enumerate(r):
-        if esc:
-            esc = False
-        elif ch == "\\":
-            esc = True
-        elif in_cls:
-            in_cls = ch != "]"
-        elif ch == "[":
-            in_cls = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0 and i != len(r) - 1:
-                return False
-    return True
 
 
 def _json_equal(a, b) -> bool:
