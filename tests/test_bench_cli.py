@@ -116,6 +116,54 @@ def test_walk_is_exact_with_reference_engine(tmp_path):
     assert b["instances"]["mask_advance_mismatches"] == 0
 
 
+def _strip_times(doc: dict) -> dict:
+    """Counts only (timings differ between runs)."""
+    return {n: {k: b[k] for k in (*COUNT_KEYS, "compile_errors_by_kind", "instances")}
+            | {"splits": {s: {k: c[k] for k in COUNT_KEYS} for s, c in b["splits"].items()}}
+            for n, b in doc["backends"].items()}
+
+
+def test_checkpoint_resume_equals_one_run(tmp_path):
+    """A run stopped part-way (``--max-wall-s``) and resumed from its ``--checkpoint`` gives the same
+    counts as one uninterrupted run; resumed items are not run again; a torn last line is ignored;
+    other settings on the same file are refused with a typed error."""
+    ref = "structgate.bench.fakes:EnumBackend"
+    backends = f"{ref},{FAKE}"
+    whole = tmp_path / "whole.json"
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--json", str(whole)) == 0
+    ck, part, res = tmp_path / "run.ckpt.jsonl", tmp_path / "part.json", tmp_path / "resumed.json"
+    # time box of 0: nothing runs, the report is empty but well-formed and says what was left out
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
+                "--max-wall-s", "0", "--json", str(part)) == 0
+    doc = json.loads(part.read_text())
+    assert all(b["schemas"] == 0 for b in doc["backends"].values())
+    assert {n: r["not_run"] for n, r in doc["meta"]["backends_run"].items()} == {ref: 4, FAKE: 4}
+    # the first two items only, then a torn line as a killed run leaves it
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
+                "--limit", "2", "--json", str(part)) == 0
+    lines = ck.read_text().splitlines()
+    assert json.loads(lines[0])["checkpoint"] == 1 and sum('"result"' in x for x in lines) == 4
+    with open(ck, "a") as f:
+        f.write('{"backend": "x", "split": "Exa')
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
+                "--json", str(res)) == 0
+    doc = json.loads(res.read_text())
+    assert doc["meta"]["checkpoint"]["resumed"] == 4
+    assert _strip_times(doc) == _strip_times(json.loads(whole.read_text()))
+    results = [json.loads(x) for x in ck.read_text().splitlines()[1:] if x.endswith("}") and '"result"' in x]
+    assert len(results) == 8 and len({(r["backend"], r["id"]) for r in results}) == 8
+    # a report-only pass over the full checkpoint runs nothing and agrees
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
+                "--max-wall-s", "0", "--json", str(part)) == 0
+    assert _strip_times(json.loads(part.read_text())) == _strip_times(doc)
+    assert sum('"result"' in x for x in ck.read_text().splitlines()) == 8  # nothing ran again
+    # other settings: refused, file untouched
+    before = ck.read_text()
+    assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
+                "--timeout-s", "7") == 2
+    assert ck.read_text() == before
+
+
 # ------------------------------------------------------------------------------ real backends
 def test_maskbench_real_backends_structure_counts_plot(tmp_path):
     backends = _real_backends()

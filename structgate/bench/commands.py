@@ -87,15 +87,26 @@ def _prepare(items: list[BenchItem], tokenizer: str):
 
 
 def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_mb, threads, jobs, options, progress,
-                argv, corpus_desc, extra_meta=None):
-    from .runner import machine_info
+                argv, corpus_desc, extra_meta=None, checkpoint=None, max_wall_s=None):
+    from .runner import Checkpoint, machine_info
 
     t0 = time.perf_counter()
     machine = machine_info()
     names, skipped = resolve_backends(backends, kind="regex" if kind == "regex" else "json_schema")
     vocab, n_tokens = _prepare(items, tokenizer)
-    runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
-                        jobs=jobs, options=options, progress=progress, title=kind)
+    ckpt = None
+    if checkpoint:
+        ckpt = Checkpoint(checkpoint, {"bench": kind, "tokenizer": tokenizer, "timeout_s": timeout_s,
+                                       "max_memory_mb": max_memory_mb, "threads": threads, "options": options})
+    try:
+        runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
+                            jobs=jobs, options=options, progress=progress, title=kind, checkpoint=ckpt,
+                            max_wall_s=max_wall_s)
+    finally:
+        if ckpt is not None:
+            ckpt.close()
+    if ckpt is not None:
+        extra_meta = {**(extra_meta or {}), "checkpoint": {"path": str(checkpoint), "resumed": len(ckpt.done)}}
     meta = build_meta(bench=kind, vocab=vocab, corpus=corpus_desc, runs=runs, skipped=skipped, timeout_s=timeout_s,
                       max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=options,
                       wall_s=time.perf_counter() - t0, argv=argv, machine=machine,
@@ -107,7 +118,8 @@ def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_
 def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer: str = "llama3", limit: int | None = None,
                     splits: list[str] | None = None, timeout_s: float = 60.0, max_memory_mb: int = 4096, threads: int = 1,
                     jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None, details_out=None,
-                    plot_out=None, progress: bool = True, quiet: bool = False, argv=None) -> dict:
+                    plot_out=None, progress: bool = True, quiet: bool = False, argv=None, checkpoint=None,
+                    max_wall_s=None) -> dict:
     """MaskBench method on a folder/file of MaskBench JSONL. See :mod:`structgate.bench.report` for
     the JSON shape and the outcome partition."""
     items = load_maskbench(corpus, splits=splits, limit=limit)
@@ -115,7 +127,8 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
     runs, meta = _common_run("maskbench", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
                              argv=argv, corpus_desc={"path": str(corpus), "splits": splits, "limit": limit,
-                                                     "sampling": "round-robin over splits in file order"})
+                                                     "sampling": "round-robin over splits in file order"},
+                             checkpoint=checkpoint, max_wall_s=max_wall_s)
     doc = {"meta": meta, **aggregate_maskbench(runs, items, timeout_s)}
     md = markdown_maskbench(doc)
     sp = {n: {s: (c["passing"], c["schemas"]) for s, c in b["splits"].items()}
@@ -130,14 +143,15 @@ def bench_jsts(suite: str, *, backends: list[str] | None = None, tokenizer: str 
                optional: str = "format", files=None, limit: int | None = None, timeout_s: float = 30.0,
                max_memory_mb: int = 4096, threads: int = 1, jobs: int = 1, options: dict | None = None, json_out=None,
                markdown_out=None, details_out=None, plot_out=None, progress: bool = True, quiet: bool = False,
-               argv=None) -> dict:
+               argv=None, checkpoint=None, max_wall_s=None) -> dict:
     """JSON-Schema-Test-Suite coverage per backend and keyword file (see :func:`aggregate_jsts`)."""
     items = load_jsts(suite, drafts=drafts, optional=optional, files=files, limit=limit)
     opts = {"whitespace": "flexible", "additional_properties": True, **(options or {})}
     runs, meta = _common_run("jsts", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
                              argv=argv, corpus_desc={"path": str(suite), "drafts": drafts, "optional": optional,
-                                                     "files": files, "limit": limit})
+                                                     "files": files, "limit": limit},
+                             checkpoint=checkpoint, max_wall_s=max_wall_s)
     doc = {"meta": meta, **aggregate_jsts(runs, items, timeout_s)}
     md = markdown_jsts(doc)
     sp = {n: _jsts_groups(b["files"]) for n, b in doc["backends"].items() if "error" not in b}
@@ -163,7 +177,8 @@ def _jsts_groups(files: dict) -> dict[str, tuple[int, int]]:
 def bench_regex(corpora: list[str] | None = None, *, backends: list[str] | None = None, tokenizer: str = "llama3",
                 limit: int | None = None, timeout_s: float = 60.0, re_timeout_s: float = 2.0, max_memory_mb: int = 4096,
                 threads: int = 1, jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None,
-                details_out=None, plot_out=None, progress: bool = True, quiet: bool = False, argv=None) -> dict:
+                details_out=None, plot_out=None, progress: bool = True, quiet: bool = False, argv=None,
+                checkpoint=None, max_wall_s=None) -> dict:
     """Regex corpora: compile time, mask time, agreement with ``re.fullmatch`` (see :func:`aggregate_regex`)."""
     from .oracle import ReOracle
 
@@ -187,6 +202,7 @@ def bench_regex(corpora: list[str] | None = None, *, backends: list[str] | None 
     runs, meta = _common_run("regex", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=dict(options or {}),
                              progress=progress, argv=argv, corpus_desc={"paths": [str(c) for c in corpora], "limit": limit},
+                             checkpoint=checkpoint, max_wall_s=max_wall_s,
                              extra_meta={"oracle": {"engine": f"python re {sys.version.split()[0]} fullmatch",
                                                     "timeout_s": re_timeout_s, "timeouts": re_timeouts,
                                                     "patterns_re_cannot_compile": sum(1 for i in items if i.meta.get("re_error")),

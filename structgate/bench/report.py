@@ -334,6 +334,16 @@ def _versions_line(meta: dict, names) -> str:
     return "; ".join(f"{n} {br.get(n, {}).get('version') or '?'}" for n in names)
 
 
+def _not_run_lines(doc: dict) -> list[str]:
+    """Notes for backends that did not run every item (``--max-wall-s`` passed)."""
+    out = []
+    for n, r in (doc["meta"].get("backends_run") or {}).items():
+        if r.get("not_run"):
+            out.append(f"\n- {n}: {r['not_run']:,} items not run (time box `--max-wall-s` passed); "
+                       "its counts and percentiles cover only the items run.")
+    return out
+
+
 def markdown_maskbench(doc: dict) -> str:
     """Metric rows × backend columns (as the published MaskBench table), then passing per split."""
     bs = {n: b for n, b in doc["backends"].items() if "error" not in b}
@@ -364,6 +374,7 @@ def markdown_maskbench(doc: dict) -> str:
     errs = {n: b["error"] for n, b in doc["backends"].items() if "error" in b}
     for n, e in errs.items():
         lines.append(f"\n- {n}: not run ({e.splitlines()[0][:200]})")
+    lines += _not_run_lines(doc)
     return "\n".join(lines) + "\n"
 
 
@@ -390,6 +401,7 @@ def markdown_jsts(doc: dict) -> str:
     for n, b in doc["backends"].items():
         if "error" in b:
             lines.append(f"\n- {n}: not run ({b['error'].splitlines()[0][:200]})")
+    lines += _not_run_lines(doc)
     return "\n".join(lines) + "\n"
 
 
@@ -429,4 +441,5 @@ def markdown_regex(doc: dict) -> str:
     for n, b in doc["backends"].items():
         if "error" in b:
             lines.append(f"\n- {n}: not run ({b['error'].splitlines()[0][:200]})")
+    lines += _not_run_lines(doc)
     return "\n".join(lines) + "\n"

@@ -15,10 +15,101 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..errors import StructgateError
 from .corpora import BenchItem
 from .worker import BackendWorker, WorkerStartError
 
-__all__ = ["BackendRun", "run_backends", "resolve_backends", "machine_info", "engine_versions", "build_meta"]
+__all__ = ["BackendRun", "run_backends", "resolve_backends", "machine_info", "engine_versions", "build_meta",
+           "CheckpointError", "Checkpoint"]
+
+
+def _jsonable(o):
+    """JSON fallback for worker results (numpy arrays and scalars)."""
+    import numpy as np
+
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+class CheckpointError(StructgateError, ValueError):
+    """A checkpoint file was written by a run with other settings (tokenizer, limits, options...)."""
+
+    kind = "checkpoint"
+
+
+class Checkpoint:
+    """Raw per-item results streamed to a JSONL file as they finish, so a long run can be resumed.
+
+    Line 1 is ``{"checkpoint": 1, "config": {...}}`` (the settings the results depend on: tokenizer,
+    limits, threads, options); every other line is ``{"backend": NAME, "split": S, "id": ID,
+    "result": {worker result}}`` or ``{"backend": NAME, "init_s": [...], "restarts": N}`` (a retired
+    worker). On reopen with the same config the results already there are reused: their items are not
+    run again. A torn last line (the process was killed mid-write) is ignored.
+
+    Raises
+    ------
+    CheckpointError
+        The file exists and its config differs from ``config``.
+    """
+
+    def __init__(self, path, config: dict):
+        import json
+        from pathlib import Path
+
+        self.path = Path(path)
+        self.config = json.loads(json.dumps(config, default=str))
+        self.done: dict[tuple[str, str, str], dict] = {}
+        self.init: dict[str, list[float]] = {}
+        self.restarts: dict[str, int] = {}
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        if not fresh:
+            with open(self.path) as f:
+                lines = f.read().splitlines()
+            try:
+                head = json.loads(lines[0])
+            except (IndexError, json.JSONDecodeError) as e:
+                raise CheckpointError(f"{self.path}: not a structgate bench checkpoint ({e})") from None
+            if head.get("config") != self.config:
+                diff = sorted(k for k in set(head.get("config") or {}) | set(self.config)
+                              if (head.get("config") or {}).get(k) != self.config.get(k))
+                raise CheckpointError(f"{self.path} was written with other settings ({', '.join(diff)}); "
+                                      "use another file or delete it")
+            for ln in lines[1:]:
+                try:
+                    rec = json.loads(ln)
+                except json.JSONDecodeError:
+                    continue
+                if "result" in rec:
+                    self.done[(rec["backend"], rec["split"], rec["id"])] = rec["result"]
+                elif "init_s" in rec:
+                    self.init.setdefault(rec["backend"], []).extend(rec["init_s"])
+                    self.restarts[rec["backend"]] = self.restarts.get(rec["backend"], 0) + rec.get("restarts", 0)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a")
+        if fresh:
+            self._write({"checkpoint": 1, "config": self.config})
+        elif lines and not lines[-1].endswith("}"):
+            self._f.write("\n")
+
+    def _write(self, rec: dict) -> None:
+        import json
+
+        self._f.write(json.dumps(rec, default=_jsonable) + "\n")
+        self._f.flush()
+
+    def add_result(self, backend: str, split: str, item_id: str, result: dict) -> None:
+        self._write({"backend": backend, "split": split, "id": item_id, "result": result})
+
+    def add_worker(self, backend: str, init_s: list[float], restarts: int) -> None:
+        self._write({"backend": backend, "init_s": init_s, "restarts": restarts})
+
+    def close(self) -> None:
+        self._f.close()
 
 
 @dataclass
@@ -38,6 +129,8 @@ class BackendRun:
     restarts : int
     wall_s : float
         Busy time: backend creations + every item's elapsed time (compile + walk + IPC), seconds.
+    not_run : int
+        Items never started because the run's ``max_wall_s`` passed (they are in no count).
     """
 
     name: str
@@ -47,6 +140,7 @@ class BackendRun:
     init_s: list[float] = field(default_factory=list)
     restarts: int = 0
     wall_s: float = 0.0
+    not_run: int = 0
 
 
 def resolve_backends(names: list[str] | None, kind: str | None = None) -> tuple[list[str], dict[str, str]]:
@@ -114,7 +208,8 @@ def vocab_payload(vocab) -> dict:
 
 def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_s: float = 60.0,
                  max_memory_mb: int = 4096, threads: int = 1, jobs: int = 1, options: dict | None = None,
-                 progress: bool = True, title: str = "bench") -> dict[str, BackendRun]:
+                 progress: bool = True, title: str = "bench",
+                 checkpoint: Checkpoint | None = None, max_wall_s: float | None = None) -> dict[str, BackendRun]:
     """Run every item on every backend; returns ``{backend: BackendRun}`` (results in item order).
 
     Parameters
@@ -131,6 +226,11 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
         keeps one worker alive; timings then include contention between the slots.
     options : backend options (CompileOptions fields)
     progress : progress bar on stderr (rich on a terminal, a line every 30 s otherwise)
+    checkpoint : :class:`Checkpoint`; results found there are reused (not run again), new ones are
+        appended as they finish
+    max_wall_s : stop starting items after this many seconds (items already running finish); items
+        never started are left out of the results and counted in ``BackendRun.not_run``. ``0`` runs
+        nothing: with a checkpoint, a report of what it holds.
     """
     import collections
 
@@ -142,10 +242,28 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
     counts: dict[str, collections.Counter] = {b: collections.Counter() for b in backends}
     busy = dict.fromkeys(backends, 0.0)
     lock = threading.Lock()
+    if checkpoint is not None:
+        for b in backends:
+            runs[b].init_s.extend(checkpoint.init.get(b, []))
+            runs[b].restarts += checkpoint.restarts.get(b, 0)
+            for i, it in enumerate(items):
+                res = checkpoint.done.get((b, it.split, it.id))
+                if res is not None:
+                    slots[b][i] = res
+                    queues[b].remove(i)
+                    busy[b] += res.get("elapsed_s", 0.0)
     prog = _make_progress(progress, title, backends, len(items))
+    if prog:
+        for b in backends:
+            if len(queues[b]) < len(items):
+                prog.update(b, advance=len(items) - len(queues[b]), status="resumed")
+
+    deadline = None if max_wall_s is None else time.monotonic() + max_wall_s
 
     def next_task(current: str | None):
         with lock:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
             if current is not None and queues[current]:
                 return current, queues[current].popleft()
             cands = [b for b in backends if queues[b]]
@@ -190,6 +308,8 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
                 res["split"] = it.split
                 with lock:
                     slots[b][i] = res
+                    if checkpoint is not None:
+                        checkpoint.add_result(b, it.split, it.id, res)
                     counts[b][res["status"]] += 1
                     busy[b] += res.get("elapsed_s", 0.0)
                     st = " ".join(f"{k}={v}" for k, v in sorted(counts[b].items()))
@@ -203,6 +323,8 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
         with lock:
             run.init_s += w.init_s
             run.restarts += w.restarts
+            if checkpoint is not None:
+                checkpoint.add_worker(run.name, list(w.init_s), w.restarts)
         w.close()
 
     with prog if prog is not None else _Null():
@@ -215,6 +337,7 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
                     f.result()
     for b in backends:
         runs[b].results = [r for r in slots[b] if r is not None]
+        runs[b].not_run = len(items) - len(runs[b].results) if not runs[b].error else 0
         runs[b].wall_s = busy[b] + sum(runs[b].init_s)
     return runs
 
@@ -348,7 +471,8 @@ def build_meta(*, bench: str, vocab, corpus, runs: dict[str, BackendRun], skippe
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": engine_versions(),
         "backends_run": {n: {"version": r.version, "error": r.error, "init_s": [round(x, 3) for x in r.init_s],
-                             "restarts": r.restarts, "busy_s": round(r.wall_s, 2)} for n, r in runs.items()},
+                             "restarts": r.restarts, "busy_s": round(r.wall_s, 2), "not_run": r.not_run}
+                         for n, r in runs.items()},
         "backends_skipped": skipped,
         "tokenizer": vocabulary_info(vocab),
         "machine": m,

@@ -2,7 +2,8 @@
 
 All three share: ``--backends`` (comma-separated; default every available backend), ``--tokenizer``
 (default ``llama3``), ``--limit``, ``--timeout-s``, ``--max-memory-mb``, ``--threads`` (default 1),
-``--jobs`` (worker processes at the same time, default 1), ``--json``, ``--markdown``, ``--details``
+``--jobs`` (worker processes at the same time, default 1), ``--checkpoint`` (stream raw results;
+resume a stopped run), ``--json``, ``--markdown``, ``--details``
 (per-schema JSONL), ``--plot`` (PNG), ``--no-progress`` (a rich bar on a terminal, a line every 30 s otherwise), ``--quiet``. The markdown table goes to
 stdout. Other modules may add sub-subcommands: if ``structgate.cli.maskstep_cmd`` exists, its
 ``add_bench_subparser(bench_sub)`` is called.
@@ -57,6 +58,12 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
     p.add_argument("--json", dest="json_out", metavar="OUT.json", help="write the result document")
     p.add_argument("--markdown", dest="markdown_out", metavar="OUT.md", help="write the markdown tables")
     p.add_argument("--details", dest="details_out", metavar="OUT.jsonl", help="write one line per item × backend")
+    p.add_argument("--checkpoint", metavar="RUN.jsonl",
+                   help="stream raw per-item results to this file as they finish; rerun with the same file and "
+                        "settings to resume (items already there are not run again)")
+    p.add_argument("--max-wall-s", type=float, default=None, metavar="S",
+                   help="stop starting items after S seconds; items never started are left out of the counts "
+                        "(meta.backends_run.NAME.not_run). 0 with --checkpoint: only report what it holds")
     p.add_argument("--plot", dest="plot_out", metavar="OUT.png", help="write the CDF / per-split PNG")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quiet", action="store_true", help="do not print the markdown table")
@@ -115,7 +122,8 @@ def _common_kwargs(args) -> dict:
     return dict(backends=args.backends, tokenizer=args.tokenizer, limit=args.limit, timeout_s=args.timeout_s,
                 max_memory_mb=args.max_memory_mb, threads=args.threads, jobs=args.jobs, json_out=args.json_out,
                 markdown_out=args.markdown_out, details_out=args.details_out, plot_out=args.plot_out,
-                progress=not args.no_progress,
+                progress=not args.no_progress, checkpoint=args.checkpoint,
+                max_wall_s=args.max_wall_s,
                 quiet=args.quiet, argv=sys.argv[1:])
 
 
