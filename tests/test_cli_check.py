@@ -78,10 +78,13 @@ def test_verdicts_and_json_shape(stub, capsys, llama3_vocab):
 
 def test_jsonl_and_choice(stub, capsys, tmp_path):
     f = tmp_path / "texts.jsonl"
-    f.write_text(json.dumps({"text": "yes"}) + "\n\n" + json.dumps({"text": "maybe"}) + "\n")
+    # a raw U+2028 inside a JSON string is one line of JSONL, not two
+    f.write_text(json.dumps({"text": "yes"}) + "\n\n" + json.dumps({"text": "maybe"}) + "\n"
+                 + json.dumps({"text": "n\u2028o"}, ensure_ascii=False) + "\n", encoding="utf-8")
     doc = run_json(capsys, "--backend", stub, "--choice", "yes", "--choice", "no", "--jsonl", str(f),
                    "--text", "no")
-    assert [(r["text"], r["accepted"]) for r in doc["results"]] == [("no", True), ("yes", True), ("maybe", False)]
+    assert [(r["text"], r["accepted"]) for r in doc["results"]] == [("no", True), ("yes", True), ("maybe", False),
+                                                                     ("n\u2028o", False)]
     assert LiteralBackend.last.kind == "choice" and LiteralBackend.last.value == ("yes", "no")
 
 
@@ -109,6 +112,11 @@ def test_errors_exit_2_one_message(stub, capsys, tmp_path):
     bad.write_text("[1, 2\n")
     rc = main(["check", "--backend", stub, "--regex", "a", "--jsonl", str(bad)])
     assert rc == 2 and "bad.jsonl:1" in capsys.readouterr().err
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(json.dumps({"text": "a"}).encode() + b"\n\x97\xff\n")
+    rc = main(["check", "--backend", stub, "--regex", "a", "--jsonl", str(binary)])
+    cap = capsys.readouterr()
+    assert rc == 2 and "binary.jsonl:2: not UTF-8 text (byte 14: 0x97)" in cap.err and "Traceback" not in cap.err
     rc = main(["check", "--backend", stub, "--grammar", str(tmp_path / "missing.lark")])
     assert rc == 2 and "missing.lark" in capsys.readouterr().err
 
@@ -120,6 +128,9 @@ def test_plain_output(stub, capsys):
     lines = out.splitlines()
     assert "compiled in" in lines[0]
     assert lines[1].startswith("accepted") and lines[2].startswith("rejected at 0")
+    rc = main(["check", "--backend", stub, "--regex", "ok"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "compiled in" in out and "nothing to check" in out
 
 
 def test_native_backend_end_to_end(capsys):

@@ -76,17 +76,23 @@ def _constraint(args):
 def _texts(args) -> list[str]:
     texts = list(args.text)
     if args.jsonl:
-        with open(args.jsonl, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    texts.append(obj["text"] if isinstance(obj, dict) else obj)
-                except (json.JSONDecodeError, KeyError) as e:
-                    raise _UsageError(f"{args.jsonl}:{n}: expected a JSON object with a \"text\" field ({e})")
-                if not isinstance(texts[-1], str):
-                    raise _UsageError(f"{args.jsonl}:{n}: \"text\" must be a string")
+        with open(args.jsonl, "rb") as fb:
+            raw = fb.read()
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise _UsageError(f"{args.jsonl}:{line}: not UTF-8 text (byte {e.start}: {raw[e.start]:#04x})") from None
+        for n, line in enumerate(body.split("\n"), 1):  # not splitlines: U+2028 may sit raw in a JSON string
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                texts.append(obj["text"] if isinstance(obj, dict) else obj)
+            except (json.JSONDecodeError, KeyError) as e:
+                raise _UsageError(f"{args.jsonl}:{n}: expected a JSON object with a \"text\" field ({e})")
+            if not isinstance(texts[-1], str):
+                raise _UsageError(f"{args.jsonl}:{n}: \"text\" must be a string")
     return texts
 
 
@@ -157,6 +163,8 @@ def run(args) -> int:
                           "compile_ms": round(compile_ms, 3), "results": results}, ensure_ascii=False))
         return 0
     print(f"backend {args.backend}, tokenizer {args.tokenizer}: compiled in {compile_ms:.1f} ms")
+    if not texts:
+        print("no --text or --jsonl given: nothing to check (the constraint compiles)")
     for r in results:
         verdict = "accepted" if r["accepted"] else f"rejected at {r['rejected_at']}"
         print(f"{verdict:<16} {r['n_tokens']:>4} tokens  {r['text']!r}")
