@@ -164,6 +164,18 @@ def test_checkpoint_resume_equals_one_run(tmp_path):
     assert ck.read_text() == before
 
 
+def test_shuffle_limit_is_a_seeded_uniform_sample(tmp_path):
+    ids = {}
+    for run, seed in (("a", "5"), ("b", "5"), ("c", "6")):
+        det = tmp_path / f"{run}.jsonl"
+        assert _run("maskbench", "--corpus", str(BENCH / "faults"), "--backends", FAKE, "--shuffle", seed,
+                    "--limit", "4", "--timeout-s", "1.5", "--details", str(det)) == 0
+        ids[run] = [json.loads(x)["id"] for x in det.read_text().splitlines()]
+    everything = [i.id for i in load_maskbench(BENCH / "faults")]
+    assert ids["a"] == ids["b"] and len(set(ids["a"])) == 4 and set(ids["a"]) <= set(everything)
+    assert ids["a"] != ids["c"] and ids["a"] != everything[:4]
+
+
 # ------------------------------------------------------------------------------ real backends
 def test_maskbench_real_backends_structure_counts_plot(tmp_path):
     backends = _real_backends()

@@ -119,15 +119,28 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
                     splits: list[str] | None = None, timeout_s: float = 60.0, max_memory_mb: int = 4096, threads: int = 1,
                     jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None, details_out=None,
                     plot_out=None, progress: bool = True, quiet: bool = False, argv=None, checkpoint=None,
-                    max_wall_s=None) -> dict:
+                    max_wall_s=None, shuffle: int | None = None) -> dict:
     """MaskBench method on a folder/file of MaskBench JSONL. See :mod:`structgate.bench.report` for
-    the JSON shape and the outcome partition."""
-    items = load_maskbench(corpus, splits=splits, limit=limit)
+    the JSON shape and the outcome partition.
+
+    ``shuffle``: a seed; items then run in that seeded random order (``random.Random(seed)``), and
+    ``limit`` takes a uniform random sample instead of the round-robin one, so a run stopped by
+    ``max_wall_s`` has also run a uniform sample of the corpus."""
+    if shuffle is None:
+        items = load_maskbench(corpus, splits=splits, limit=limit)
+    else:
+        import random
+
+        items = load_maskbench(corpus, splits=splits)
+        random.Random(shuffle).shuffle(items)
+        items = items[:limit] if limit and limit > 0 else items
     opts = {"whitespace": "flexible", "additional_properties": True, **(options or {})}
     runs, meta = _common_run("maskbench", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
-                             argv=argv, corpus_desc={"path": str(corpus), "splits": splits, "limit": limit,
-                                                     "sampling": "round-robin over splits in file order"},
+                             argv=argv, corpus_desc={"path": str(corpus), "splits": splits, "limit": limit, "shuffle": shuffle,
+                                                     "sampling": ("round-robin over splits in file order"
+                                                                  if shuffle is None else
+                                                                  f"uniform, random.Random({shuffle}).shuffle")},
                              checkpoint=checkpoint, max_wall_s=max_wall_s)
     doc = {"meta": meta, **aggregate_maskbench(runs, items, timeout_s)}
     md = markdown_maskbench(doc)

@@ -77,6 +77,9 @@ def add_parser(sub) -> None:
     m = bsub.add_parser("maskbench", help="MaskBench method on MaskBench-format JSONL (folder or file)")
     m.add_argument("--corpus", default=DEFAULT_MASKBENCH, help=f"folder of *.jsonl or one file (default {DEFAULT_MASKBENCH})")
     m.add_argument("--splits", type=_csv, default=None, help="comma-separated split names (file stems)")
+    m.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                   help="run items in a seeded random order; --limit then takes a uniform random sample "
+                        "(default: file order; --limit round-robin over splits)")
     _add_common(m, timeout=60.0)
     m.set_defaults(func=run_maskbench)
 
@@ -130,7 +133,8 @@ def _common_kwargs(args) -> dict:
 def run_maskbench(args) -> int:
     from ..bench.commands import bench_maskbench
 
-    bench_maskbench(args.corpus, splits=args.splits, options=_options(args, True), **_common_kwargs(args))
+    bench_maskbench(args.corpus, splits=args.splits, shuffle=args.shuffle, options=_options(args, True),
+                    **_common_kwargs(args))
     return 0
 
 
