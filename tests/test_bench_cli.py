@@ -164,6 +164,25 @@ def test_checkpoint_resume_equals_one_run(tmp_path):
     assert ck.read_text() == before
 
 
+def test_common_items_reports_everyone_on_the_same_items(tmp_path):
+    ref = "structgate.bench.fakes:EnumBackend"
+    ck, out, md = tmp_path / "c.ckpt.jsonl", tmp_path / "c.json", tmp_path / "c.md"
+    corpus = str(BENCH / "exact")
+    assert _run("maskbench", "--corpus", corpus, "--backends", f"{ref},{FAKE}", "--limit", "2", "--checkpoint", str(ck)) == 0
+    assert _run("maskbench", "--corpus", corpus, "--backends", FAKE, "--checkpoint", str(ck)) == 0  # FAKE: all 4
+    assert _run("maskbench", "--corpus", corpus, "--backends", f"{ref},{FAKE}", "--checkpoint", str(ck),
+                "--max-wall-s", "0", "--json", str(out), "--markdown", str(md)) == 0
+    doc = json.loads(out.read_text())
+    assert (doc["backends"][ref]["schemas"], doc["backends"][FAKE]["schemas"]) == (2, 4)
+    assert doc["meta"]["backends_run"][ref]["not_run"] == 2 and "2 items left out" in md.read_text()
+    assert _run("maskbench", "--corpus", corpus, "--backends", f"{ref},{FAKE}", "--checkpoint", str(ck),
+                "--max-wall-s", "0", "--common-items", "--json", str(out), "--markdown", str(md)) == 0
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["common_items"] == 2
+    assert all(b["schemas"] == 2 and sum(b[k] for k in OUTCOMES) == 2 for b in doc["backends"].values())
+    assert doc["meta"]["backends_run"][FAKE]["not_run"] == 2 and "same 2 items" in md.read_text()
+
+
 def test_shuffle_limit_is_a_seeded_uniform_sample(tmp_path):
     ids = {}
     for run, seed in (("a", "5"), ("b", "5"), ("c", "6")):

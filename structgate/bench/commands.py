@@ -86,8 +86,24 @@ def _prepare(items: list[BenchItem], tokenizer: str):
     return vocab, n_tokens
 
 
+def restrict_to_common_items(runs) -> int:
+    """Keep, in every backend's results, only the items every backend has a result for (backends
+    that could not run at all are ignored): the head-to-head on the same items when a time-boxed
+    run (``max_wall_s``) left some backends short. Returns the number of items kept; the others are
+    added to ``BackendRun.not_run``."""
+    live = [r for r in runs.values() if not r.error]
+    if not live:
+        return 0
+    common = set.intersection(*({(x["split"], x["id"]) for x in r.results} for r in live))
+    for r in live:
+        kept = [x for x in r.results if (x["split"], x["id"]) in common]
+        r.not_run += len(r.results) - len(kept)
+        r.results = kept
+    return len(common)
+
+
 def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_mb, threads, jobs, options, progress,
-                argv, corpus_desc, extra_meta=None, checkpoint=None, max_wall_s=None):
+                argv, corpus_desc, extra_meta=None, checkpoint=None, max_wall_s=None, common_items=False):
     from .runner import Checkpoint, machine_info
 
     t0 = time.perf_counter()
@@ -107,6 +123,8 @@ def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_
             ckpt.close()
     if ckpt is not None:
         extra_meta = {**(extra_meta or {}), "checkpoint": {"path": str(checkpoint), "resumed": len(ckpt.done)}}
+    if common_items:
+        extra_meta = {**(extra_meta or {}), "common_items": restrict_to_common_items(runs)}
     meta = build_meta(bench=kind, vocab=vocab, corpus=corpus_desc, runs=runs, skipped=skipped, timeout_s=timeout_s,
                       max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=options,
                       wall_s=time.perf_counter() - t0, argv=argv, machine=machine,
@@ -119,7 +137,7 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
                     splits: list[str] | None = None, timeout_s: float = 60.0, max_memory_mb: int = 4096, threads: int = 1,
                     jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None, details_out=None,
                     plot_out=None, progress: bool = True, quiet: bool = False, argv=None, checkpoint=None,
-                    max_wall_s=None, shuffle: int | None = None) -> dict:
+                    max_wall_s=None, shuffle: int | None = None, common_items: bool = False) -> dict:
     """MaskBench method on a folder/file of MaskBench JSONL. See :mod:`structgate.bench.report` for
     the JSON shape and the outcome partition.
 
@@ -141,7 +159,7 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
                                                      "sampling": ("round-robin over splits in file order"
                                                                   if shuffle is None else
                                                                   f"uniform, random.Random({shuffle}).shuffle")},
-                             checkpoint=checkpoint, max_wall_s=max_wall_s)
+                             checkpoint=checkpoint, max_wall_s=max_wall_s, common_items=common_items)
     doc = {"meta": meta, **aggregate_maskbench(runs, items, timeout_s)}
     md = markdown_maskbench(doc)
     sp = {n: {s: (c["passing"], c["schemas"]) for s, c in b["splits"].items()}

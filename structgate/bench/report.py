@@ -335,12 +335,17 @@ def _versions_line(meta: dict, names) -> str:
 
 
 def _not_run_lines(doc: dict) -> list[str]:
-    """Notes for backends that did not run every item (``--max-wall-s`` passed)."""
+    """Notes for backends whose counts leave items out (``--max-wall-s``, ``--common-items``)."""
     out = []
-    for n, r in (doc["meta"].get("backends_run") or {}).items():
+    meta = doc["meta"]
+    why = ("not run before the time box (`--max-wall-s`) passed, or not run by every backend "
+           "(`--common-items`)" if "common_items" in meta else "not run: the time box (`--max-wall-s`) passed")
+    for n, r in (meta.get("backends_run") or {}).items():
         if r.get("not_run"):
-            out.append(f"\n- {n}: {r['not_run']:,} items not run (time box `--max-wall-s` passed); "
-                       "its counts and percentiles cover only the items run.")
+            out.append(f"\n- {n}: {r['not_run']:,} items left out ({why}); its counts and percentiles cover "
+                       "only the items run.")
+    if "common_items" in meta:
+        out.append(f"\n- Every backend is reported on the same {meta['common_items']:,} items (`--common-items`).")
     return out
 
 

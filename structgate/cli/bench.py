@@ -80,6 +80,9 @@ def add_parser(sub) -> None:
     m.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                    help="run items in a seeded random order; --limit then takes a uniform random sample "
                         "(default: file order; --limit round-robin over splits)")
+    m.add_argument("--common-items", action="store_true",
+                   help="report every backend on only the items all of them ran (after a time-boxed or "
+                        "resumed run that left some short)")
     _add_common(m, timeout=60.0)
     m.set_defaults(func=run_maskbench)
 
@@ -133,7 +136,8 @@ def _common_kwargs(args) -> dict:
 def run_maskbench(args) -> int:
     from ..bench.commands import bench_maskbench
 
-    bench_maskbench(args.corpus, splits=args.splits, shuffle=args.shuffle, options=_options(args, True),
+    bench_maskbench(args.corpus, splits=args.splits, shuffle=args.shuffle, common_items=args.common_items,
+                    options=_options(args, True),
                     **_common_kwargs(args))
     return 0
 
