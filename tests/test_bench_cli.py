@@ -24,7 +24,7 @@ DATA = pathlib.Path(__file__).parent / "data"
 
 BENCH = DATA / "bench"
 FAKE = "structgate.bench.fakes:FaultyBackend"
-STAT_KEYS = {"n", "avg", "p50", "p90", "p99", "p999", "max"}
+STAT_KEYS = {"n", "avg", "p50", "p90", "p95", "p99", "p999", "max"}
 COUNT_KEYS = {"schemas", *OUTCOMES}
 
 pytestmark = pytest.mark.timeout(300)
@@ -296,7 +296,7 @@ def test_summary_matches_numpy_and_handles_empty():
     a = np.random.default_rng(0).lognormal(3, 1, 10_001)
     s = summary(a)
     assert s["n"] == a.size and s["max"] == pytest.approx(a.max(), abs=0.01)
-    for k, p in (("p50", 50), ("p90", 90), ("p99", 99), ("p999", 99.9)):
+    for k, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
         assert s[k] == pytest.approx(np.percentile(a, p), abs=0.01)
     assert summary([])["p50"] is None and summary([])["n"] == 0
 
