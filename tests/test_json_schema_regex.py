@@ -396,6 +396,51 @@ def test_oneof_disjoint_and_overlapping():
     assert e.value.feature.startswith("oneOf") and e.value.where == "/properties/v/oneOf"
 
 
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+    {"type": "object", "properties": {k: {"type": "integer"} for k in "abcd"},
+     "oneOf": [{"required": ["a", "b"]}, {"required": ["c"]}, {"required": ["b", "d"]}]},
+    {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+     "oneOf": [{"required": ["a"]}, {"required": ["a", "b"]}]},  # a branch that can never be the only match
+    {"oneOf": [{"required": []}, {"required": ["a"]}]},
+    {"oneOf": [{"required": ["a"], "description": "x"}, {"required": ["a"]}]},  # never exactly one: no object
+    # MaskBench Glaiveai2K---calculate_area_0bc8b268 (shape of the idiom)
+    {"type": "object", "properties": {"length": {"type": "number"}, "width": {"type": "number"},
+                                      "radius": {"type": "number"}, "base": {"type": "number"},
+                                      "height": {"type": "number"}},
+     "oneOf": [{"required": ["length", "width"]}, {"required": ["radius"]}, {"required": ["base", "height"]}]},
+])
+def test_oneof_of_required_keys_is_exact(schema):
+    """"Exactly one of these key sets" compiles (as an anyOf of objects that forbid the other sets'
+    keys) and agrees with jsonschema on every subset of keys and on non-objects."""
+    import itertools
+
+    opts = CompileOptions(whitespace="compact", additional_properties=True)
+    try:
+        rx = schema_to_regex(schema, opts)
+    except UnsupportedFeatureError as e:  # only the "no value at all" outcome may refuse
+        assert "no valid value" in str(e) or "unsatisfiable" in str(e).lower(), e
+        rx = None
+    declared = list(schema.get("properties", {}))  # native writes declared keys in declared order
+    keys = declared + sorted({k for b in schema["oneOf"] for k in b["required"]} - set(declared)) + ["z"]
+    insts = [dict.fromkeys(ks, 1) for r in range(len(keys) + 1) for ks in itertools.combinations(keys, r)]
+    insts += [1, "x", None, [1]]
+    for v in insts:
+        text = json.dumps(v, separators=(",", ":"))
+        got = rx is not None and re.fullmatch(rx, text) is not None
+        assert got == _valid(schema, v), text
+
+
+def test_oneof_of_required_keys_limits():
+    # other keywords in a branch: still refused (overlap not decided)
+    with pytest.raises(UnsupportedFeatureError, match="oneOf"):
+        schema_to_regex({"oneOf": [{"required": ["a"], "minProperties": 2}, {"required": ["b"]}]})
+    # an expansion beyond the cap: refused, not approximated
+    many = {"oneOf": [{"required": [f"k{i}{j}" for j in range(4)]} for i in range(5)]}
+    with pytest.raises(UnsupportedFeatureError, match="oneOf"):
+        schema_to_regex(many)
+
+
 def test_allof_merge_and_refusal():
     rx = schema_to_regex({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
                                     {"properties": {"a": {"maxLength": 1}, "b": {"type": "null"}}}]})

@@ -488,7 +488,15 @@ class _Compiler:
         rest = {k: v for k, v in schema.items() if k != key}
         constraining = {k for k in rest if k not in ANNOTATIONS}
         if key == "oneOf":
-            self.check_disjoint(branches, rest, _ptr(where, key))
+            try:
+                self.check_disjoint(branches, rest, _ptr(where, key))
+            except UnsupportedFeatureError:
+                exact = self.oneof_of_required(branches)
+                if exact is None:
+                    raise
+                branches = exact  # the same language as an anyOf (see oneof_of_required)
+                if not branches:
+                    return None
         outs = []
         for i, b in enumerate(branches):
             w = _ptr(where, key, i)
@@ -497,6 +505,51 @@ class _Compiler:
             if r is not None:
                 outs.append(r)
         return alt(outs)
+
+    #: most anyOf branches :meth:`oneof_of_required` may write (each is a copy of the object regex)
+    MAX_ONEOF_REQUIRED_BRANCHES = 64
+
+    def oneof_of_required(self, branches) -> list | None:
+        """``oneOf`` whose branches only list ``required`` keys, as an exact ``anyOf`` (or None).
+
+        An object matches branch *i* iff ``R_i ⊆ keys``; exactly one branch matches iff, besides
+        ``R_i``, every other ``R_j`` misses a key: ``∀ j≠i ∃ k ∈ R_j \\ R_i: k ∉ keys``. Each choice of
+        missing keys is one anyOf branch ``{"type": "object", "required": R_i, "properties": {k:
+        false, ...}}`` (only minimal choices are kept; a branch with some ``R_j ⊆ R_i`` can never
+        be the only match and is dropped). Non-objects meet every ``required`` vacuously, so with two
+        or more branches oneOf rejects them: hence ``"type": "object"``. This is the usual
+        "exactly one of these keys" idiom (MaskBench ``Github_easy---o68297``,
+        ``Glaiveai2K---calculate_area_*``). None when a branch has other keywords or the expansion
+        would exceed :attr:`MAX_ONEOF_REQUIRED_BRANCHES`.
+        """
+        import itertools
+
+        reqs = []
+        for b in branches:
+            if not isinstance(b, dict) or set(b) - ANNOTATIONS != {"required"}:
+                return None
+            r = b["required"]
+            if not isinstance(r, list) or not all(isinstance(k, str) for k in r):
+                return None
+            reqs.append(frozenset(r))
+        out: list = []
+        for i, ri in enumerate(reqs):
+            misses = [sorted(rj - ri) for j, rj in enumerate(reqs) if j != i]
+            if any(not m for m in misses):
+                continue
+            n = 1
+            for m in misses:
+                n *= len(m)
+                if n > 4096:
+                    return None
+            choices = {frozenset(c) for c in itertools.product(*misses)}
+            minimal = [c for c in choices if not any(o < c for o in choices)]
+            for c in sorted(minimal, key=sorted):
+                out.append({"type": "object", "required": sorted(ri),
+                            "properties": {k: False for k in sorted(c)}})
+                if len(out) > self.MAX_ONEOF_REQUIRED_BRANCHES:
+                    return None
+        return out
 
     def _branch_types(self, b) -> set[str]:
         """Types a branch's values can have (a superset), for oneOf disjointness."""
