@@ -398,6 +398,7 @@ def test_oneof_disjoint_and_overlapping():
 
 @pytest.mark.parametrize("schema", [
     {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+    {"type": "object", "oneOf": [{"required": ["foo", "bar"]}, {"required": ["foo", "baz"]}]},  # JSTS oneOf.json
     {"type": "object", "properties": {k: {"type": "integer"} for k in "abcd"},
      "oneOf": [{"required": ["a", "b"]}, {"required": ["c"]}, {"required": ["b", "d"]}]},
     {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -422,7 +423,35 @@ def test_oneof_of_required_keys_is_exact(schema):
         assert "no valid value" in str(e) or "unsatisfiable" in str(e).lower(), e
         rx = None
     declared = list(schema.get("properties", {}))  # native writes declared keys in declared order
-    keys = declared + sorted({k for b in schema["oneOf"] for k in b["required"]} - set(declared)) + ["z"]
+    listed = [k for b in schema["oneOf"] for k in b["required"]]  # undeclared keys: in `required` order
+    keys = declared + [k for k in dict.fromkeys(listed) if k not in declared] + ["z"]
+    insts = [dict.fromkeys(ks, 1) for r in range(len(keys) + 1) for ks in itertools.combinations(keys, r)]
+    insts += [1, "x", None, [1]]
+    for v in insts:
+        text = json.dumps(v, separators=(",", ":"))
+        got = rx is not None and re.fullmatch(rx, text) is not None
+        assert got == _valid(schema, v), text
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"required": ["a"]}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+     "not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}},  # MaskBench Github_hard---o65011
+    {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+     "not": {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}},  # Github_medium---o83286 shape
+    {"not": {"required": []}},
+    {"type": ["object", "integer"], "not": {"required": ["a", "b"]}},
+])
+def test_not_required_is_exact(schema):
+    import itertools
+
+    opts = CompileOptions(whitespace="compact", additional_properties=True)
+    try:
+        rx = schema_to_regex(schema, opts)
+    except (UnsupportedFeatureError, ValueError) as e:
+        assert "nothing" in str(e) or "no valid value" in str(e) or "unsatisfiable" in str(e).lower(), e
+        rx = None
+    keys = list(schema.get("properties", {})) + [k for k in "abz" if k not in schema.get("properties", {})]
     insts = [dict.fromkeys(ks, 1) for r in range(len(keys) + 1) for ks in itertools.combinations(keys, r)]
     insts += [1, "x", None, [1]]
     for v in insts:

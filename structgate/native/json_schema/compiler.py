@@ -532,6 +532,7 @@ class _Compiler:
             if not isinstance(r, list) or not all(isinstance(k, str) for k in r):
                 return None
             reqs.append(frozenset(r))
+        order = [list(dict.fromkeys(b["required"])) for b in branches]  # keys are written in this order
         out: list = []
         for i, ri in enumerate(reqs):
             misses = [sorted(rj - ri) for j, rj in enumerate(reqs) if j != i]
@@ -545,7 +546,7 @@ class _Compiler:
             choices = {frozenset(c) for c in itertools.product(*misses)}
             minimal = [c for c in choices if not any(o < c for o in choices)]
             for c in sorted(minimal, key=sorted):
-                out.append({"type": "object", "required": sorted(ri),
+                out.append({"type": "object", "required": order[i],
                             "properties": {k: False for k in sorted(c)}})
                 if len(out) > self.MAX_ONEOF_REQUIRED_BRANCHES:
                     return None
@@ -685,6 +686,24 @@ class _Compiler:
         rest = {k: v for k, v in schema.items() if k != "not"}
         return self._negate(rest, schema["not"], _ptr(where, "not"))
 
+    @staticmethod
+    def _required_only(s) -> list[str] | None:
+        """The keys of a schema that only says ``required`` (or an ``allOf`` of such), else None."""
+        if not isinstance(s, dict):
+            return None
+        keys = set(s) - ANNOTATIONS
+        if keys == {"required"} and isinstance(s["required"], list) and all(isinstance(k, str) for k in s["required"]):
+            return list(dict.fromkeys(s["required"]))
+        if keys == {"allOf"} and isinstance(s["allOf"], list):
+            out: list[str] = []
+            for m in s["allOf"]:
+                r = _Compiler._required_only(m)
+                if r is None:
+                    return None
+                out += r
+            return list(dict.fromkeys(out))
+        return None
+
     def _negate(self, rest, inner, w):
         if rest is False:
             return False
@@ -706,6 +725,12 @@ class _Compiler:
             return rest
         if keys == {"$ref"}:
             return self._negate(rest, self.resolve(inner["$ref"], _ptr(w, "$ref")), _ptr(w, "$ref"))
+        req = self._required_only(inner)
+        if req is not None:
+            # not required(R): an object missing some key of R (non-objects meet every `required`)
+            if not req:
+                return False
+            return {"allOf": [rest, {"anyOf": [{"type": "object", "properties": {k: False}} for k in req]}]}
         if keys == {"type"}:
             t = inner["type"]
             banned = {t} if isinstance(t, str) else set(t)
@@ -737,7 +762,7 @@ class _Compiler:
                     raise UnsupportedFeatureError("not", "not enum/const of a number, array or object", w)
             return rest
         raise UnsupportedFeatureError("not", "supported: not of a type list, enum/const of strings/"
-                                      "booleans/null, anyOf, not, true/false", w)
+                                      "booleans/null, anyOf, not, required, true/false", w)
 
     # -- enum / const ---------------------------------------------------------------------------
     def _validator_for(self, schema):
