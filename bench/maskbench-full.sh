@@ -4,7 +4,7 @@
 #
 # Resumable: every per-schema result is streamed to $CKPT as it finishes; rerunning this script
 # with the same file skips what it already holds, so a stopped run (a session end, a reboot)
-# continues where it was. Outputs go to bench/results/maskbench-full*.
+# continues where it was. Outputs go to $OUT/maskbench-full* (default bench/results).
 #
 #   OUTLINES_WALL_S  time box for the outlines-core pass, seconds (default: no box). outlines-core
 #                    builds its whole token index at compile time and hits the 10 s limit on about
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 SG=${SG:-.venv/bin/structgate}
 CORPUS=${CORPUS:-../shared/data/maskbench}
 CKPT=${CKPT:-.bench-runs/maskbench-full.ckpt.jsonl}
-OUT=bench/results
+OUT=${OUT:-bench/results}
 JOBS=${JOBS:-2}
 COMMON=(maskbench --corpus "$CORPUS" --tokenizer llama3 --timeout-s 10 --jobs "$JOBS" --checkpoint "$CKPT"
         --no-progress --quiet)
@@ -35,6 +35,7 @@ BOX=()
 "$SG" bench "${COMMON[@]}" --backends native,structgate-llguidance,structgate-xgrammar,structgate-outlines-core \
     --max-wall-s 0 --json "$OUT/maskbench-full.json" --markdown "$OUT/maskbench-full.md" \
     --plot "$OUT/maskbench-full.png" --details "$OUT/maskbench-full.details.jsonl"
+gzip -f "$OUT/maskbench-full.details.jsonl"  # per schema × backend outcome, ~1 MB compressed
 #    b. all four on the same schemas (those outlines-core has run)
 "$SG" bench "${COMMON[@]}" --backends native,structgate-llguidance,structgate-xgrammar,structgate-outlines-core \
     --max-wall-s 0 --common-items --json "$OUT/maskbench-full-common.json" \
