@@ -69,7 +69,10 @@ class Checkpoint:
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         if not fresh:
             with open(self.path) as f:
-                lines = f.read().splitlines()
+                text = f.read()
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
             try:
                 head = json.loads(lines[0])
             except (IndexError, json.JSONDecodeError) as e:
@@ -93,7 +96,7 @@ class Checkpoint:
         self._f = open(self.path, "a")
         if fresh:
             self._write({"checkpoint": 1, "config": self.config})
-        elif lines and not lines[-1].endswith("}"):
+        elif not text.endswith("\n"):  # every record ends with a newline: the last one was torn
             self._f.write("\n")
 
     def _write(self, rec: dict) -> None:
@@ -130,7 +133,8 @@ class BackendRun:
     wall_s : float
         Busy time: backend creations + every item's elapsed time (compile + walk + IPC), seconds.
     not_run : int
-        Items never started because the run's ``max_wall_s`` passed (they are in no count).
+        Items left out of the results (in no count): never started because the run's
+        ``max_wall_s`` passed, or dropped by ``restrict_to_common_items`` (``--common-items``).
     """
 
     name: str
