@@ -142,7 +142,7 @@ def test_checkpoint_resume_equals_one_run(tmp_path):
     assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
                 "--limit", "2", "--json", str(part)) == 0
     lines = ck.read_text().splitlines()
-    assert json.loads(lines[0])["checkpoint"] == 1 and sum('"result"' in x for x in lines) == 4
+    assert json.loads(lines[0])["checkpoint"] == 2 and sum('"result"' in x for x in lines) == 4
     with open(ck, "a") as f:  # torn mid-record, and ending in "}" by chance
         f.write('{"backend": "x", "split": "Exact", "id": "e", "result": {"a": {}}')
     assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
@@ -168,6 +168,58 @@ def test_checkpoint_resume_equals_one_run(tmp_path):
     assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--checkpoint", str(ck),
                 "--timeout-s", "7") == 2
     assert ck.read_text() == before
+
+
+def test_checkpoint_reuses_only_matching_items_and_refuses_misuse(tmp_path, capsys):
+    """A result is reused only for the same item content (not the same id with another schema);
+    malformed, locked or clashing checkpoints are typed errors, not tracebacks."""
+    import fcntl
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    rec = {"id": "x", "schema": {"enum": ["p"]}, "tests": [{"data": "p", "valid": True}, {"data": "q", "valid": False}]}
+    (a / "S.jsonl").write_text(json.dumps(rec) + "\n")
+    rec2 = {"id": "x", "schema": {"enum": ["q"]}, "tests": [{"data": "q", "valid": True}, {"data": "p", "valid": False}]}
+    (b / "S.jsonl").write_text(json.dumps(rec2) + "\n")
+    ref = "structgate.bench.fakes:EnumBackend"
+    ck, out = tmp_path / "c.jsonl", tmp_path / "o.json"
+    assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(ck)) == 0
+    assert _run("maskbench", "--corpus", str(b), "--backends", ref, "--checkpoint", str(ck), "--json", str(out)) == 0
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["checkpoint"]["resumed"] == 0  # same id, other content: run again
+    assert doc["backends"][ref]["passing"] == 1
+    capsys.readouterr()
+    # malformed checkpoints: typed, one line
+    for body in ('[1, 2]\n', '"x"\n', '{"checkpoint": 2}\n', 'not json\n'):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(body)
+        assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(bad)) == 2
+        err = capsys.readouterr().err
+        assert "CheckpointError" in err and "not a structgate bench checkpoint" in err and "Traceback" not in err
+    good_head = ck.read_text().splitlines()[0]
+    bad.write_text(good_head + "\n" + '{"backend": "x", "result": {}}\n' + '{"backend": "y"}\n')
+    assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(bad)) == 2
+    assert "bad.jsonl:2: malformed record" in capsys.readouterr().err
+    assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(tmp_path)) == 2
+    assert "CheckpointError" in capsys.readouterr().err
+    # a checkpoint in use by another run
+    with open(ck, "a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(ck)) == 2
+        assert "in use by another run" in capsys.readouterr().err
+    # outputs that would overwrite the checkpoint; a time box of 0 with nothing to report
+    assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(ck), "--details", str(ck)) == 2
+    assert "same file" in capsys.readouterr().err
+    assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--max-wall-s", "0") == 2
+    assert "--checkpoint" in capsys.readouterr().err
+    for v in ("-5", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            _run("maskbench", "--corpus", str(a), "--backends", ref, "--max-wall-s", v)
+    # duplicate (split, id): refused before anything runs
+    (a / "S.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps(rec2) + "\n")
+    assert _run("maskbench", "--corpus", str(a), "--backends", ref) == 2
+    assert "duplicate id 'x'" in capsys.readouterr().err
 
 
 def test_common_items_reports_everyone_on_the_same_items(tmp_path):

@@ -47,11 +47,11 @@ def _write_outputs(doc: dict, md: str, runs, items: list[BenchItem], *, json_out
         Path(markdown_out).parent.mkdir(parents=True, exist_ok=True)
         Path(markdown_out).write_text(md)
     if details_out:
-        by_id = {it.id: it for it in items}
+        by_id = {(it.split, it.id): it for it in items}
         with open(details_out, "w") as f:
             for name, run in runs.items():
                 for r in run.results:
-                    it = by_id[r["id"]]
+                    it = by_id[(r["split"], r["id"])]
                     rec = {"backend": name, "id": r["id"], "split": r["split"], "status": r["status"],
                            "outcome": schema_outcome(r, [t["valid"] for t in it.tests]),
                            "phase": r.get("phase"), "ttfm_us": None if r.get("ttfm_ns") is None else r["ttfm_ns"] / 1e3,
@@ -86,16 +86,41 @@ def _prepare(items: list[BenchItem], tokenizer: str):
     return vocab, n_tokens
 
 
+def vocab_fingerprint(vocab) -> str:
+    """sha1 (16 hex digits) of the vocabulary's token bytes, EOS and size: a checkpoint made with
+    another vocabulary under the same tokenizer name is refused."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for b in vocab.token_bytes:
+        h.update(len(b).to_bytes(4, "little"))
+        h.update(b)
+    h.update(repr((sorted(vocab.eos_token_ids), vocab.vocab_size)).encode())
+    return h.hexdigest()[:16]
+
+
+def check_distinct_items(items) -> None:
+    """CorpusError when two items share (split, id): results and checkpoints are keyed by it."""
+    from .corpora import CorpusError
+
+    seen: set = set()
+    for it in items:
+        k = (it.split, it.id)
+        if k in seen:
+            raise CorpusError(f"duplicate id {it.id!r} in split {it.split!r}: ids must be unique per split")
+        seen.add(k)
+
+
 def restrict_to_common_items(runs) -> int:
     """Keep, in every backend's results, only the items every backend has a result for (backends
-    that could not run at all are ignored): the head-to-head on the same items when a time-boxed
-    run (``max_wall_s``) left some backends short. Returns the number of items kept; the others are
-    added to ``BackendRun.not_run``."""
-    live = [r for r in runs.values() if not r.error]
+    that could not run at all, or have no result, are ignored): the head-to-head on the same items
+    when a time-boxed run (``max_wall_s``) left some backends short. Returns the number of items
+    kept; the others are added to ``BackendRun.not_run``."""
+    live = [r for r in runs.values() if not r.error and r.results]
     if not live:
         return 0
     common = set.intersection(*({(x["split"], x["id"]) for x in r.results} for r in live))
-    for r in live:
+    for r in runs.values():
         kept = [x for x in r.results if (x["split"], x["id"]) in common]
         r.not_run += len(r.results) - len(kept)
         r.results = kept
@@ -107,13 +132,15 @@ def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_
     from .runner import Checkpoint, machine_info
 
     t0 = time.perf_counter()
+    check_distinct_items(items)
     machine = machine_info()
     names, skipped = resolve_backends(backends, kind="regex" if kind == "regex" else "json_schema")
     vocab, n_tokens = _prepare(items, tokenizer)
     ckpt = None
     if checkpoint:
         ckpt = Checkpoint(checkpoint, {"bench": kind, "tokenizer": tokenizer, "timeout_s": timeout_s,
-                                       "max_memory_mb": max_memory_mb, "threads": threads, "options": options})
+                                       "max_memory_mb": max_memory_mb, "threads": threads, "options": options,
+                                       "vocabulary": vocab_fingerprint(vocab)})
     try:
         runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
                             jobs=jobs, options=options, progress=progress, title=kind, checkpoint=ckpt,
@@ -122,9 +149,13 @@ def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_
         if ckpt is not None:
             ckpt.close()
     if ckpt is not None:
-        extra_meta = {**(extra_meta or {}), "checkpoint": {"path": str(checkpoint), "resumed": len(ckpt.done)}}
+        extra_meta = {**(extra_meta or {}), "checkpoint": {
+            "path": str(checkpoint), "resumed": sum(r.resumed for r in runs.values()),
+            "note": "meta.date/wall_s/machine describe this invocation; per-item times come from the runs "
+                    "that wrote the checkpoint (meta.backends_run.NAME.busy_s sums them)"}}
+    extra_meta = {**(extra_meta or {}), "max_wall_s": max_wall_s}
     if common_items:
-        extra_meta = {**(extra_meta or {}), "common_items": restrict_to_common_items(runs)}
+        extra_meta["common_items"] = restrict_to_common_items(runs)
     meta = build_meta(bench=kind, vocab=vocab, corpus=corpus_desc, runs=runs, skipped=skipped, timeout_s=timeout_s,
                       max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=options,
                       wall_s=time.perf_counter() - t0, argv=argv, machine=machine,
@@ -156,9 +187,10 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
     runs, meta = _common_run("maskbench", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
                              argv=argv, corpus_desc={"path": str(corpus), "splits": splits, "limit": limit, "shuffle": shuffle,
-                                                     "sampling": ("round-robin over splits in file order"
-                                                                  if shuffle is None else
-                                                                  f"uniform, random.Random({shuffle}).shuffle")},
+                                                     "sampling": (f"uniform, random.Random({shuffle}).shuffle"
+                                                                  if shuffle is not None else
+                                                                  "round-robin over splits in file order"
+                                                                  if limit else "every item, file order")},
                              checkpoint=checkpoint, max_wall_s=max_wall_s, common_items=common_items)
     doc = {"meta": meta, **aggregate_maskbench(runs, items, timeout_s)}
     md = markdown_maskbench(doc)

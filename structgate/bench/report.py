@@ -100,7 +100,7 @@ def _counts(results, items_by_id) -> tuple[dict, Counter, dict]:
     inst = dict.fromkeys(("total", "valid", "invalid", "valid_rejected", "invalid_accepted",
                           "mask_advance_mismatches", "engine_errors", "not_run"), 0)
     for r in results:
-        it = items_by_id[r["id"]]
+        it = items_by_id[(r["split"], r["id"])]
         flags = [t["valid"] for t in it.tests]
         o = schema_outcome(r, flags)
         c[o] += 1
@@ -126,7 +126,7 @@ def _counts(results, items_by_id) -> tuple[dict, Counter, dict]:
 
 def aggregate_maskbench(runs, items, timeout_s: float) -> dict:
     """``{"backends": {...}}`` per the module docstring (meta added by the caller)."""
-    by_id = {it.id: it for it in items}
+    by_id = {(it.split, it.id): it for it in items}
     limit_us = timeout_s * 1e6
     out = {}
     for name, run in runs.items():
@@ -163,7 +163,7 @@ def _jsts_counts(results, by_id) -> dict:
     c = dict.fromkeys(("schemas", "tests", *JSTS_OUTCOMES), 0)
     kinds: Counter = Counter()
     for r in results:
-        it = by_id[r["id"]]
+        it = by_id[(r["split"], r["id"])]
         n = len(it.tests)
         c["schemas"] += 1
         c["tests"] += n
@@ -200,7 +200,7 @@ def aggregate_jsts(runs, items, timeout_s: float) -> dict:
     compile error, every test of a timed-out / OOM / crashed schema as that; so
     ``passed + compile_errors + valid_rejected + invalid_accepted + timeouts + oom + crashes == tests``.
     """
-    by_id = {it.id: it for it in items}
+    by_id = {(it.split, it.id): it for it in items}
     out = {}
     for name, run in runs.items():
         if run.error:
@@ -233,7 +233,7 @@ def _regex_counts(results, by_id) -> dict:
     kinds: Counter = Counter()
     re_invalid_rejected = re_invalid_compiled = 0
     for r in results:
-        it = by_id[r["id"]]
+        it = by_id[(r["split"], r["id"])]
         c["patterns"] += 1
         s["strings"] += len(it.tests)
         st = r["status"]
@@ -286,7 +286,7 @@ def aggregate_regex(runs, items, timeout_s: float) -> dict:
     (``no_oracle``: ``re`` timed out or cannot compile the pattern; ``not_run``: the pattern did not
     compile / timed out / crashed on that backend, or the string could not be tokenised).
     """
-    by_id = {it.id: it for it in items}
+    by_id = {(it.split, it.id): it for it in items}
     out = {}
     for name, run in runs.items():
         if run.error:
@@ -335,17 +335,26 @@ def _versions_line(meta: dict, names) -> str:
 
 
 def _not_run_lines(doc: dict) -> list[str]:
-    """Notes for backends whose counts leave items out (``--max-wall-s``, ``--common-items``)."""
+    """Notes for backends whose counts leave items out (``--max-wall-s``, Ctrl-C, a worker that
+    could not start, ``--common-items``)."""
     out = []
     meta = doc["meta"]
-    why = ("not run before the time box (`--max-wall-s`) passed, or not run by every backend "
-           "(`--common-items`)" if "common_items" in meta else "not run: the time box (`--max-wall-s`) passed")
     for n, r in (meta.get("backends_run") or {}).items():
         if r.get("not_run"):
-            out.append(f"\n- {n}: {r['not_run']:,} items left out ({why}); its counts and percentiles cover "
-                       "only the items run.")
+            why = []
+            if r.get("start_error"):
+                why.append(f"its worker could not start: {r['start_error'].splitlines()[0][:160]}")
+            if meta.get("max_wall_s") is not None:
+                why.append("not run before the time box (`--max-wall-s`) passed or not in the checkpoint")
+            if "common_items" in meta:
+                why.append("not run by every backend (`--common-items`)")
+            if not why:
+                why.append("the run was stopped")
+            out.append(f"\n- {n}: {r['not_run']:,} items left out ({'; or '.join(why)}); its counts and "
+                       "percentiles cover only the items run.")
     if "common_items" in meta:
-        out.append(f"\n- Every backend is reported on the same {meta['common_items']:,} items (`--common-items`).")
+        out.append(f"\n- Every backend with results is reported on the same {meta['common_items']:,} items "
+                   "(`--common-items`).")
     return out
 
 

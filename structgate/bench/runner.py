@@ -42,22 +42,39 @@ class CheckpointError(StructgateError, ValueError):
     kind = "checkpoint"
 
 
+def item_hash(it: BenchItem) -> str:
+    """Content hash of an item (kind, constraint, instance texts and labels): a checkpointed result
+    is reused only for the same content (sha1 of canonical JSON, first 16 hex digits)."""
+    import hashlib
+    import json
+
+    body = json.dumps([it.kind, it.value, [[t.get("text"), t.get("valid")] for t in it.tests]],
+                      sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha1(body.encode()).hexdigest()[:16]
+
+
 class Checkpoint:
     """Raw per-item results streamed to a JSONL file as they finish, so a long run can be resumed.
 
-    Line 1 is ``{"checkpoint": 1, "config": {...}}`` (the settings the results depend on: tokenizer,
-    limits, threads, options); every other line is ``{"backend": NAME, "split": S, "id": ID,
-    "result": {worker result}}`` or ``{"backend": NAME, "init_s": [...], "restarts": N}`` (a retired
-    worker). On reopen with the same config the results already there are reused: their items are not
-    run again. A torn last line (the process was killed mid-write) is ignored.
+    Line 1 is ``{"checkpoint": 2, "config": {...}}`` (the settings the results depend on: bench,
+    tokenizer, limits, threads, options); every other line is ``{"backend": NAME, "version": V,
+    "split": S, "id": ID, "item_hash": H, "result": {worker result}}`` or ``{"backend": NAME,
+    "init_s": [...], "restarts": N}`` (a retired worker). On reopen with the same config a result is
+    reused when its backend version and item content hash (:func:`item_hash`) match the current
+    ones; other results are ignored (their items run again). A torn last line (the process was
+    killed mid-write) is cut off. The file is locked (``flock``) while open: two runs cannot share it.
 
     Raises
     ------
     CheckpointError
-        The file exists and its config differs from ``config``.
+        The file exists and its config differs from ``config``; it is not a checkpoint (or holds a
+        malformed record); it is locked by another run; it cannot be opened for appending.
     """
 
+    VERSION = 2
+
     def __init__(self, path, config: dict):
+        import fcntl
         import json
         from pathlib import Path
 
@@ -66,38 +83,76 @@ class Checkpoint:
         self.done: dict[tuple[str, str, str], dict] = {}
         self.init: dict[str, list[float]] = {}
         self.restarts: dict[str, int] = {}
-        fresh = not self.path.exists() or self.path.stat().st_size == 0
-        if not fresh:
-            with open(self.path) as f:
-                text = f.read()
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = open(self.path, "a+")
+        except OSError as e:
+            raise CheckpointError(f"{self.path}: cannot open for appending ({type(e).__name__}: {e})") from None
+        try:
+            fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._f.close()
+            raise CheckpointError(f"{self.path} is in use by another run (locked)") from None
+        try:
+            self._load()
+        except BaseException:
+            self._f.close()
+            raise
+
+    def _load(self) -> None:
+        import json
+
+        self._f.seek(0)
+        text = self._f.read()
+        if not text:
+            self._write({"checkpoint": self.VERSION, "config": self.config})
+            return
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        try:
+            head = json.loads(lines[0])
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{self.path}: not a structgate bench checkpoint (line 1: {e})") from None
+        if not isinstance(head, dict) or "checkpoint" not in head or not isinstance(head.get("config"), dict):
+            raise CheckpointError(f"{self.path}: not a structgate bench checkpoint (line 1 has no "
+                                  '"checkpoint"/"config")')
+        if head["checkpoint"] != self.VERSION:
+            raise CheckpointError(f"{self.path}: checkpoint format {head['checkpoint']!r}, this version reads "
+                                  f"{self.VERSION}; use another file")
+        if head["config"] != self.config:
+            diff = sorted(k for k in set(head["config"]) | set(self.config)
+                          if head["config"].get(k) != self.config.get(k))
+            raise CheckpointError(f"{self.path} was written with other settings ({', '.join(diff)}); "
+                                  "use another file or delete it")
+        for n, ln in enumerate(lines[1:], 2):
             try:
-                head = json.loads(lines[0])
-            except (IndexError, json.JSONDecodeError) as e:
-                raise CheckpointError(f"{self.path}: not a structgate bench checkpoint ({e})") from None
-            if head.get("config") != self.config:
-                diff = sorted(k for k in set(head.get("config") or {}) | set(self.config)
-                              if (head.get("config") or {}).get(k) != self.config.get(k))
-                raise CheckpointError(f"{self.path} was written with other settings ({', '.join(diff)}); "
-                                      "use another file or delete it")
-            for ln in lines[1:]:
-                try:
-                    rec = json.loads(ln)
-                except json.JSONDecodeError:
-                    continue
+                rec = json.loads(ln)
+            except json.JSONDecodeError:
+                if n == len(lines):
+                    continue  # torn last record
+                raise CheckpointError(f"{self.path}:{n}: not JSON") from None
+            try:
                 if "result" in rec:
-                    self.done[(rec["backend"], rec["split"], rec["id"])] = rec["result"]
+                    key = (str(rec["backend"]), str(rec["split"]), str(rec["id"]))
+                    if not isinstance(rec["result"], dict):
+                        raise TypeError("result is not an object")
+                    self.done[key] = rec
                 elif "init_s" in rec:
-                    self.init.setdefault(rec["backend"], []).extend(rec["init_s"])
-                    self.restarts[rec["backend"]] = self.restarts.get(rec["backend"], 0) + rec.get("restarts", 0)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a")
-        if fresh:
-            self._write({"checkpoint": 1, "config": self.config})
-        elif not text.endswith("\n"):  # every record ends with a newline: the last one was torn
-            self._f.write("\n")
+                    b = str(rec["backend"])
+                    self.init.setdefault(b, []).extend(float(x) for x in rec["init_s"])
+                    self.restarts[b] = self.restarts.get(b, 0) + int(rec.get("restarts", 0))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise CheckpointError(f"{self.path}:{n}: malformed record ({type(e).__name__}: {e})") from None
+        if not text.endswith("\n"):  # every record ends with a newline: the last one was torn
+            self._f.truncate(len(text[: text.rfind("\n") + 1].encode()))
+
+    def result_for(self, backend: str, version, it: BenchItem, h: str) -> dict | None:
+        """The stored result of ``backend`` on ``it`` if its version and item hash match, else None."""
+        rec = self.done.get((backend, it.split, it.id))
+        if rec is None or rec.get("version") != version or rec.get("item_hash") != h:
+            return None
+        return rec["result"]
 
     def _write(self, rec: dict) -> None:
         import json
@@ -105,8 +160,9 @@ class Checkpoint:
         self._f.write(json.dumps(rec, default=_jsonable) + "\n")
         self._f.flush()
 
-    def add_result(self, backend: str, split: str, item_id: str, result: dict) -> None:
-        self._write({"backend": backend, "split": split, "id": item_id, "result": result})
+    def add_result(self, backend: str, version, it: BenchItem, h: str, result: dict) -> None:
+        self._write({"backend": backend, "version": version, "split": it.split, "id": it.id, "item_hash": h,
+                     "result": result})
 
     def add_worker(self, backend: str, init_s: list[float], restarts: int) -> None:
         self._write({"backend": backend, "init_s": init_s, "restarts": restarts})
@@ -134,7 +190,13 @@ class BackendRun:
         Busy time: backend creations + every item's elapsed time (compile + walk + IPC), seconds.
     not_run : int
         Items left out of the results (in no count): never started because the run's
-        ``max_wall_s`` passed, or dropped by ``restrict_to_common_items`` (``--common-items``).
+        ``max_wall_s`` passed or Ctrl-C stopped it, the worker could not (re)start
+        (``start_error``), or dropped by ``restrict_to_common_items`` (``--common-items``).
+    start_error : str | None
+        Why a worker could not start, when the backend still has results (resumed ones, or items
+        run before the failure); ``error`` is set instead when it has none.
+    resumed : int
+        Results taken from the checkpoint.
     """
 
     name: str
@@ -145,6 +207,8 @@ class BackendRun:
     restarts: int = 0
     wall_s: float = 0.0
     not_run: int = 0
+    start_error: str | None = None
+    resumed: int = 0
 
 
 def resolve_backends(names: list[str] | None, kind: str | None = None) -> tuple[list[str], dict[str, str]]:
@@ -246,16 +310,21 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
     counts: dict[str, collections.Counter] = {b: collections.Counter() for b in backends}
     busy = dict.fromkeys(backends, 0.0)
     lock = threading.Lock()
+    hashes = [item_hash(it) for it in items] if checkpoint is not None else []
     if checkpoint is not None:
         for b in backends:
             runs[b].init_s.extend(checkpoint.init.get(b, []))
             runs[b].restarts += checkpoint.restarts.get(b, 0)
+            keep = collections.deque()
             for i, it in enumerate(items):
-                res = checkpoint.done.get((b, it.split, it.id))
+                res = checkpoint.result_for(b, runs[b].version, it, hashes[i])
                 if res is not None:
                     slots[b][i] = res
-                    queues[b].remove(i)
                     busy[b] += res.get("elapsed_s", 0.0)
+                    runs[b].resumed += 1
+                else:
+                    keep.append(i)
+            queues[b] = keep
     prog = _make_progress(progress, title, backends, len(items))
     if prog:
         for b in backends:
@@ -263,10 +332,11 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
                 prog.update(b, advance=len(items) - len(queues[b]), status="resumed")
 
     deadline = None if max_wall_s is None else time.monotonic() + max_wall_s
+    stop = threading.Event()  # Ctrl-C: start no new item, let the running ones finish
 
     def next_task(current: str | None):
         with lock:
-            if deadline is not None and time.monotonic() >= deadline:
+            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
                 return None
             if current is not None and queues[current]:
                 return current, queues[current].popleft()
@@ -294,6 +364,7 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
                         worker.start()
                     except WorkerStartError as e:
                         with lock:
+                            runs[b].start_error = str(e)
                             if not any(r is not None for r in slots[b]):
                                 runs[b].error = str(e)
                             dropped = len(queues[b]) + 1
@@ -313,7 +384,7 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
                 with lock:
                     slots[b][i] = res
                     if checkpoint is not None:
-                        checkpoint.add_result(b, it.split, it.id, res)
+                        checkpoint.add_result(b, runs[b].version, it, hashes[i], res)
                     counts[b][res["status"]] += 1
                     busy[b] += res.get("elapsed_s", 0.0)
                     st = " ".join(f"{k}={v}" for k, v in sorted(counts[b].items()))
@@ -333,15 +404,25 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
 
     with prog if prog is not None else _Null():
         n = max(1, min(jobs, len(backends) * max(1, len(items))))
-        if n == 1:
-            slot()
-        else:
-            with ThreadPoolExecutor(max_workers=n) as ex:
-                for f in [ex.submit(slot) for _ in range(n)]:
-                    f.result()
+        try:
+            if n == 1:
+                slot()
+            else:
+                with ThreadPoolExecutor(max_workers=n) as ex:
+                    futs = [ex.submit(slot) for _ in range(n)]
+                    try:
+                        for f in futs:
+                            f.result()
+                    except BaseException:
+                        stop.set()
+                        raise
+        except KeyboardInterrupt:
+            stop.set()
+            raise
     for b in backends:
         runs[b].results = [r for r in slots[b] if r is not None]
         runs[b].not_run = len(items) - len(runs[b].results) if not runs[b].error else 0
+
         runs[b].wall_s = busy[b] + sum(runs[b].init_s)
     return runs
 
@@ -475,7 +556,8 @@ def build_meta(*, bench: str, vocab, corpus, runs: dict[str, BackendRun], skippe
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": engine_versions(),
         "backends_run": {n: {"version": r.version, "error": r.error, "init_s": [round(x, 3) for x in r.init_s],
-                             "restarts": r.restarts, "busy_s": round(r.wall_s, 2), "not_run": r.not_run}
+                             "restarts": r.restarts, "busy_s": round(r.wall_s, 2), "not_run": r.not_run,
+                             "start_error": r.start_error, "resumed": r.resumed}
                          for n, r in runs.items()},
         "backends_skipped": skipped,
         "tokenizer": vocabulary_info(vocab),

@@ -3,8 +3,10 @@
 All three share: ``--backends`` (comma-separated; default every available backend), ``--tokenizer``
 (default ``llama3``), ``--limit``, ``--timeout-s``, ``--max-memory-mb``, ``--threads`` (default 1),
 ``--jobs`` (worker processes at the same time, default 1), ``--checkpoint`` (stream raw results;
-resume a stopped run), ``--json``, ``--markdown``, ``--details``
-(per-schema JSONL), ``--plot`` (PNG), ``--no-progress`` (a rich bar on a terminal, a line every 30 s otherwise), ``--quiet``. The markdown table goes to
+resume a stopped run), ``--max-wall-s`` (time box; ``0`` with a checkpoint: only report it),
+``--json``, ``--markdown``, ``--details``
+(per-schema JSONL), ``--plot`` (PNG), ``--no-progress`` (a rich bar on a terminal, a line every 30 s otherwise), ``--quiet``; maskbench also
+``--shuffle SEED`` and ``--common-items``. The markdown table goes to
 stdout. Other modules may add sub-subcommands: if ``structgate.cli.maskstep_cmd`` exists, its
 ``add_bench_subparser(bench_sub)`` is called.
 """
@@ -32,6 +34,21 @@ def _positive_float(s: str) -> float:
     return v
 
 
+def _wall_s(s: str) -> float:
+    import math
+
+    v = float(s)
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
+    return v
+
+
+def _path(s: str) -> str:
+    if not s.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return s
+
+
 def _positive_int(s: str) -> int:
     v = int(s)
     if v < 1:
@@ -43,7 +60,8 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
     p.add_argument("--backends", type=_csv, default=None, metavar="NAMES",
                    help="comma-separated backend names (or module:factory); default: every available backend")
     p.add_argument("--tokenizer", default="llama3", help="tokenizer name or path (default: llama3)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N items (round-robin over splits)")
+    p.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                   help="at most N items (round-robin over splits; a uniform sample with maskbench --shuffle)")
     p.add_argument("--timeout-s", type=_positive_float, default=timeout, metavar="S",
                    help=f"limit per item (compile + walk), seconds (default {timeout:g})")
     p.add_argument("--max-memory-mb", type=int, default=4096, metavar="M",
@@ -58,10 +76,10 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
     p.add_argument("--json", dest="json_out", metavar="OUT.json", help="write the result document")
     p.add_argument("--markdown", dest="markdown_out", metavar="OUT.md", help="write the markdown tables")
     p.add_argument("--details", dest="details_out", metavar="OUT.jsonl", help="write one line per item × backend")
-    p.add_argument("--checkpoint", metavar="RUN.jsonl",
+    p.add_argument("--checkpoint", metavar="RUN.jsonl", type=_path,
                    help="stream raw per-item results to this file as they finish; rerun with the same file and "
                         "settings to resume (items already there are not run again)")
-    p.add_argument("--max-wall-s", type=float, default=None, metavar="S",
+    p.add_argument("--max-wall-s", type=_wall_s, default=None, metavar="S",
                    help="stop starting items after S seconds; items never started are left out of the counts "
                         "(meta.backends_run.NAME.not_run). 0 with --checkpoint: only report what it holds")
     p.add_argument("--plot", dest="plot_out", metavar="OUT.png", help="write the CDF / per-split PNG")
@@ -124,6 +142,28 @@ def _options(args, json_bench: bool) -> dict:
     return o
 
 
+class BenchUsageError(Exception):
+    """Contradictory bench options (reported as a usage error, exit 2)."""
+
+
+def _check_paths(args) -> None:
+    """Refuse outputs that would overwrite the checkpoint or each other, and a time box of 0
+    without a checkpoint (it would report nothing)."""
+    import os
+
+    named = [(flag, getattr(args, attr)) for flag, attr in (
+        ("--checkpoint", "checkpoint"), ("--json", "json_out"), ("--markdown", "markdown_out"),
+        ("--details", "details_out"), ("--plot", "plot_out")) if getattr(args, attr, None)]
+    seen: dict[str, str] = {}
+    for flag, path in named:
+        key = os.path.realpath(path)
+        if key in seen:
+            raise BenchUsageError(f"{flag} and {seen[key]} name the same file {path!r}")
+        seen[key] = flag
+    if args.max_wall_s == 0 and not args.checkpoint:
+        raise BenchUsageError("--max-wall-s 0 runs nothing: give --checkpoint to report what it holds")
+
+
 def _common_kwargs(args) -> dict:
     return dict(backends=args.backends, tokenizer=args.tokenizer, limit=args.limit, timeout_s=args.timeout_s,
                 max_memory_mb=args.max_memory_mb, threads=args.threads, jobs=args.jobs, json_out=args.json_out,
@@ -134,6 +174,11 @@ def _common_kwargs(args) -> dict:
 
 
 def run_maskbench(args) -> int:
+    try:
+        _check_paths(args)
+    except BenchUsageError as e:
+        print(f"structgate bench: error: {e}", file=sys.stderr)
+        return 2
     from ..bench.commands import bench_maskbench
 
     bench_maskbench(args.corpus, splits=args.splits, shuffle=args.shuffle, common_items=args.common_items,
@@ -143,6 +188,11 @@ def run_maskbench(args) -> int:
 
 
 def run_jsts(args) -> int:
+    try:
+        _check_paths(args)
+    except BenchUsageError as e:
+        print(f"structgate bench: error: {e}", file=sys.stderr)
+        return 2
     from ..bench.commands import bench_jsts
 
     bench_jsts(args.suite, drafts=args.drafts, optional=args.optional, files=args.files, options=_options(args, True),
@@ -151,6 +201,11 @@ def run_jsts(args) -> int:
 
 
 def run_regex(args) -> int:
+    try:
+        _check_paths(args)
+    except BenchUsageError as e:
+        print(f"structgate bench: error: {e}", file=sys.stderr)
+        return 2
     from ..bench.commands import bench_regex
 
     bench_regex(args.corpus, re_timeout_s=args.re_timeout_s, options=_options(args, False), **_common_kwargs(args))
