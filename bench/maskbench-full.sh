@@ -10,7 +10,11 @@
 #                    builds its whole token index at compile time and hits the 10 s limit on about
 #                    half of the schemas, so its pass needs ~5 core-hours here; the boxed pass runs a
 #                    seeded uniform random order, so what it has done is a uniform sample.
+#                    Each invocation gets a fresh box (a rerun adds another box of items); rerun
+#                    without it to finish the pass.
 #   JOBS             worker slots (default 2 = this machine's cores)
+#   CORPUS, CKPT, OUT  corpus folder, checkpoint file, output folder; relative paths are taken
+#                    from the repository root (the script cd's there first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SG=${SG:-.venv/bin/structgate}
