@@ -7,12 +7,12 @@ Public API::
     json_value_regex(options: CompileOptions | None = None, depth: int | None = None) -> str
 
 Building blocks (regex text): ``STRING``, ``JSON_CHAR``, ``JSON_NUMBER``, ``JSON_INTEGER``,
-``NEVER``, ``FORMAT_REGEX``, ``STRICT_FORMAT_REGEX``; ``integer_range(lo, hi)``, ``number_range(lo, lo_excl, hi, hi_excl)``.
+``NEVER``, ``FORMAT_REGEX``, ``LENIENT_ANNOTATIONS``; ``integer_range(lo, hi)``, ``number_range(lo, lo_excl, hi, hi_excl)``.
 """
 from ._charset import JSON_CHAR, STRING, json_char_regex, literal_string_regex
 from ._numeric import JSON_INTEGER, JSON_NUMBER, integer_range, number_range
-from .compiler import FORMAT_REGEX, NEVER, STRICT_FORMAT_REGEX, json_object_regex, json_value_regex, schema_to_regex
+from .compiler import FORMAT_REGEX, LENIENT_ANNOTATIONS, NEVER, json_object_regex, json_value_regex, schema_to_regex
 
 __all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "STRING", "JSON_CHAR",
-           "JSON_NUMBER", "JSON_INTEGER", "NEVER", "FORMAT_REGEX", "STRICT_FORMAT_REGEX", "integer_range", "number_range",
+           "JSON_NUMBER", "JSON_INTEGER", "NEVER", "FORMAT_REGEX", "LENIENT_ANNOTATIONS", "integer_range", "number_range",
            "json_char_regex", "literal_string_regex"]
