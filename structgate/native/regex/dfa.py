@@ -322,25 +322,12 @@ def nfa_to_dfa(nfa: NFA, *, max_states: int = 50_000, pattern: str = "", minimiz
                 break
             prev_hi = b
         if disjoint:  # fast path: deterministic at this state, one target per NFA range
+            groups = []
             for a, b, p in items:
                 t = succ[p]
                 if t is None:
                     t = succ[p] = get_closure(out[p])
-                tid = ids.get(t)
-                if tid is None:
-                    tid = len(keys)
-                    if tid > max_states:
-                        raise CompileLimitError("max_dfa_states", tid, max_states,
-                                                "the regex determinises into too many states")
-                    ids[t] = tid
-                    keys.append(t)
-                    acc.append(match in t)
-                if a == b:
-                    row[a] = tid
-                else:
-                    row[a:b + 1] = [tid] * (b - a + 1)
-            rows.append(row)
-            continue
+                groups.append((a, b, t))
         else:
             starts: dict[int, list[int]] = {}
             ends: dict[int, list[int]] = {}
