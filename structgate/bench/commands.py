@@ -86,19 +86,6 @@ def _prepare(items: list[BenchItem], tokenizer: str):
     return vocab, n_tokens
 
 
-def vocab_fingerprint(vocab) -> str:
-    """sha1 (16 hex digits) of the vocabulary's token bytes, EOS and size: a checkpoint made with
-    another vocabulary under the same tokenizer name is refused."""
-    import hashlib
-
-    h = hashlib.sha1()
-    for b in vocab.token_bytes:
-        h.update(len(b).to_bytes(4, "little"))
-        h.update(b)
-    h.update(repr((sorted(vocab.eos_token_ids), vocab.vocab_size)).encode())
-    return h.hexdigest()[:16]
-
-
 def check_distinct_items(items) -> None:
     """CorpusError when two items share (split, id): results and checkpoints are keyed by it."""
     from .corpora import CorpusError
@@ -140,7 +127,7 @@ def _common_run(kind: str, items, *, backends, tokenizer, timeout_s, max_memory_
     if checkpoint:
         ckpt = Checkpoint(checkpoint, {"bench": kind, "tokenizer": tokenizer, "timeout_s": timeout_s,
                                        "max_memory_mb": max_memory_mb, "threads": threads, "options": options,
-                                       "vocabulary": vocab_fingerprint(vocab)})
+                                       "vocabulary": vocab.fingerprint[:16]})
     try:
         runs = run_backends(items, names, vocab, timeout_s=timeout_s, max_memory_mb=max_memory_mb, threads=threads,
                             jobs=jobs, options=options, progress=progress, title=kind, checkpoint=ckpt,
