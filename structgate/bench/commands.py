@@ -9,12 +9,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from .corpora import BenchItem, load_jsts, load_maskbench, load_regex_corpus, tokenize_items
 from .report import (aggregate_jsts, aggregate_maskbench, aggregate_regex, markdown_jsts, markdown_maskbench,
                      markdown_regex, samples_for_plot, schema_outcome)
-from .runner import build_meta, resolve_backends, run_backends
+from .runner import build_meta, jsonable, resolve_backends, run_backends
 
 __all__ = ["bench_maskbench", "bench_jsts", "bench_regex", "DEFAULT_REGEX_CORPORA"]
 
@@ -23,26 +22,12 @@ DEFAULT_REGEX_CORPORA = ("/work/shared/data/regex/interegular", "/work/shared/da
                          "/work/shared/data/dottxt-benchmarks/cases.json")
 
 
-def _json_default(o: Any):
-    import numpy as np
-
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    return str(o)
-
-
 def _write_outputs(doc: dict, md: str, runs, items: list[BenchItem], *, json_out=None, markdown_out=None,
                    details_out=None, plot_out=None, plot_title="", timeout_s: float = 0, unit: str = "schemas",
                    split_passing=None, quiet: bool = False) -> None:
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
+        Path(json_out).write_text(json.dumps(doc, indent=1, default=jsonable) + "\n")
     if markdown_out:
         Path(markdown_out).parent.mkdir(parents=True, exist_ok=True)
         Path(markdown_out).write_text(md)
@@ -60,7 +45,7 @@ def _write_outputs(doc: dict, md: str, runs, items: list[BenchItem], *, json_out
                            "tests": [{"valid": t["valid"], "accepted": x.get("accepted"), "rejected_at": x.get("rejected_at"),
                                       "n_tokens": x.get("n_tokens"), "mismatch": x.get("mismatch"), "error": x.get("error")}
                                      for t, x in zip(it.tests, r.get("tests") or [])]}
-                    f.write(json.dumps(rec, default=_json_default) + "\n")
+                    f.write(json.dumps(rec, default=jsonable) + "\n")
     if plot_out:
         from .plots import plot_bench
 

@@ -20,11 +20,12 @@ from .corpora import BenchItem
 from .worker import BackendWorker, WorkerStartError
 
 __all__ = ["BackendRun", "run_backends", "resolve_backends", "machine_info", "engine_versions", "build_meta",
-           "CheckpointError", "Checkpoint"]
+           "CheckpointError", "Checkpoint", "item_hash", "jsonable"]
 
 
-def _jsonable(o):
-    """JSON fallback for worker results (numpy arrays and scalars)."""
+def jsonable(o):
+    """``json.dumps`` fallback for bench documents and worker results: numpy arrays → lists, numpy
+    scalars → Python numbers/bools, sets and tuples → lists, anything else → ``str``."""
     import numpy as np
 
     if isinstance(o, np.ndarray):
@@ -157,7 +158,7 @@ class Checkpoint:
     def _write(self, rec: dict) -> None:
         import json
 
-        self._f.write(json.dumps(rec, default=_jsonable) + "\n")
+        self._f.write(json.dumps(rec, default=jsonable) + "\n")
         self._f.flush()
 
     def add_result(self, backend: str, version, it: BenchItem, h: str, result: dict) -> None:
@@ -332,7 +333,7 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
                 prog.update(b, advance=len(items) - len(queues[b]), status="resumed")
 
     deadline = None if max_wall_s is None else time.monotonic() + max_wall_s
-    stop = threading.Event()  # Ctrl-C: start no new item, let the running ones finish
+    stop = threading.Event()  # set on Ctrl-C: slots start no new item, running ones finish
 
     def next_task(current: str | None):
         with lock:
@@ -404,21 +405,17 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
 
     with prog if prog is not None else _Null():
         n = max(1, min(jobs, len(backends) * max(1, len(items))))
-        try:
-            if n == 1:
-                slot()
-            else:
-                with ThreadPoolExecutor(max_workers=n) as ex:
-                    futs = [ex.submit(slot) for _ in range(n)]
-                    try:
-                        for f in futs:
-                            f.result()
-                    except BaseException:
-                        stop.set()
-                        raise
-        except KeyboardInterrupt:
-            stop.set()
-            raise
+        if n == 1:
+            slot()
+        else:
+            with ThreadPoolExecutor(max_workers=n) as ex:
+                futs = [ex.submit(slot) for _ in range(n)]
+                try:
+                    for f in futs:
+                        f.result()
+                except BaseException:  # Ctrl-C or a slot's error: the other slots start nothing new
+                    stop.set()
+                    raise
     for b in backends:
         runs[b].results = [r for r in slots[b] if r is not None]
         runs[b].not_run = len(items) - len(runs[b].results) if not runs[b].error else 0
