@@ -16,6 +16,8 @@ import argparse
 import importlib
 import sys
 
+from ..errors import StructgateError
+
 DEFAULT_MASKBENCH = "/work/shared/data/maskbench"
 DEFAULT_JSTS = "/work/shared/data/json-schema-test-suite"
 
@@ -142,8 +144,10 @@ def _options(args, json_bench: bool) -> dict:
     return o
 
 
-class BenchUsageError(Exception):
-    """Contradictory bench options (reported as a usage error, exit 2)."""
+class BenchUsageError(StructgateError):
+    """Contradictory bench options (reported by the CLI as one line, exit 2)."""
+
+    kind = "usage"
 
 
 def _check_paths(args) -> None:
@@ -165,6 +169,7 @@ def _check_paths(args) -> None:
 
 
 def _common_kwargs(args) -> dict:
+    _check_paths(args)
     return dict(backends=args.backends, tokenizer=args.tokenizer, limit=args.limit, timeout_s=args.timeout_s,
                 max_memory_mb=args.max_memory_mb, threads=args.threads, jobs=args.jobs, json_out=args.json_out,
                 markdown_out=args.markdown_out, details_out=args.details_out, plot_out=args.plot_out,
@@ -174,11 +179,6 @@ def _common_kwargs(args) -> dict:
 
 
 def run_maskbench(args) -> int:
-    try:
-        _check_paths(args)
-    except BenchUsageError as e:
-        print(f"structgate bench: error: {e}", file=sys.stderr)
-        return 2
     from ..bench.commands import bench_maskbench
 
     bench_maskbench(args.corpus, splits=args.splits, shuffle=args.shuffle, common_items=args.common_items,
@@ -188,11 +188,6 @@ def run_maskbench(args) -> int:
 
 
 def run_jsts(args) -> int:
-    try:
-        _check_paths(args)
-    except BenchUsageError as e:
-        print(f"structgate bench: error: {e}", file=sys.stderr)
-        return 2
     from ..bench.commands import bench_jsts
 
     bench_jsts(args.suite, drafts=args.drafts, optional=args.optional, files=args.files, options=_options(args, True),
@@ -201,11 +196,6 @@ def run_jsts(args) -> int:
 
 
 def run_regex(args) -> int:
-    try:
-        _check_paths(args)
-    except BenchUsageError as e:
-        print(f"structgate bench: error: {e}", file=sys.stderr)
-        return 2
     from ..bench.commands import bench_regex
 
     bench_regex(args.corpus, re_timeout_s=args.re_timeout_s, options=_options(args, False), **_common_kwargs(args))
