@@ -529,15 +529,15 @@ class _Compiler:
         """
         import itertools
 
-        reqs = []
+        order = []  # each branch's keys, in the order they are written
         for b in branches:
             if not isinstance(b, dict) or set(b) - ANNOTATIONS != {"required"}:
                 return None
             r = b["required"]
             if not isinstance(r, list) or not all(isinstance(k, str) for k in r):
                 return None
-            reqs.append(frozenset(r))
-        order = [list(dict.fromkeys(b["required"])) for b in branches]  # keys are written in this order
+            order.append(list(dict.fromkeys(r)))
+        reqs = [frozenset(o) for o in order]
         out: list = []
         for i, ri in enumerate(reqs):
             misses = [sorted(rj - ri) for j, rj in enumerate(reqs) if j != i]
