@@ -87,7 +87,6 @@ def _apply_config(mod) -> None:
     from typing import Annotated, Literal, get_args, get_origin
 
     from pydantic import AfterValidator
-    from pydantic.dataclasses import rebuild_dataclass
 
     sym = "vllm.config.structured_outputs.StructuredOutputsConfig.backend"
     cls = ledger.require_attr(mod, "StructuredOutputsConfig", sym)
@@ -107,10 +106,17 @@ def _apply_config(mod) -> None:
     widened = Annotated[str, AfterValidator(_after_backend)]
     cls.__annotations__["backend"] = widened
     fields["backend"].type = widened
-    rebuild_dataclass(cls, force=True)
-    # every pydantic dataclass that embeds the config: VllmConfig
+    _rebuild_config(cls)
+
+
+def _rebuild_config(cls) -> None:
+    """Rebuild StructuredOutputsConfig's pydantic schema after a patch, and every pydantic dataclass
+    that embeds it: VllmConfig now if it is loaded, else when it is (vllmconfig-rebuild)."""
     import sys
 
+    from pydantic.dataclasses import rebuild_dataclass
+
+    rebuild_dataclass(cls, force=True)
     vcfg_mod = sys.modules.get("vllm.config.vllm")
     if vcfg_mod is not None and hasattr(vcfg_mod, "VllmConfig"):
         rebuild_dataclass(vcfg_mod.VllmConfig, force=True)
@@ -124,9 +130,6 @@ def _after_backend(v: str) -> str:
 
 def _apply_whitespace_option(mod) -> None:
     import dataclasses
-    import sys
-
-    from pydantic.dataclasses import rebuild_dataclass
 
     sym = "vllm.config.structured_outputs.StructuredOutputsConfig._validate_structured_output_config"
     cls = ledger.require_attr(mod, "StructuredOutputsConfig", sym)
@@ -140,18 +143,15 @@ def _apply_whitespace_option(mod) -> None:
 
     def _validate_structured_output_config(self):
         if self.disable_any_whitespace and is_structgate_name(self.backend):
-            # structgate backends honour it (compact JSON whitespace, bridge.backend_options): run
-            # vLLM's other checks on a copy without it
-            original(dataclasses.replace(self, disable_any_whitespace=False))
+            # structgate backends honour it (compact JSON whitespace, bridge.backend_options);
+            # building a copy without it runs vLLM's other checks (this validator included)
+            dataclasses.replace(self, disable_any_whitespace=False)
             return self
         return original(self)
 
     ledger.mark(_validate_structured_output_config, original)
     deco.func = _validate_structured_output_config
-    rebuild_dataclass(cls, force=True)
-    vcfg_mod = sys.modules.get("vllm.config.vllm")
-    if vcfg_mod is not None and hasattr(vcfg_mod, "VllmConfig"):
-        rebuild_dataclass(vcfg_mod.VllmConfig, force=True)
+    _rebuild_config(cls)
 
 
 def _apply_vllmconfig(mod) -> None:
