@@ -575,14 +575,21 @@ class _Compiler:
             t = b["type"]
             t = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)}
             ts = {("number" if x == "integer" else x) for x in t}
-        vals = None
-        if "const" in b:
-            vals = [b["const"]]
-        elif "enum" in b and isinstance(b["enum"], list):
-            vals = b["enum"]
+        vals = self._listed_values(b)
         if vals is not None:
             ts &= {self._type_of(v) for v in vals}
         return ts
+
+    @staticmethod
+    def _listed_values(s) -> list | None:
+        """The values a schema's ``const`` or (well-formed) ``enum`` allows, else None."""
+        if not isinstance(s, dict):
+            return None
+        if "const" in s:
+            return [s["const"]]
+        if "enum" in s and isinstance(s["enum"], list):
+            return s["enum"]
+        return None
 
     @staticmethod
     def _type_of(v) -> str:
@@ -633,14 +640,7 @@ class _Compiler:
         a, b = self._deref(a), self._deref(b)
 
         def vals(s):
-            s = self._deref(s)
-            if not isinstance(s, dict):
-                return None
-            if "const" in s:
-                return [s["const"]]
-            if "enum" in s and isinstance(s["enum"], list):
-                return s["enum"]
-            return None
+            return self._listed_values(self._deref(s))
 
         va, vb = vals(a), vals(b)
         if va is not None and vb is not None:
