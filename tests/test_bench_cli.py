@@ -99,6 +99,7 @@ def test_walk_is_exact_with_reference_engine(tmp_path):
     assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", f"{ref},{FAKE}", "--jobs", "2",
                 "--json", str(out), "--details", str(det)) == 0
     doc = json.loads(out.read_text())
+    assert "error" not in doc["backends"][FAKE], doc["backends"][FAKE]["error"]  # say why it could not run
     assert doc["backends"][FAKE]["schemas"] == 4 and doc["meta"]["jobs"] == 2
     b = doc["backends"][ref]
     assert (b["schemas"], b["passing"], b["compile_errors"]) == (4, 3, 1)

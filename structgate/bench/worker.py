@@ -57,22 +57,29 @@ class WorkerStartError(RuntimeError):
     """The worker could not create the backend (not installed, import error, init crash)."""
 
 
+#: held while the environment is changed for a spawn: os.environ is process-wide, and two scheduler
+#: slots starting workers at once would otherwise restore each other's values mid-spawn
+_ENV_LOCK = threading.Lock()
+
+
 @contextmanager
 def thread_env(threads: int):
-    """Temporarily set the thread env vars (inherited by spawned children)."""
-    saved = {k: os.environ.get(k) for k in (*THREAD_ENV_VARS, "TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX")}
-    try:
-        for k in THREAD_ENV_VARS:
-            os.environ[k] = str(threads)
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-        os.environ["MALLOC_ARENA_MAX"] = "2"
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    """Temporarily set the thread env vars (inherited by spawned children); one caller at a time
+    (the environment is process-wide)."""
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in (*THREAD_ENV_VARS, "TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX")}
+        try:
+            for k in THREAD_ENV_VARS:
+                os.environ[k] = str(threads)
+            os.environ["TOKENIZERS_PARALLELISM"] = "false"
+            os.environ["MALLOC_ARENA_MAX"] = "2"
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def _is_oom_exc(e: BaseException) -> bool:
