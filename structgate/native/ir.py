@@ -1,0 +1,374 @@
+"""The native grammar IR: named rules whose bodies are expressions with rule references.
+
+Every native front end (regex, choice, JSON Schema, GBNF/EBNF, Lark, structural tags) produces a
+:class:`Grammar`; the pushdown engine (:mod:`structgate.native.pushdown`) compiles it into one
+Thompson NFA with call/return states and matches it with a stack.
+
+Expressions
+-----------
+The expression nodes are the regex AST of :mod:`structgate.native.regex.parser` plus two kinds:
+
+* :class:`~structgate.native.regex.parser.Chars` — one code point out of a set (UTF-8 encoded);
+* :class:`ByteSet` — one raw byte out of a set of byte ranges (for byte-level grammars);
+* :class:`~structgate.native.regex.parser.Concat`, :class:`~structgate.native.regex.parser.Alt`,
+  :class:`~structgate.native.regex.parser.Repeat` (``max=None`` = unbounded);
+* :class:`Ref` — a reference to another rule by name (recursion allowed, except left recursion);
+* :class:`~structgate.native.regex.parser.Anchor` nodes are allowed only in a grammar built from a
+  single regex (the engine then falls back to the eager DFA, which implements them).
+
+Build bodies with the helpers :func:`lit`, :func:`seq`, :func:`alt`, :func:`rep`, :func:`star`,
+:func:`plus`, :func:`opt`, :func:`chars`, :func:`ref` (they flatten and simplify).
+
+A :class:`Grammar` is immutable once :meth:`Grammar.check` has run (the engine calls it): every
+reference resolves, no rule is left-recursive, and the root can produce at least one string.
+Errors name the rule and, where the front end gave one, its source position
+(:attr:`Grammar.origin`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Union
+
+from ..errors import GrammarSyntaxError, InvalidConstraintError
+from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
+
+__all__ = ["Ref", "ByteSet", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
+           "chars", "ref", "byteset", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference to the rule ``name`` (matched through the stack when recursive or shared)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ByteSet:
+    """One byte out of ``ranges``: sorted, disjoint inclusive ``(lo, hi)`` with ``0 <= lo <= hi <= 255``."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+Expr = Union[RegexNode, Ref, ByteSet]
+
+#: matches nothing (an empty code-point set)
+NOTHING = Chars(())
+
+
+def lit(text: str | bytes) -> Expr:
+    """The exact string ``text`` (a ``str`` is UTF-8 encoded code point by code point; ``bytes``
+    are matched byte by byte)."""
+    if isinstance(text, bytes):
+        items = tuple(ByteSet(((b, b),)) for b in text)
+    else:
+        items = tuple(Chars(((ord(c), ord(c)),)) for c in text)
+    return items[0] if len(items) == 1 else Concat(items)
+
+
+def seq(*items: Expr) -> Expr:
+    """Concatenation (nested concatenations are flattened; ``seq()`` is the empty string)."""
+    out: list[Expr] = []
+    for it in items:
+        if isinstance(it, Concat):
+            out.extend(it.items)
+        else:
+            out.append(it)
+    if any(isinstance(it, Chars) and not it.ranges for it in out):
+        return NOTHING
+    return out[0] if len(out) == 1 else Concat(tuple(out))
+
+
+def alt(*items: Expr) -> Expr:
+    """Alternation (nested alternations flattened, duplicates and empty sets dropped; ``alt()`` is
+    :data:`NOTHING`)."""
+    out: dict[Expr, None] = {}
+    for it in items:
+        if isinstance(it, Alt):
+            for x in it.items:
+                out[x] = None
+        elif isinstance(it, Chars) and not it.ranges:
+            continue
+        else:
+            out[it] = None
+    xs = tuple(out)
+    if not xs:
+        return NOTHING
+    return xs[0] if len(xs) == 1 else Alt(xs)
+
+
+def rep(item: Expr, lo: int, hi: int | None) -> Expr:
+    """``item{lo,hi}`` (``hi=None`` = unbounded).
+
+    Raises
+    ------
+    InvalidConstraintError
+        ``lo < 0`` or ``hi < lo``.
+    """
+    if lo < 0 or (hi is not None and hi < lo):
+        raise InvalidConstraintError(f"repetition bounds {{{lo},{hi}}} are invalid")
+    if hi == 0:
+        return EMPTY
+    if lo == 1 and hi == 1:
+        return item
+    return Repeat(item, lo, hi)
+
+
+def star(item: Expr) -> Expr:
+    return rep(item, 0, None)
+
+
+def plus(item: Expr) -> Expr:
+    return rep(item, 1, None)
+
+
+def opt(item: Expr) -> Expr:
+    return rep(item, 0, 1)
+
+
+def chars(ranges: Iterable[tuple[int, int]]) -> Chars:
+    """One code point out of ``ranges`` (inclusive; normalised)."""
+    return Chars(normalize_ranges(list(ranges)))
+
+
+def byteset(ranges: Iterable[tuple[int, int]]) -> ByteSet:
+    """One byte out of ``ranges`` (inclusive; normalised)."""
+    rs = normalize_ranges(list(ranges))
+    if rs and (rs[0][0] < 0 or rs[-1][1] > 255):
+        raise InvalidConstraintError(f"byte ranges must lie in 0..255: {rs}")
+    return ByteSet(rs)
+
+
+def ref(name: str) -> Ref:
+    return Ref(name)
+
+
+def _children(node: Expr) -> tuple:
+    if isinstance(node, (Concat, Alt)):
+        return node.items
+    if isinstance(node, Repeat):
+        return (node.item,)
+    return ()
+
+
+@dataclass
+class Grammar:
+    """Named rules and a root.
+
+    Attributes
+    ----------
+    rules : dict[str, Expr]
+        Rule name → body.
+    root : str
+        The start rule.
+    origin : dict[str, str]
+        Optional per-rule source description for messages (``"line 3, column 1"``, a JSON pointer).
+    source : str
+        The grammar text (for carets in :class:`GrammarSyntaxError`), may be empty.
+    positions : dict[str, int]
+        Optional per-rule 0-based offset of the rule's definition in :attr:`source`.
+    """
+
+    rules: dict[str, Expr]
+    root: str
+    origin: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+    positions: dict[str, int] = field(default_factory=dict)
+
+    # -- analysis -----------------------------------------------------------------------------------
+    def _err(self, rule: str, msg: str) -> GrammarSyntaxError:
+        where = f"rule {rule!r}" + (f" ({self.origin[rule]})" if rule in self.origin else "")
+        return GrammarSyntaxError(msg, self.source, self.positions.get(rule, 0), where)
+
+    def references(self, name: str) -> set[str]:
+        """Names referenced anywhere in rule ``name``'s body."""
+        out: set[str] = set()
+        stack = [self.rules[name]]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Ref):
+                out.add(n.name)
+            else:
+                stack.extend(_children(n))
+        return out
+
+    def reachable(self) -> list[str]:
+        """Rules reachable from the root, root first (breadth first)."""
+        seen = {self.root: None}
+        order = [self.root]
+        i = 0
+        while i < len(order):
+            for r in sorted(self.references(order[i])):
+                if r not in seen:
+                    seen[r] = None
+                    order.append(r)
+            i += 1
+        return order
+
+    def nullable_rules(self) -> set[str]:
+        """Rules that match the empty string (least fixpoint)."""
+        names = self.reachable()
+        null: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r in names:
+                if r not in null and _nullable(self.rules[r], null):
+                    null.add(r)
+                    changed = True
+        return null
+
+    def productive_rules(self) -> set[str]:
+        """Rules that match at least one string (least fixpoint)."""
+        names = self.reachable()
+        prod: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r in names:
+                if r not in prod and _productive(self.rules[r], prod):
+                    prod.add(r)
+                    changed = True
+        return prod
+
+    def recursive_rules(self) -> set[str]:
+        """Rules on a reference cycle (Tarjan SCCs of size > 1, or self-references)."""
+        names = self.reachable()
+        graph = {r: sorted(self.references(r)) for r in names}
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        on: set[str] = set()
+        st: list[str] = []
+        out: set[str] = set()
+        counter = 0
+        for root in names:
+            if root in index:
+                continue
+            call = [(root, 0)]
+            index[root] = low[root] = counter
+            counter += 1
+            st.append(root)
+            on.add(root)
+            while call:
+                v, i = call[-1]
+                if i < len(graph[v]):
+                    call[-1] = (v, i + 1)
+                    w = graph[v][i]
+                    if w not in index:
+                        index[w] = low[w] = counter
+                        counter += 1
+                        st.append(w)
+                        on.add(w)
+                        call.append((w, 0))
+                    elif w in on:
+                        low[v] = min(low[v], index[w])
+                    continue
+                call.pop()
+                if call:
+                    u = call[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = st.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1 or v in graph[v]:
+                        out.update(comp)
+        return out
+
+    def check(self) -> "Grammar":
+        """Validate the grammar; returns ``self``.
+
+        Raises
+        ------
+        GrammarSyntaxError
+            The root or a referenced rule is undefined, a rule is left-recursive (it can reach a
+            reference to itself without consuming input), or the root matches nothing.
+        """
+        if self.root not in self.rules:
+            raise GrammarSyntaxError(f"the root rule {self.root!r} is not defined", self.source, 0)
+        for r in self.reachable():
+            for x in sorted(self.references(r)):
+                if x not in self.rules:
+                    raise self._err(r, f"rule {r!r} references undefined rule {x!r}")
+        null = self.nullable_rules()
+        # left recursion: A -> (nullable prefix) -> Ref(B) ..., cycle in that "first" graph
+        first = {r: _first_refs(self.rules[r], null) for r in self.reachable()}
+        state: dict[str, int] = {}
+        for r0 in first:
+            if state.get(r0):
+                continue
+            path = [r0]
+            it = [iter(sorted(first[r0]))]
+            state[r0] = 1
+            while it:
+                nxt = next(it[-1], None)
+                if nxt is None:
+                    state[path.pop()] = 2
+                    it.pop()
+                    continue
+                s = state.get(nxt, 0)
+                if s == 1:
+                    cyc = path[path.index(nxt):] + [nxt]
+                    raise self._err(nxt, "left recursion is not supported: " + " -> ".join(cyc)
+                                    + " (rewrite it with repetition, e.g. a ::= b (op b)*)")
+                if s == 0:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    it.append(iter(sorted(first[nxt])))
+        if self.root not in self.productive_rules():
+            raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "
+                                         "string (every alternative needs an unproductive rule or an empty set)")
+        return self
+
+
+def _nullable(n: Expr, null: set[str]) -> bool:
+    if isinstance(n, Ref):
+        return n.name in null
+    if isinstance(n, (Chars, ByteSet)):
+        return False
+    if isinstance(n, Concat):
+        return all(_nullable(x, null) for x in n.items)
+    if isinstance(n, Alt):
+        return any(_nullable(x, null) for x in n.items)
+    if isinstance(n, Repeat):
+        return n.min == 0 or _nullable(n.item, null)
+    return True  # Anchor: zero width
+
+
+def _productive(n: Expr, prod: set[str]) -> bool:
+    if isinstance(n, Ref):
+        return n.name in prod
+    if isinstance(n, (Chars, ByteSet)):
+        return bool(n.ranges)
+    if isinstance(n, Concat):
+        return all(_productive(x, prod) for x in n.items)
+    if isinstance(n, Alt):
+        return any(_productive(x, prod) for x in n.items)
+    if isinstance(n, Repeat):
+        return n.min == 0 or _productive(n.item, prod)
+    return True
+
+
+def _first_refs(n: Expr, null: set[str]) -> set[str]:
+    """Rules referenced at a position reachable from the start of ``n`` without consuming input."""
+    if isinstance(n, Ref):
+        return {n.name}
+    if isinstance(n, Concat):
+        out: set[str] = set()
+        for x in n.items:
+            out |= _first_refs(x, null)
+            if not _nullable(x, null):
+                break
+        return out
+    if isinstance(n, Alt):
+        out = set()
+        for x in n.items:
+            out |= _first_refs(x, null)
+        return out
+    if isinstance(n, Repeat):
+        return _first_refs(n.item, null)
+    return set()
