@@ -49,11 +49,15 @@ its position): backreferences (``\\1``, ``(?P=n)``, ``\\k<n>``), lookaround (``(
 ``(?<=``, ``(?<!``), word boundaries ``\\b \\B``, atomic groups, conditionals, possessive
 quantifiers, Unicode properties ``\\p{..}``, the ``u``/``L`` flags and anchors in multiline mode.
 
+Opt-in (``parse_regex(..., calls=True)``, for grammar front ends): the subroutine call
+``(?&name)`` parses to :class:`structgate.native.ir.Ref` (a reference to a grammar rule).
+
 Errors in the text raise :class:`~structgate.errors.GrammarSyntaxError` with the 0-based position
 of the offending construct.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Union
@@ -147,6 +151,7 @@ _HEX = "0123456789abcdefABCDEF"
 _OCT = "01234567"
 _QUANT_START = "*+?{"
 _FLAG_LETTERS = "aiLmsux"
+_CALL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
 
 
 def _is_hi_surrogate(cp: int) -> bool:
@@ -167,12 +172,13 @@ class _Flags:
 
 
 class _Parser:
-    def __init__(self, pattern: str, where: str | None):
+    def __init__(self, pattern: str, where: str | None, calls: bool = False):
         if not isinstance(pattern, str):
             raise TypeError(f"a regex pattern must be str, got {type(pattern).__name__}")
         self.p = pattern
         self.n = len(pattern)
         self.where = where
+        self.calls = calls
         self._intern: dict[tuple, Node] = {}
 
     # -- errors -----------------------------------------------------------------------------------
@@ -209,7 +215,9 @@ class _Parser:
                 i = self._skip_verbose(i)
                 continue
             atom: Node | None = None
-            if c == "(":
+            if c == "(" and self.calls and p.startswith("(?&", i):
+                atom, i = self._call(i)
+            elif c == "(":
                 j, kind, new_flags = self._group_open(i, flags)
                 if kind == "skip":  # comment
                     i = j
@@ -284,6 +292,20 @@ class _Parser:
             raise self.err("missing ), unterminated subpattern", frames[-1][3])
         return self._finish(alts, items)
 
+    def _call(self, i: int):
+        """``(?&name)`` at ``i`` (only with ``calls=True``): a :class:`structgate.native.ir.Ref`."""
+        from ..ir import Ref  # late: structgate.native.ir imports this module
+
+        p = self.p
+        k = p.find(")", i + 3)
+        if k < 0:
+            raise self.err("missing ), unterminated subroutine call (?&name)", i)
+        name = p[i + 3:k]
+        if not _CALL_NAME.fullmatch(name):
+            raise self.err(f"bad rule name {name!r} in subroutine call (expected [A-Za-z_][A-Za-z0-9_.:/-]*)",
+                           i + 3)
+        return Ref(name), k + 1
+
     def _no_quant_after_anchor(self, i: int, flags: _Flags) -> None:
         if flags.verbose:
             i = self._skip_verbose(i)
@@ -315,8 +337,10 @@ class _Parser:
             key = (2, tuple(map(id, node.items)))
         elif isinstance(node, Repeat):
             key = (3, id(node.item), node.min, node.max)
-        else:
+        elif isinstance(node, Anchor):
             key = (4, node.kind)
+        else:  # ir.Ref (calls=True)
+            key = (5, node.name)
         return self._intern.setdefault(key, node)
 
     def _concat(self, items: list[Node]) -> Node:
@@ -653,7 +677,7 @@ def _repeat(atom: Node, lo: int, hi: int | None) -> Node:
     return Repeat(atom, lo, hi)
 
 
-def parse_regex(pattern: str, *, where: str | None = None) -> Node:
+def parse_regex(pattern: str, *, where: str | None = None, calls: bool = False) -> Node:
     """Parse ``pattern`` into an AST (see the module docstring for the dialect).
 
     Parameters
@@ -662,10 +686,16 @@ def parse_regex(pattern: str, *, where: str | None = None) -> Node:
         The regex text (any code points, including NUL).
     where : str | None
         Where the pattern came from (e.g. a JSON pointer), copied into errors.
+    calls : bool, default: False
+        Accept PCRE's subroutine call ``(?&name)`` (``name`` matching
+        ``[A-Za-z_][A-Za-z0-9_.:/-]*``); it parses to :class:`structgate.native.ir.Ref` ``(name)``,
+        a reference to a rule of a :class:`structgate.native.ir.Grammar` (it may be quantified:
+        ``(?&item)*``). Without it ``(?&`` stays a :class:`~structgate.errors.GrammarSyntaxError`
+        ("unknown extension").
 
     Returns
     -------
-    node : Chars | Concat | Alt | Repeat | Anchor
+    node : Chars | Concat | Alt | Repeat | Anchor (and ``ir.Ref`` leaves with ``calls=True``)
 
     Raises
     ------
@@ -674,7 +704,7 @@ def parse_regex(pattern: str, *, where: str | None = None) -> Node:
     UnsupportedFeatureError
         Valid syntax outside the regular subset (backreferences, lookaround, ``\\b``...).
     """
-    return _Parser(pattern, where).parse()
+    return _Parser(pattern, where, calls).parse()
 
 
 def ast_size(node: Node) -> int:
@@ -686,8 +716,8 @@ def ast_size(node: Node) -> int:
     out: list[int] = []
     while stack:
         nd, done = stack.pop()
-        if isinstance(nd, (Chars, Anchor)):
-            out.append(1)
+        if isinstance(nd, (Chars, Anchor)) or not isinstance(nd, (Concat, Alt, Repeat)):
+            out.append(1)  # leaves (an ir.Ref / ir.ByteSet counts as one)
             continue
         if not done:
             hit = memo.get(id(nd))
