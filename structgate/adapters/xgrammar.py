@@ -12,7 +12,9 @@ Mapping
   schema ``{"type": "object"}`` with ``strict_mode=False``, ``regex`` → ``compile_regex``,
   ``choice`` → ``compile_regex`` of the escaped alternation, ``grammar`` → ``compile_grammar``
   (GBNF/EBNF, root rule ``root``; the default) or ``compile_lark`` (``grammar_format="lark"``),
-  ``structural_tag`` → ``compile_structural_tag`` (XGrammar's structural-tag JSON, dict or text);
+  ``structural_tag`` → ``compile_structural_tag`` (XGrammar's ``format`` JSON, dict or text; the
+  legacy ``structures`` + ``triggers`` form through ``compile_structural_tag(tags, triggers)``, as
+  vLLM's own xgrammar backend does);
 * options: ``threads`` → ``GrammarCompiler(max_threads=)``, ``cache_size_bytes`` →
   ``cache_limit_bytes``; extras ``xgrammar_any_order`` (bool) → ``any_order``,
   ``xgrammar_indent`` (int) → ``indent``;
@@ -35,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
-from ..errors import GrammarSyntaxError, UnsupportedFeatureError
+from ..errors import GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, choice_regex, find_lookaround, position_of_line_col
 
@@ -205,14 +207,47 @@ class XGrammarBackend(Backend):
             elif kind == "structural_tag":
                 v = constraint.value
                 text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-                xg = c.compile_structural_tag(text)
+                xg = self._compile_structural_tag(v, text)
             else:  # pragma: no cover - Backend.compile checks kinds
                 raise UnsupportedFeatureError(kind)
-        except (GrammarSyntaxError, UnsupportedFeatureError):
+        except (GrammarSyntaxError, UnsupportedFeatureError, InvalidConstraintError):
             raise
         except (RuntimeError, ValueError, TypeError) as e:
             raise _map_error(e, kind, text) from e
         return XGrammarCompiledGrammar(self, constraint, xg)
+
+    def _compile_structural_tag(self, value: Any, text: str) -> Any:
+        """Both forms vLLM's own xgrammar backend accepts: a spec with ``"structures"`` (the legacy
+        ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}``) goes through XGrammar's
+        deprecated ``compile_structural_tag(tags, triggers)``, as vLLM 0.32 does; anything else is
+        XGrammar's ``{"type": "structural_tag", "format": {...}}`` JSON.
+
+        Raises
+        ------
+        InvalidConstraintError
+            A legacy spec of the wrong shape (the message names the field).
+        GrammarSyntaxError
+            Text that is not JSON, or a spec XGrammar rejects.
+        """
+        import warnings
+
+        import xgrammar as xgr
+
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise GrammarSyntaxError(f"structural_tag is not valid JSON: {e.msg}", value, e.pos) from None
+        if isinstance(value, dict) and "structures" in value:
+            from ..native.frontends.structural_tag import legacy_to_format
+
+            fmt = legacy_to_format(value)  # the typed shape checks (field paths); same content
+            tags = [xgr.StructuralTagItem(begin=t["begin"], schema=json.dumps(t["content"]["json_schema"]),
+                                          end=t["end"]) for t in fmt["tags"]]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return self._compiler.compile_structural_tag(tags, fmt["triggers"])
+        return self._compiler.compile_structural_tag(text)
 
     # -- batched fill ---------------------------------------------------------------------------
     def fill_bitmask_batch(self, pairs: Sequence[tuple[XGrammarMatcher, int]], bitmask: Any) -> None:
