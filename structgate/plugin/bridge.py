@@ -51,6 +51,9 @@ __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_pa
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
+#: wall-clock limit of one compile, seconds (CompileOptions.compile_timeout_s); a compile over it
+#: fails that request with CompileLimitError("compile_timeout_s") -> HTTP 400
+ENV_COMPILE_TIMEOUT = "STRUCTGATE_COMPILE_TIMEOUT_S"
 
 #: compiled grammars kept per engine (least recently used evicted)
 CACHE_ENTRIES = 256
@@ -183,8 +186,15 @@ def build_vocabulary(tokenizer: Any, vocab_size: int | None = None, model_config
 
 def backend_options(vllm_config: Any = None) -> dict:
     """structgate compile options for the vLLM engine: ``$STRUCTGATE_BACKEND_OPTIONS`` (a JSON
-    object of :class:`~structgate.CompileOptions` fields), plus ``whitespace="compact"`` when the
-    config says ``disable_any_whitespace``."""
+    object of :class:`~structgate.CompileOptions` fields), ``compile_timeout_s`` from
+    ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds) unless the JSON sets it, plus
+    ``whitespace="compact"`` when the config says ``disable_any_whitespace``.
+
+    Raises
+    ------
+    ValueError
+        Either variable is malformed (names the variable).
+    """
     opts: dict = {}
     raw = os.environ.get(ENV_OPTIONS)
     if raw:
@@ -192,6 +202,13 @@ def backend_options(vllm_config: Any = None) -> dict:
             opts.update(json.loads(raw))
         except json.JSONDecodeError as e:
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: {e}") from None
+    raw_t = os.environ.get(ENV_COMPILE_TIMEOUT)
+    if raw_t:
+        try:
+            t = float(raw_t)
+        except ValueError:
+            raise ValueError(f"{ENV_COMPILE_TIMEOUT} must be a number of seconds, got {raw_t!r}") from None
+        opts.setdefault("compile_timeout_s", t)
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):
         opts.setdefault("whitespace", "compact")
@@ -310,12 +327,24 @@ class StructgateVllmBackend(_VBackend):
                                         vocab_size=self.vocab_size)
         self._eos = frozenset(self.sg_backend.vocab.eos_token_ids)
         self._cache: "OrderedDict[str, Any]" = OrderedDict()
+        self._cache_bytes: dict[str, int] = {}
         self._cache_lock = threading.Lock()
         spec = getattr(self.vllm_config, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
+        from . import metrics
+
+        metrics.register_cache(self.backend_name, self.cache_stats)
         logger.info("structgate: structured-output backend %r (%s) for vocabulary of %d tokens, width %d",
                     self.backend_name, type(self.sg_backend).__name__, self.sg_backend.vocab.n_tokens,
                     self.sg_backend.vocab.vocab_size)
+        from . import log_startup
+
+        log_startup("engine", backends=[self.backend_name])
+
+    def cache_stats(self) -> dict:
+        """``{"entries": n, "bytes": approximate size}`` of the compiled-grammar cache."""
+        with self._cache_lock:
+            return {"entries": len(self._cache), "bytes": sum(self._cache_bytes.values())}
 
     def compile_grammar(self, request_type: Any, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructgateVllmGrammar:
@@ -326,18 +355,37 @@ class StructgateVllmBackend(_VBackend):
         StructgateError
             The constraint does not compile (fails only this request).
         """
-        c = constraint_from_key(request_type, grammar_spec)
+        import time
+
+        from . import metrics
+
+        kind = getattr(request_type, "name", str(request_type)).lower()
+        try:
+            c = constraint_from_key(request_type, grammar_spec)
+        except Exception as e:
+            metrics.record_compile_failure(self.backend_name, kind, getattr(e, "kind", "syntax"))
+            raise
         key = c.cache_key()
         with self._cache_lock:
             compiled = self._cache.get(key)
             if compiled is not None:
                 self._cache.move_to_end(key)
+        metrics.record_cache(self.backend_name, compiled is not None)
         if compiled is None:
-            compiled = self.sg_backend.compile(c)
+            t0 = time.perf_counter()
+            try:
+                compiled = self.sg_backend.compile(c)
+            except Exception as e:
+                metrics.record_compile_failure(self.backend_name, c.kind, getattr(e, "kind", None) or "internal")
+                raise
+            metrics.record_compile(self.backend_name, c.kind, time.perf_counter() - t0)
+            size = metrics.approx_nbytes(compiled)
             with self._cache_lock:
                 self._cache[key] = compiled
+                self._cache_bytes[key] = size
                 while len(self._cache) > CACHE_ENTRIES:
-                    self._cache.popitem(last=False)
+                    old, _ = self._cache.popitem(last=False)
+                    self._cache_bytes.pop(old, None)
             record("compile", self.backend_name, kind=c.kind)
         return StructgateVllmGrammar(compiled.matcher(), self.backend_name, self._eos)
 
@@ -348,4 +396,6 @@ class StructgateVllmBackend(_VBackend):
         return torch.full((max_num_seqs, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
 
     def destroy(self) -> None:
-        self._cache.clear()
+        with self._cache_lock:
+            self._cache.clear()
+            self._cache_bytes.clear()

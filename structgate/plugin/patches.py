@@ -55,13 +55,22 @@ def check_backend_name(name: str) -> str:
     Raises
     ------
     ValueError
-        Unknown name (the message lists vLLM's and structgate's names) or a structgate backend
-        whose engine is not installed (with its install hint).
+        Unknown name (the message lists vLLM's and structgate's names), a structgate backend
+        whose engine is not installed (with its install hint), or a structgate name while
+        structgate is disabled in this process (a patch failed: the message names the vLLM version
+        and the patch, :func:`structgate.plugin.ledger.disabled_reason`).
     """
     if name in VLLM_BACKEND_NAMES:
         return name
     if is_structgate_name(name):
         from ..backends.registry import get_backend_spec
+
+        reason = ledger.preflight()
+        if reason:
+            raise ValueError(f"structured-output backend {name!r} (structgate) refused: {reason}")
+        from . import log_startup
+
+        log_startup("config", backends=[name])
 
         spec = get_backend_spec(name)
         ok, reason = spec.availability()
@@ -449,3 +458,203 @@ register_patch(Patch(
     versions="0.32.0, 0.33.0",
     removal="when vLLM has a backend flag that accepts plugin names",
     apply=_apply_cli, order=10))
+
+
+
+# -- 5. engine-side compile failures: HTTP 400 naming the cause --------------------------------------
+#: prefix of the ``stop_reason`` the engine attaches to a request whose structgate compile failed
+COMPILE_ERROR_MARKER = "structgate compile error: "
+
+
+def compile_error_reason(exc: BaseException) -> str | None:
+    """The ``stop_reason`` text for a failed compile: ``MARKER + "Type(kind): message"`` for a
+    :class:`~structgate.errors.StructgateError`, None for anything else (vLLM's own error path)."""
+    from ..errors import StructgateError
+
+    if not isinstance(exc, StructgateError):
+        return None
+    kind = getattr(exc, "kind", "")
+    return f"{COMPILE_ERROR_MARKER}{type(exc).__name__}({kind}): {exc}"
+
+
+def _apply_scheduler_reason(mod) -> None:
+    sym = "vllm.v1.core.sched.scheduler.Scheduler.update_from_output"
+    cls = ledger.require_attr(mod, "Scheduler", sym)
+    orig = ledger.require_attr(cls, "update_from_output", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, ("self", "scheduler_output", "model_runner_output"), sym)
+    ledger.require_source(orig, ("self.grammar_compile_error_reqs", "RequestStatus.FINISHED_ERROR",
+                                 "EngineCoreOutput("), sym)
+    ledger.require_attr(cls, "_handle_blocked_waiting_request", f"{sym} (grammar promotion)")
+    ledger.require_source(cls._handle_blocked_waiting_request,
+                          ("isinstance(struct_output_req.grammar, Exception)", "grammar_compile_error_reqs.add"),
+                          "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        reasons: dict[str, str] = {}
+        for rid in getattr(self, "grammar_compile_error_reqs", ()) or ():
+            req = self.requests.get(rid)
+            so = getattr(req, "structured_output_request", None)
+            err = getattr(so, "_grammar", None) if so is not None else None
+            if isinstance(err, BaseException):
+                text = compile_error_reason(err)
+                if text:
+                    reasons[rid] = text
+        outputs = orig(self, scheduler_output, model_runner_output)
+        if reasons:
+            for eco in outputs.values():
+                for o in getattr(eco, "outputs", ()):
+                    text = reasons.get(o.request_id)
+                    if text is not None and o.finish_reason is not None and o.stop_reason is None:
+                        o.stop_reason = text
+        return outputs
+
+    cls.update_from_output = ledger.mark(update_from_output, orig, "engine-compile-error-reason")
+
+
+register_patch(Patch(
+    name="engine-compile-error-reason",
+    module="vllm.v1.core.sched.scheduler",
+    target="Scheduler.update_from_output",
+    why="a grammar that fails to compile in the engine (a limit, the compile time limit, an "
+        "unsupported feature) finishes the request with FINISHED_ERROR and no reason; the API server "
+        "then answers HTTP 500 'Internal server error'",
+    how="before the original runs, read the compile exception of each request in "
+        "grammar_compile_error_reqs (StructuredOutputRequest._grammar holds it); after, set that "
+        "request's EngineCoreOutput.stop_reason to 'structgate compile error: Type(kind): message' "
+        "(structgate errors only; vLLM's backends unchanged)",
+    versions="0.32.0", removal="when vLLM reports grammar compile errors to the client",
+    apply=_apply_scheduler_reason, order=50))
+
+
+def _apply_output_processor(mod) -> None:
+    sym = "vllm.v1.engine.output_processor.OutputProcessor.process_outputs"
+    cls = ledger.require_attr(mod, "OutputProcessor", sym)
+    orig = ledger.require_attr(cls, "process_outputs", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, ("self", "engine_core_outputs", "engine_core_timestamp", "iteration_stats",
+                                    "weight_version"), sym)
+    ledger.require_source(orig, ("self.request_states.get(", "req_state.queue"), sym)
+    collector = ledger.require_attr(mod, "RequestOutputCollector.put", f"{sym} (RequestOutputCollector.put)")
+    ledger.require_source(collector, ("isinstance(output, Exception)",),
+                          "vllm.v1.engine.output_processor.RequestOutputCollector.put")
+    VLLMValidationError = ledger.require_attr(__import__("vllm.exceptions", fromlist=["x"]),
+                                              "VLLMValidationError", "vllm.exceptions.VLLMValidationError")
+
+    def process_outputs(self, engine_core_outputs, engine_core_timestamp=None, iteration_stats=None,
+                        weight_version=None):
+        for o in engine_core_outputs:
+            reason = o.stop_reason
+            if o.finish_reason is None or not isinstance(reason, str) or not reason.startswith(COMPILE_ERROR_MARKER):
+                continue
+            state = self.request_states.get(o.request_id)
+            q = getattr(state, "queue", None)
+            if q is not None:  # AsyncLLM: generate() raises it -> HTTP 400 naming the cause
+                q.put(VLLMValidationError(
+                    f"structured output grammar failed to compile: {reason[len(COMPILE_ERROR_MARKER):]}",
+                    parameter="structured_outputs"))
+        return orig(self, engine_core_outputs, engine_core_timestamp, iteration_stats, weight_version)
+
+    cls.process_outputs = ledger.mark(process_outputs, orig, "frontend-compile-error-400")
+
+
+register_patch(Patch(
+    name="frontend-compile-error-400",
+    module="vllm.v1.engine.output_processor",
+    target="OutputProcessor.process_outputs",
+    why="see engine-compile-error-reason: the API server turns finish_reason 'error' into HTTP 500",
+    how="for an output whose stop_reason carries the structgate compile-error marker, put a "
+        "VLLMValidationError naming the cause into the request's output queue first (the queue keeps an "
+        "exception over later outputs); AsyncLLM.generate re-raises client errors and the API server "
+        "answers HTTP 400 (for a stream that already started, an error event with code 400). Offline "
+        "LLM(): the output keeps finish_reason 'error' and stop_reason names the cause",
+    versions="0.32.0", removal="with engine-compile-error-reason",
+    apply=_apply_output_processor, order=50))
+
+
+# -- 6. metrics on /metrics ----------------------------------------------------------------------------
+_registries: "set[int]" = set()
+_collector = None
+
+
+def _apply_metrics_registry(mod) -> None:
+    global _collector
+    sym = "vllm.entrypoints.serve.instrumentator.metrics.get_prometheus_registry"
+    orig = ledger.require_attr(mod, "get_prometheus_registry", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, (), sym)
+    ledger.require_source(ledger.require_attr(mod, "attach_router", sym), ("get_prometheus_registry()",),
+                          "vllm.entrypoints.serve.instrumentator.metrics.attach_router")
+    from .metrics import StructgateCollector
+
+    def get_prometheus_registry():
+        global _collector
+        reg = orig()
+        if id(reg) not in _registries:
+            if _collector is None:
+                _collector = StructgateCollector()
+            try:
+                reg.register(_collector)
+            except ValueError:  # already registered (duplicate names)
+                pass
+            _registries.add(id(reg))
+            from . import log_startup
+
+            log_startup("api-server")
+        return reg
+
+    mod.get_prometheus_registry = ledger.mark(get_prometheus_registry, orig, "metrics-registry")
+
+
+register_patch(Patch(
+    name="metrics-registry",
+    module="vllm.entrypoints.serve.instrumentator.metrics",
+    target="get_prometheus_registry (as called by attach_router)",
+    why="structgate's series (compile time, failures, mask fill time, fallbacks, cache) belong on vLLM's "
+        "/metrics, which serves only the registry this function returns",
+    how="wrap it so the returned registry (the default one, or the multiprocess one under "
+        "--api-server-count N) also holds structgate.plugin.metrics.StructgateCollector, which sums the "
+        "engine processes' snapshot files at scrape time",
+    versions="0.32.0", removal="when vLLM lets plugins add collectors",
+    apply=_apply_metrics_registry, order=50))
+
+
+def _apply_metrics_fill(mod) -> None:
+    sym = "vllm.v1.structured_output.StructuredOutputManager.grammar_bitmask"
+    cls = ledger.require_attr(mod, "StructuredOutputManager", sym)
+    cur = ledger.require_attr(cls, "grammar_bitmask", sym)
+    if getattr(cur, "__structgate_patch__", None) == "metrics-mask-fill":
+        return
+    ledger.require_signature(getattr(cur, "__structgate_original__", cur),
+                             ("self", "requests", "structured_output_request_ids", "scheduled_spec_decode_tokens"),
+                             sym)
+    import time
+
+    from . import metrics
+
+    def grammar_bitmask(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens):
+        be = getattr(self, "backend", None)
+        sg = getattr(be, "sg_backend", None)
+        if sg is None or not structured_output_request_ids:
+            return cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
+        t0 = time.perf_counter()
+        out = cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
+        rows = int(out.shape[0]) if out is not None and hasattr(out, "shape") else 0
+        metrics.record_fill(getattr(be, "backend_name", "?"), time.perf_counter() - t0, rows)
+        return out
+
+    cls.grammar_bitmask = ledger.mark(grammar_bitmask, cur, "metrics-mask-fill")
+
+
+register_patch(Patch(
+    name="metrics-mask-fill",
+    module="vllm.v1.structured_output",
+    target="StructuredOutputManager.grammar_bitmask (outermost wrapper)",
+    why="the structgate_mask_fill_seconds histogram: one engine step's bitmask fill",
+    how="wrap whatever grammar_bitmask is after the other entries of the module (vLLM's, or "
+        "scheduler-batched-bitmask's) and time it when the engine's backend is a structgate one",
+    versions="0.32.0, 0.33.0", removal="when vLLM exports a mask-fill time",
+    apply=_apply_metrics_fill, order=200))
