@@ -186,6 +186,12 @@ class OutlinesCoreBackend(Backend):
         self._oc_vocab = oc.Vocabulary(vocab.eos_token_ids[0], m)
         self._masks = VocabMasks(vocab)
 
+    def _unroll_depth(self) -> int:
+        """Depth to which outlines-core unrolls recursive schemas: ``extra["outlines_max_recursion_depth"]``
+        (default 3, outlines' own default); the shared ``max_recursion_depth`` (native's stack bound,
+        default 128) would make outlines' flat regex explode."""
+        return int(self.options.extra.get("outlines_max_recursion_depth", 3))
+
     def _whitespace(self) -> str:
         o = self.options
         if o.extra.get("outlines_whitespace_pattern") is not None:
@@ -205,7 +211,7 @@ class OutlinesCoreBackend(Backend):
 
         text = json.dumps(schema, ensure_ascii=False)
         try:
-            return build_regex_from_schema(text, self._whitespace(), int(self.options.max_recursion_depth))
+            return build_regex_from_schema(text, self._whitespace(), self._unroll_depth())
         except (ValueError, TypeError) as e:
             msg = str(e)
             low = msg.lower()

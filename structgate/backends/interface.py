@@ -141,14 +141,17 @@ class CompileOptions:
         Policy for objects whose schema does not say ``additionalProperties``: False = only the
         listed properties (the usual structured-output choice), True = follow the spec (any extra key).
     max_dfa_states : int
-        Native engine: determinization stops with CompileLimitError beyond this many DFA states.
+        Native engine: cap on the states of one grammar's automaton — the configurations of the
+        lazily determinised pushdown automaton, created as masks and advances first reach them (and
+        the eager DFA of a regex with inner anchors); :class:`CompileLimitError` beyond it.
     compile_timeout_s : float
         Wall-clock limit on one compile, seconds (``<= 0`` disables).
     max_rollback_tokens : int
         History kept per matcher for rollback; ``-1`` = unlimited.
     max_recursion_depth : int
-        Native engine: depth to which recursive ``$ref`` / nested any-JSON is unrolled (sound
-        approximation; deeper outputs are excluded).
+        Native engine: stack depth bound of the pushdown matcher (recursive ``$ref``, nested
+        free-form JSON, recursive grammar rules): outputs nesting rule calls deeper than this are
+        excluded (a sound, explicit bound; default 128).
     threads : int
         Compile threads for engines that have a pool (XGrammar, llguidance); 1 = single-threaded.
     cache_size_bytes : int
@@ -158,10 +161,10 @@ class CompileOptions:
     whitespace: str = "flexible"
     max_whitespace: int = 4
     additional_properties: bool = False
-    max_dfa_states: int = 50_000
+    max_dfa_states: int = 200_000
     compile_timeout_s: float = 60.0
     max_rollback_tokens: int = -1
-    max_recursion_depth: int = 3
+    max_recursion_depth: int = 128
     threads: int = 1
     cache_size_bytes: int = -1
     extra: dict = field(default_factory=dict)

@@ -1,14 +1,20 @@
 """``NativeBackend``: structgate's own engine behind the :class:`~structgate.backends.interface.Backend`
 interface.
 
-Pipeline: constraint → regex text (JSON Schema through :func:`structgate.native.json_schema.schema_to_regex`,
-choices by escaping and alternating) → byte DFA (:func:`structgate.native.regex.compile_regex`) →
-:class:`NativeCompiledGrammar` holding the DFA and its lazily filled
-:class:`~structgate.native.token_index.TokenIndex`.
+Pipeline (native v2): constraint → :class:`~structgate.native.ir.Grammar` (rules with references:
+a regex through :func:`~structgate.native.regex.parse_regex`, choices as literal alternatives, JSON
+Schema through :func:`structgate.native.json_schema.schema_to_grammar`, GBNF/Lark grammars and
+structural tags through :mod:`structgate.native.frontends`) → one Thompson NFA with call/return
+states (:func:`~structgate.native.pushdown.build_grammar_nfa`) → a lazily determinised pushdown
+automaton and its token masks (:class:`~structgate.native.pushdown.PushdownIndex`). Nothing is
+determinised up front; recursion is exact up to ``options.max_recursion_depth`` stack frames.
 
-Supported kinds: ``regex``, ``json_schema``, ``choice``, ``json_object`` (any JSON object, through
-the schema compiler's bounded-depth approximation: nesting deeper than
-``options.max_recursion_depth`` is excluded).
+A regex with anchors in the middle (``a^b``, ``(^a|b)``) is the one case compiled the v1 way, an
+eager minimal DFA with its :class:`~structgate.native.token_index.TokenIndex` (anchors are zero-width
+assertions the pushdown NFA does not have).
+
+Supported kinds: ``regex``, ``json_schema``, ``choice``, ``json_object``, and ``grammar`` /
+``structural_tag`` when their front ends are installed (they are part of the package).
 
 >>> from structgate import load_vocabulary
 >>> from structgate.backends.interface import Constraint
@@ -36,6 +42,15 @@ __all__ = ["NativeBackend", "NativeCompiledGrammar", "choice_to_regex", "escape_
 #: default number of compiled grammars kept per backend (``compile_cache_size`` option)
 DEFAULT_COMPILE_CACHE_SIZE = 64
 
+def _has_frontend(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(f"structgate.native.frontends.{name}") is not None
+    except ImportError:
+        return False
+
+
 _SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ ")
 
 
@@ -58,25 +73,30 @@ def choice_to_regex(choices) -> str:
 
 
 class NativeCompiledGrammar(CompiledGrammar):
-    """A compiled native grammar: the DFA, its regex text and its TokenIndex. Immutable and safe to
-    share between threads (the TokenIndex fills its row cache under a lock).
+    """A compiled native grammar: its IR, NFA and lazily filled token index. Immutable from the
+    outside and safe to share between threads (the index fills its caches under a lock).
 
     Attributes
     ----------
-    dfa : DFA
-    regex : str
-        The regex the DFA was built from.
-    token_index : TokenIndex
+    grammar : Grammar | None
+        The IR (None for the eager-DFA path).
+    token_index : PushdownIndex | TokenIndex
+        Masks and transitions (integer states: 0 dead, 1 start, -1 terminated).
+    dfa : DFA | None
+        Only for the eager path (a regex with inner anchors).
+    regex : str | None
+        The regex text for ``regex`` constraints.
     compile_s : float
         Wall time of the compile, seconds.
     """
 
-    def __init__(self, constraint: Constraint, vocab: Vocabulary, regex: str, dfa: DFA,
-                 token_index: TokenIndex, options: CompileOptions, compile_s: float) -> None:
+    def __init__(self, constraint: Constraint, vocab: Vocabulary, token_index, options: CompileOptions,
+                 compile_s: float, *, grammar=None, dfa: DFA | None = None, regex: str | None = None) -> None:
         self.constraint = constraint
         self.vocab = vocab
-        self.regex = regex
+        self.grammar = grammar
         self.dfa = dfa
+        self.regex = regex
         self.token_index = token_index
         self.options = options
         self.compile_s = compile_s
@@ -90,74 +110,124 @@ class NativeCompiledGrammar(CompiledGrammar):
 
     @property
     def memory_size_bytes(self) -> int:
-        return int(self.dfa.memory_size_bytes + self.token_index.memory_size_bytes)
+        n = self.token_index.memory_size_bytes
+        if self.dfa is not None:
+            n += self.dfa.memory_size_bytes
+        return int(n)
 
     def __repr__(self) -> str:
-        return (f"NativeCompiledGrammar(kind={self.constraint.kind!r}, states={self.dfa.n_states}, "
-                f"classes={self.dfa.n_classes}, compile_ms={self.compile_s * 1e3:.1f})")
+        ti = self.token_index
+        return (f"NativeCompiledGrammar(kind={self.constraint.kind!r}, states={ti.n_states}, "
+                f"compile_ms={self.compile_s * 1e3:.1f})")
+
+
+def _has_inner_anchor(node) -> bool:
+    from .regex.parser import Alt, Anchor, Concat, Repeat
+
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Anchor):
+            return True
+        if isinstance(n, (Concat, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, Repeat):
+            stack.append(n.item)
+    return False
 
 
 class NativeBackend(Backend):
-    """structgate's byte-level DFA + TokenIndex engine.
+    """structgate's pushdown engine (grammar IR → NFA with a stack → lazy token masks).
 
     Parameters
     ----------
     vocab : Vocabulary
     **options
         :class:`~structgate.backends.interface.CompileOptions` fields; also
-        ``compile_cache_size`` (int, compiled grammars kept, LRU; 0 disables the cache).
+        ``compile_cache_size`` (int, compiled grammars kept, LRU; 0 disables the cache),
+        ``inline_max_size`` (int, size up to which a shared non-recursive rule is inlined),
+        ``row_budget_bytes`` (int, cached mask rows kept per grammar, bytes; -1 unlimited).
 
     Notes
     -----
-    ``options.max_dfa_states`` bounds determinisation (:class:`CompileLimitError`);
-    ``options.compile_timeout_s`` bounds the wall time of one compile (the time left is the regex
-    compiler's determinisation timeout, and the total is checked between stages); both raise
-    :class:`CompileLimitError`. A grammar whose start state allows no token raises
-    :class:`IncompatibleVocabularyError`. Compiled grammars are cached (LRU) by
-    :meth:`Constraint.cache_key`.
+    ``options.max_recursion_depth`` bounds the stack (pushes beyond it are not taken);
+    ``options.max_dfa_states`` bounds the configurations of one grammar
+    (:class:`CompileLimitError`); ``options.compile_timeout_s`` bounds one compile. A grammar whose
+    start allows no token raises :class:`IncompatibleVocabularyError`. Compiled grammars are cached
+    (LRU) by :meth:`Constraint.cache_key`.
     """
 
     name: ClassVar[str] = "native"
-    supported_kinds: ClassVar[frozenset[str]] = frozenset({"regex", "json_schema", "choice", "json_object"})
+    supported_kinds: ClassVar[frozenset[str]] = frozenset(
+        {"regex", "json_schema", "choice", "json_object"}
+        | ({"grammar"} if _has_frontend("gbnf") else set())
+        | ({"structural_tag"} if _has_frontend("structural_tag") else set()))
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
         self.cache_size = int(self.options.extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
+        self.inline_max_size = int(self.options.extra.get("inline_max_size", 4096))
+        self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
         self._cache: "OrderedDict[str, NativeCompiledGrammar]" = OrderedDict()
         self._lock = threading.Lock()
 
     # -- stages -----------------------------------------------------------------------------------
-    def to_regex(self, constraint: Constraint) -> str:
-        """The regex text a constraint compiles through.
+    def to_grammar(self, constraint: Constraint):
+        """The :class:`~structgate.native.ir.Grammar` of a constraint (checked).
 
         Raises
         ------
-        GrammarSyntaxError, UnsupportedFeatureError, ConstraintKindError
+        GrammarSyntaxError, UnsupportedFeatureError, InvalidConstraintError, ConstraintKindError
         """
+        from .ir import Grammar, alt, lit
+
         kind = constraint.kind
         if kind == "regex":
-            if not isinstance(constraint.value, str):
-                from ..errors import GrammarSyntaxError
+            from .regex import parse_regex
+            from .regex.nfa import _strip_edge_anchors
 
-                raise GrammarSyntaxError("a regex constraint needs a string", repr(constraint.value), 0)
-            return constraint.value
+            root = _strip_edge_anchors(parse_regex(constraint.value))
+            return Grammar({"root": root}, "root", source=constraint.value).check()
         if kind == "choice":
-            return choice_to_regex(constraint.value)
+            return Grammar({"root": alt(*(lit(c) for c in constraint.value))}, "root").check()
         if kind == "json_schema":
-            from .json_schema import schema_to_regex
+            from . import json_schema as js
 
-            return schema_to_regex(constraint.value, self.options)
+            if hasattr(js, "schema_to_grammar"):
+                return js.schema_to_grammar(constraint.value, self.options).check()
+            return self._regex_grammar(js.schema_to_regex(constraint.value, self._v1_options()))
         if kind == "json_object":
-            from .json_schema import json_object_regex
+            from . import json_schema as js
 
-            return json_object_regex(self.options)
+            if hasattr(js, "json_object_grammar"):
+                return js.json_object_grammar(self.options).check()
+            return self._regex_grammar(js.json_object_regex(self._v1_options()))
+        if kind == "grammar" and "grammar" in self.supported_kinds:
+            from .frontends import parse_grammar
+
+            return parse_grammar(constraint.value, constraint.grammar_format).check()
+        if kind == "structural_tag" and "structural_tag" in self.supported_kinds:
+            from .frontends.structural_tag import structural_tag_to_grammar
+
+            return structural_tag_to_grammar(constraint.value, self.options).check()
         from ..errors import ConstraintKindError
 
         raise ConstraintKindError(self.name, kind, self.supported_kinds)
 
+    def _v1_options(self) -> CompileOptions:
+        # the flat-regex JSON compiler unrolls recursion to this depth (used only without schema_to_grammar)
+        return self.options.updated(max_recursion_depth=min(self.options.max_recursion_depth, 3))
+
+    @staticmethod
+    def _regex_grammar(regex: str):
+        from .ir import Grammar
+        from .regex import parse_regex
+        from .regex.nfa import _strip_edge_anchors
+
+        return Grammar({"root": _strip_edge_anchors(parse_regex(regex))}, "root").check()
+
     def to_dfa(self, regex: str, *, deadline: float | None = None) -> DFA:
-        """Determinise ``regex`` under ``options.max_dfa_states`` and the time left before
-        ``deadline`` (a ``time.monotonic()`` value; None = no limit).
+        """Eager minimal DFA of ``regex`` (the v1 path, used for regexes with inner anchors).
 
         Raises
         ------
@@ -194,23 +264,50 @@ class NativeBackend(Backend):
         lim = self.options.compile_timeout_s
         deadline = t0 + lim if lim and lim > 0 else None
         try:
-            regex = self.to_regex(constraint)
+            grammar = self.to_grammar(constraint)
             self._check_deadline(t0)
-            dfa = self.to_dfa(regex, deadline=deadline)
+            root = grammar.rules[grammar.root]
+            if len(grammar.rules) == 1 and _has_inner_anchor(root):
+                # zero-width assertions inside the pattern: the eager DFA implements them
+                g = self._compile_eager(constraint, grammar, deadline, t0)
+                return self._remember(key, g)
+            from .pushdown import PushdownIndex, build_grammar_nfa
+
+            gnfa = build_grammar_nfa(grammar, inline_max_size=self.inline_max_size)
+            self._check_deadline(t0)
+            index = PushdownIndex(gnfa, self.vocab, max_depth=self.options.max_recursion_depth,
+                                  max_states=max(self.options.max_dfa_states, 2),
+                                  row_budget_bytes=self.row_budget_bytes)
+            index.check_start()
         except RecursionError:
             raise _nesting_limit() from None
+        self._check_deadline(t0)
+        g = NativeCompiledGrammar(constraint, self.vocab, index, self.options, time.monotonic() - t0,
+                                  grammar=grammar, regex=constraint.value if constraint.kind == "regex" else None)
+        return self._remember(key, g)
+
+    def _compile_eager(self, constraint: Constraint, grammar, deadline, t0) -> NativeCompiledGrammar:
+        from .regex import RegexOptions, compile_ast
+
+        timeout_s = 0.0
+        if deadline is not None:
+            timeout_s = max(deadline - time.monotonic(), 1e-6)
+        dfa = compile_ast(grammar.rules[grammar.root],
+                          options=RegexOptions(max_states=self.options.max_dfa_states, timeout_s=timeout_s),
+                          pattern=constraint.value if isinstance(constraint.value, str) else "")
         self._check_deadline(t0)
         if not dfa.accepting.any():
             from ..errors import InvalidConstraintError
 
-            raise InvalidConstraintError(
-                f"the {constraint.kind} constraint matches nothing (unsatisfiable, e.g. an empty enum or "
-                "minItems > maxItems): no output could ever be complete")
+            raise InvalidConstraintError(f"the {constraint.kind} constraint matches nothing: no output could "
+                                         "ever be complete")
         index = TokenIndex(dfa, self.vocab)
         index.check_start()
-        self._check_deadline(t0)
-        g = NativeCompiledGrammar(constraint, self.vocab, regex, dfa, index, self.options,
-                                  time.monotonic() - t0)
+        return NativeCompiledGrammar(constraint, self.vocab, index, self.options, time.monotonic() - t0,
+                                     grammar=grammar, dfa=dfa,
+                                     regex=constraint.value if constraint.kind == "regex" else None)
+
+    def _remember(self, key: str, g: NativeCompiledGrammar) -> NativeCompiledGrammar:
         if self.cache_size > 0:
             with self._lock:
                 self._cache[key] = g
@@ -221,10 +318,10 @@ class NativeBackend(Backend):
 
     def validate(self, constraint: Constraint) -> None:
         """Raise what :meth:`compile` would raise for the constraint itself, cheaply: constraint
-        kind, schema translation (:class:`UnsupportedFeatureError`, :class:`GrammarSyntaxError`),
-        regex parse, and the NFA size estimate (``CompileLimitError("max_nfa_states")``).
-        Determinisation and the TokenIndex are skipped, so ``max_dfa_states`` /
-        ``compile_timeout_s`` / :class:`IncompatibleVocabularyError` surface only at compile."""
+        kind, translation to the grammar IR (:class:`UnsupportedFeatureError`,
+        :class:`GrammarSyntaxError`, :class:`InvalidConstraintError`) and the grammar checks. The NFA
+        and the token index are not built, so :class:`IncompatibleVocabularyError` and
+        ``compile_timeout_s`` surface only at compile."""
         if not isinstance(constraint, Constraint):
             raise TypeError(f"validate() takes a Constraint, got {type(constraint).__name__}")
         if constraint.kind not in self.supported_kinds:
@@ -234,17 +331,13 @@ class NativeBackend(Backend):
         with self._lock:
             if constraint.cache_key() in self._cache:
                 return
-        from .regex import RegexOptions, ast_size, parse_regex
+        from .pushdown import check_size
+        from .regex import RegexOptions
 
         try:
-            node = parse_regex(self.to_regex(constraint))
+            check_size(self.to_grammar(constraint), RegexOptions().max_nfa_states)
         except RecursionError:
             raise _nesting_limit() from None
-        lim = RegexOptions().max_nfa_states
-        est = ast_size(node)
-        if est > lim:
-            raise CompileLimitError("max_nfa_states", est, lim,
-                                    "the pattern (after expanding counted repeats) is too large")
 
     def clear_cache(self) -> None:
         with self._lock:

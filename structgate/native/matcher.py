@@ -48,7 +48,7 @@ class NativeMatcher(Matcher):
         self.vocab = token_index.vocab
         self.max_rollback_tokens = int(max_rollback_tokens)
         self._eos = frozenset(self.vocab.eos_token_ids)
-        self._accepting = token_index.dfa.accepting
+        self._is_accepting = token_index.is_accepting
         self._history: list[int] = [START]
 
     # -- state ------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ class NativeMatcher(Matcher):
 
     def is_accepting(self) -> bool:
         s = self._history[-1]
-        return s == TERMINATED or bool(self._accepting[s])
+        return self._is_accepting(s)
 
     def is_terminated(self) -> bool:
         return self._history[-1] == TERMINATED
@@ -73,7 +73,7 @@ class NativeMatcher(Matcher):
         s = self._history[-1]
         if s == TERMINATED:
             return True
-        return bool(self._accepting[s]) and not self.token_index.has_non_eos(s)
+        return self._is_accepting(s) and not self.token_index.has_non_eos(s)
 
     # -- primitives ---------------------------------------------------------------------------------
     def _fill_row(self, row: np.ndarray) -> bool:
@@ -84,7 +84,7 @@ class NativeMatcher(Matcher):
         if state == TERMINATED:
             return TERMINATED if t in self._eos else DEAD
         if t in self._eos:
-            return TERMINATED if self._accepting[state] else DEAD
+            return TERMINATED if self._is_accepting(state) else DEAD
         return self.token_index.next_state(state, t)
 
     def advance(self, token_ids: int | Sequence[int]) -> bool:

@@ -463,7 +463,8 @@ class TokenIndex:
         return self._n_non_eos[self._slot_of(self._check_state(state))] > 0
 
     def is_accepting(self, state: int) -> bool:
-        return state >= 0 and bool(self._accepting[state])
+        """True if ``state`` is accepting; :data:`TERMINATED` counts as accepting."""
+        return state == TERMINATED or (state >= 0 and bool(self._accepting[state]))
 
     def next_state(self, state: int, token_id: int) -> int:
         """State after feeding token ``token_id``'s bytes from ``state``; 0 if the token is

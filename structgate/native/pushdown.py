@@ -1,0 +1,1111 @@
+"""The native v2 engine: a grammar of rules → one Thompson NFA with call/return states → a lazily
+determinised pushdown automaton whose configurations are the matcher's states.
+
+Pipeline
+--------
+1. **Grammar NFA** (:func:`build_grammar_nfa`). Every rule reachable from the root of a
+   :class:`~structgate.native.ir.Grammar` is compiled into one Thompson NFA over bytes (the
+   construction of :mod:`structgate.native.regex.nfa`, with its continuation passing and
+   hash-consing). A rule body ends in a ``RET`` state of its rule. A reference to a rule is either
+   **inlined** (the callee's body compiled with the caller's continuation — for non-recursive rules
+   that are small or used once, the behaviour of the old flat-regex engine) or becomes a ``CALL``
+   state (callee, return continuation) — for recursive rules and for large shared ones, so ``$ref``
+   DAGs never expand exponentially. Dead NFA states (that cannot reach their rule's end) are pruned
+   with a fixpoint that treats a call as passable iff its callee can complete.
+2. **Stacks** are persistent and hash-consed: a stack id stands for ``(return NFA state, parent
+   stack)``; id 0 is the empty stack. Two requests at the same position share the same ids, so a
+   push, a pop, a rollback and a fork cost O(1) and nothing is copied (XGrammar's persistent stack,
+   Dong et al. 2024, arXiv 2411.15100 §3.3, hash-consed instead of a tree).
+3. **Configurations** (the states of :class:`PushdownIndex`) are sets of ``(byte NFA state, stack)``
+   pairs closed under epsilon moves, calls (push) and returns (pop), plus an "accept" item when the
+   root rule can end with an empty stack. They are interned to integers: 0 is dead, 1 the start.
+   The byte transitions of a configuration are computed **on first use** (a lazy subset construction,
+   as RE2's and llguidance's lazy DFAs), one row over the byte classes at a time, and kept in a dense
+   growing table. Nothing is determinised up front, so compile is parsing plus a linear NFA build.
+4. **Token masks**: the class-quotiented token trie of :mod:`structgate.native.token_index`, walked
+   level by level with one vectorised gather per level through the lazy table; an entry not computed
+   yet is filled in Python for the configurations that need it, then the gather is repeated. The
+   trie of the standard byte-class partition (every ASCII byte alone, the UTF-8 lead/continuation
+   blocks grouped) is built once per vocabulary and shared by every grammar whose byte ranges fit
+   it (JSON Schema, choices, most regexes and grammars); other partitions get their own trie, cached
+   by partition. Rows are cached per configuration as packed int32 bitmask rows, so a revisit is a
+   row copy, and the batch hook gathers many at once (:meth:`PushdownIndex.slots`).
+
+Depth: a push beyond ``max_depth`` (``CompileOptions.max_recursion_depth``) is not taken, so outputs
+nested deeper than the limit are excluded (documented bound; default 128 levels).
+
+The configuration automaton is exact: a token is allowed iff its bytes keep the output a prefix of
+some string of the grammar (within the depth bound), because every pair in a configuration is live
+(its byte state can reach its rule's end, and every rule on its stack can then complete).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
+from ..vocab import Vocabulary
+from .automaton import DEAD, START
+from .ir import ByteSet, Grammar, Ref
+from .regex.dfa import _Closures
+from .regex.nfa import BYTE, EPS, FAIL, NFA, _compile
+from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
+
+__all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CLASSES", "CALL", "RET",
+           "class_trie"]
+
+CALL, RET = 6, 7
+TERMINATED = -1
+
+#: the standard byte-class partition: every ASCII byte alone, then the UTF-8 blocks
+#: 80-8F 90-9F A0-BF (continuations, split where E0/ED/F0/F4 restrict the second byte),
+#: C0-C1, C2-DF, E0, E1-EC, ED, EE-EF, F0, F1-F3, F4, F5-FF
+_STD_CUTS = list(range(0, 129)) + [0x90, 0xA0, 0xC0, 0xC2, 0xE0, 0xE1, 0xED, 0xEE, 0xF0, 0xF1, 0xF4, 0xF5]
+
+
+def _classes_from_cuts(cuts) -> np.ndarray:
+    mark = np.zeros(257, dtype=np.int32)
+    mark[sorted(set(cuts) | {0})] = 1
+    return (np.cumsum(mark[:256]) - 1).astype(np.uint8)
+
+
+STANDARD_BYTE_CLASSES = _classes_from_cuts(_STD_CUTS)
+_STD_CUT_SET = frozenset(_STD_CUTS)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. grammar -> NFA
+# ------------------------------------------------------------------------------------------------
+class GrammarNFA:
+    """One NFA for every rule of a grammar.
+
+    Attributes
+    ----------
+    nfa : NFA
+        Kinds ``BYTE``, ``EPS``, ``FAIL`` as in :mod:`structgate.native.regex.nfa`, plus ``CALL``
+        (``lo`` = callee rule index, ``out`` = return continuation) and ``RET`` (``lo`` = rule index).
+    rule_names : list[str]
+        Index → rule name (index 0 is the root).
+    rule_start : list[int]
+        NFA start state of each rule body (``-1`` for rules only ever inlined).
+    live : bytearray
+        Per NFA state: 1 if it can reach its rule's ``RET``.
+    byte_classes : numpy.ndarray
+        uint8 ``(256,)``: the alphabet partition (the standard one refined by the NFA's ranges).
+    n_calls : int
+        ``CALL`` states (0 = the grammar was inlined into one regular automaton).
+    """
+
+    def __init__(self) -> None:
+        self.nfa = NFA()
+        self.rule_names: list[str] = []
+        self.rule_start: list[int] = []
+        self.live = bytearray()
+        self.byte_classes = STANDARD_BYTE_CLASSES
+        self.n_calls = 0
+
+
+def _size(node, memo: dict) -> int:
+    """NFA-size estimate of an expression, references counted as 1 (iterative)."""
+    stack = [(node, False)]
+    out: list[int] = []
+    while stack:
+        nd, done = stack.pop()
+        if isinstance(nd, (Chars, ByteSet, Ref, Anchor)):
+            out.append(1 if not isinstance(nd, Chars) else max(1, len(nd.ranges)))
+            continue
+        k = id(nd)
+        if not done:
+            if k in memo:
+                out.append(memo[k])
+                continue
+            stack.append((nd, True))
+            for it in ((nd.item,) if isinstance(nd, Repeat) else nd.items):
+                stack.append((it, False))
+            continue
+        if isinstance(nd, Repeat):
+            r = out.pop() * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
+        else:
+            c = len(nd.items)
+            r = sum(out[len(out) - c:]) + 1 if c else 1
+            del out[len(out) - c:]
+        r = min(r, 1 << 40)
+        memo[k] = r
+        out.append(r)
+    return out[0]
+
+
+def grammar_size(grammar: Grammar) -> int:
+    """NFA-size estimate of a grammar: the sum over its reachable rules of the states their bodies
+    need after expanding counted repeats (references count 1)."""
+    memo: dict = {}
+    return sum(_size(grammar.rules[r], memo) for r in grammar.reachable())
+
+
+def check_size(grammar: Grammar, max_nfa_states: int) -> None:
+    """Raise ``CompileLimitError("max_nfa_states")`` when :func:`grammar_size` exceeds the cap
+    (before anything is built, so ``(a{2000}){2000}`` fails at once)."""
+    est = grammar_size(grammar)
+    if est > max_nfa_states:
+        raise CompileLimitError("max_nfa_states", est, max_nfa_states,
+                                "the pattern (after expanding counted repeats) is too large")
+
+
+def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
+                      max_nfa_states: int = 2_000_000) -> GrammarNFA:
+    """Compile every reachable rule of ``grammar`` into one NFA with ``CALL``/``RET`` states.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        A checked grammar (:meth:`Grammar.check`).
+    inline_max_size : int
+        A non-recursive rule referenced more than once is inlined when its size estimate (NFA states
+        after expanding counted repeats) is at most this; otherwise it is called through the stack.
+        A rule referenced once is always inlined.
+    max_nfa_states : int
+        Cap on NFA states.
+
+    Raises
+    ------
+    CompileLimitError
+        ``max_nfa_states``.
+    GrammarSyntaxError
+        An anchor (``^``/``$``) inside a grammar rule.
+    """
+    check_size(grammar, max_nfa_states)
+    g = GrammarNFA()
+    nfa = g.nfa = NFA(max_nfa_states)
+    rules = grammar.rules
+    order = grammar.reachable()
+    recursive = grammar.recursive_rules()
+    uses: dict[str, int] = {}
+    for r in order:
+        stack = [rules[r]]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Ref):
+                uses[n.name] = uses.get(n.name, 0) + 1
+            elif isinstance(n, Repeat):
+                # a reference under a repeat is compiled once per copy
+                stack.append(n.item)
+                if n.max is None or n.max > 1:
+                    stack.append(n.item)
+            elif isinstance(n, (Concat, Alt)):
+                stack.extend(n.items)
+    memo_size: dict = {}
+    call_rule = {r for r in order if r in recursive or r == grammar.root
+                 or (uses.get(r, 0) > 1 and _size(rules[r], memo_size) > inline_max_size)}
+    index = {grammar.root: 0}
+    g.rule_names = [grammar.root]
+    for r in order:
+        if r in call_rule and r not in index:
+            index[r] = len(g.rule_names)
+            g.rule_names.append(r)
+    g.rule_start = [-1] * len(g.rule_names)
+    call_memo: dict[tuple[int, int], int] = {}
+    byte = nfa.byte
+
+    def body(name: str, nxt: int) -> int:
+        """Build ``name``'s body with continuation ``nxt`` (explicit stack, no Python recursion)."""
+        memo: dict[tuple[int, int], int] = {}
+        keep: list = []
+        stack = [_compile_ext(nfa, rules[name], nxt)]
+        keys: list = [None]
+        value = None
+        while stack:
+            try:
+                req = stack[-1].send(value)
+            except StopIteration as e:
+                stack.pop()
+                value = e.value
+                k = keys.pop()
+                if k is not None:
+                    memo[k] = value
+                continue
+            child, cnxt = req
+            if isinstance(child, Chars):
+                value = nfa.chars(child.ranges, cnxt)
+                continue
+            if isinstance(child, ByteSet):
+                value = nfa.split([byte(lo, hi, cnxt) for lo, hi in child.ranges]) if child.ranges else nfa.fail()
+                continue
+            if isinstance(child, Anchor):
+                raise GrammarSyntaxError(f"anchor {'^' if child.kind == 'start' else '$'} inside grammar rule "
+                                         f"{name!r} is not supported", grammar.source,
+                                         grammar.positions.get(name, 0), f"rule {name!r}")
+            if isinstance(child, Ref):
+                if child.name in index:
+                    ck = (index[child.name], cnxt)
+                    v = call_memo.get(ck)
+                    if v is None:
+                        v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
+                        g.n_calls += 1
+                    value = v
+                    continue
+                child = rules[child.name]  # inline
+                k = (id(child), cnxt)
+                value = memo.get(k)
+                if value is None:
+                    keep.append(child)
+                    stack.append(_compile_ext(nfa, child, cnxt))
+                    keys.append(k)
+                continue
+            k = (id(child), cnxt)
+            value = memo.get(k)
+            if value is None:
+                keep.append(child)
+                stack.append(_compile_ext(nfa, child, cnxt))
+                keys.append(k)
+        return value
+
+    for name, i in list(index.items()):
+        ret = nfa._new(RET, i, -1, -1, None)
+        g.rule_start[i] = body(name, ret)
+    nfa.start = g.rule_start[0]
+    _prune(g)
+    g.byte_classes = _alphabet(nfa)
+    return g
+
+
+def _compile_ext(nfa: NFA, node, nxt: int):
+    """The regex NFA construction's generator, with IR leaves delegated to the driver."""
+    if isinstance(node, (Concat, Alt, Repeat)):
+        return _compile(nfa, node, nxt)
+    return _leaf_gen(node, nxt)
+
+
+def _leaf_gen(node, nxt):
+    v = yield (node, nxt)
+    return v
+
+
+def _prune(g: GrammarNFA) -> None:
+    """``live[v]`` = state ``v`` can reach its rule's ``RET``: backwards from every ``RET`` over
+    byte and epsilon edges; a ``CALL`` is passable iff its continuation is live and its callee's
+    start is live (a least fixpoint, one worklist)."""
+    nfa = g.nfa
+    n = len(nfa)
+    kind, out, outs, lo = nfa.kind, nfa.out, nfa.outs, nfa.lo
+    preds: list[list[int]] = [[] for _ in range(n)]
+    call_by_out: dict[int, list[int]] = {}
+    callers: dict[int, list[int]] = {}
+    for v in range(n):
+        k = kind[v]
+        if k == BYTE:
+            preds[out[v]].append(v)
+        elif k == EPS:
+            for w in outs[v]:
+                preds[w].append(v)
+        elif k == CALL:
+            call_by_out.setdefault(out[v], []).append(v)
+            callers.setdefault(lo[v], []).append(v)
+    starts = g.rule_start
+    start_of: dict[int, list[int]] = {}
+    for i, s in enumerate(starts):
+        start_of.setdefault(s, []).append(i)
+    live = bytearray(n)
+    stack = [v for v in range(n) if kind[v] == RET]
+    for v in stack:
+        live[v] = 1
+    while stack:
+        v = stack.pop()
+        for u in preds[v]:
+            if not live[u]:
+                live[u] = 1
+                stack.append(u)
+        for c in call_by_out.get(v, ()):
+            if not live[c] and live[starts[lo[c]]]:
+                live[c] = 1
+                stack.append(c)
+        for r in start_of.get(v, ()):
+            for c in callers.get(r, ()):
+                if not live[c] and live[out[c]]:
+                    live[c] = 1
+                    stack.append(c)
+    g.live = live
+
+
+def _alphabet(nfa: NFA) -> np.ndarray:
+    """The standard partition refined by every byte-range boundary of the NFA."""
+    cuts = set(_STD_CUT_SET)
+    kind, lo, hi = nfa.kind, nfa.lo, nfa.hi
+    extra = False
+    for s in range(len(kind)):
+        if kind[s] == BYTE:
+            a, b = lo[s], hi[s] + 1
+            if a not in cuts:
+                cuts.add(a)
+                extra = True
+            if b not in cuts and b <= 256:
+                cuts.add(b)
+                extra = True
+    if not extra:
+        return STANDARD_BYTE_CLASSES
+    cuts.discard(256)
+    return _classes_from_cuts(cuts)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. class-quotiented token tries, shared per (vocabulary bytes, partition)
+# ------------------------------------------------------------------------------------------------
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+def _pack(allowed: np.ndarray) -> np.ndarray:
+    pad = (-allowed.shape[0]) % 32
+    if pad:
+        allowed = np.concatenate([allowed, np.zeros(pad, dtype=bool)])
+    return np.packbits(allowed, bitorder="little").view(np.int32).copy()
+
+
+class _ClassTrie:
+    """The vocabulary's byte trie quotiented by a byte partition (see
+    :mod:`structgate.native.token_index`, step 2). ``levels[d] = (base, parent_local, class_id,
+    child_bounds)``; ``token_cnode[t]`` = class node of token ``t`` (``n_nodes`` for tokens without
+    bytes, a slot that is always dead)."""
+
+    def __init__(self, trie, byte_classes: np.ndarray, n_tokens: int) -> None:
+        cls_of_node = byte_classes.astype(np.int64)[trie.node_byte] if trie.n_nodes else np.zeros(0, np.int64)
+        nc = int(byte_classes.max()) + 1
+        bnode_to_cnode = np.empty(trie.n_nodes, dtype=np.int64)
+        levels = []
+        prev_map = np.zeros(1, dtype=np.int64)
+        cbase = 0
+        n_prev = 1
+        for d in range(trie.depth):
+            lo, hi = int(trie.level_bounds[d]), int(trie.level_bounds[d + 1])
+            cpar = prev_map[trie.node_parent[lo:hi]]
+            key = cpar * nc + cls_of_node[lo:hi]
+            span = n_prev * nc
+            if span <= 4 * (hi - lo) + 4096:
+                mark = np.zeros(span, dtype=bool)
+                mark[key] = True
+                uniq = np.flatnonzero(mark)
+                inv = (np.cumsum(mark) - 1)[key]
+            else:
+                uniq, inv = np.unique(key, return_inverse=True)
+            par = (uniq // nc).astype(np.intp)
+            cls = (uniq % nc).astype(np.int64)
+            bounds = np.zeros(n_prev + 1, dtype=np.int64)
+            np.cumsum(np.bincount(par, minlength=n_prev), out=bounds[1:])
+            levels.append((cbase, par, cls, bounds))
+            bnode_to_cnode[lo:hi] = cbase + inv
+            prev_map = inv
+            n_prev = uniq.shape[0]
+            cbase += n_prev
+        self.levels = levels
+        self.n_nodes = cbase
+        self.n_classes = nc
+        tn = trie.token_node
+        tok_c = np.full(n_tokens, cbase, dtype=np.int64)
+        has = tn >= 0
+        tok_c[:tn.shape[0]][has] = bnode_to_cnode[tn[has]]
+        self.token_cnode = tok_c
+        self.max_level = max([lv[1].shape[0] for lv in levels] or [1])
+        # tokens ordered by class node: the tokens ending at global nodes a..b-1 are
+        # tokens_by_node[node_tok_start[a]:node_tok_start[b]] (nodes of a subtree are contiguous
+        # ranges level by level, because each level is sorted by parent)
+        order = np.argsort(tok_c, kind="stable")
+        self.tokens_by_node = order.astype(np.int64)
+        self.node_tok_start = np.searchsorted(tok_c[order], np.arange(cbase + 2)).astype(np.int64)
+
+    def subtree_tokens(self, d: int, local_nodes: np.ndarray) -> np.ndarray:
+        """Token ids whose class path passes strictly below the given nodes of level ``d``
+        (tokens longer than ``d + 1`` bytes with those prefixes)."""
+        lo = local_nodes.astype(np.int64)
+        hi = lo + 1
+        out = []
+        for e in range(d + 1, len(self.levels)):
+            base, _par, _cls, bounds = self.levels[e]
+            lo = bounds[lo]
+            hi = bounds[hi]
+            keep = lo < hi
+            if not keep.all():
+                lo, hi = lo[keep], hi[keep]
+            if lo.size == 0:
+                break
+            ta = self.node_tok_start[base + lo]
+            tb = self.node_tok_start[base + hi]
+            cnt = tb - ta
+            tot = int(cnt.sum())
+            if tot:
+                cs = np.cumsum(cnt)
+                idx = np.repeat(ta - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
+                out.append(self.tokens_by_node[idx])
+        if not out:
+            return _EMPTY_I64
+        return np.concatenate(out)
+
+
+_flat_cache: dict = {}
+
+
+def _flat_tokens(vocab: Vocabulary):
+    """(all token bytes concatenated uint8, start offset int64 per token, length int64 per token),
+    cached per token-bytes tuple."""
+    tb = vocab.token_bytes
+    hit = _flat_cache.get(id(tb))
+    if hit is not None and hit[0] is tb:
+        return hit[1]
+    lens = np.fromiter((len(b) for b in tb), dtype=np.int64, count=len(tb))
+    start = np.zeros(len(tb), dtype=np.int64)
+    if len(tb) > 1:
+        np.cumsum(lens[:-1], out=start[1:])
+    flat = np.frombuffer(b"".join(tb) + b"\x00", dtype=np.uint8)
+    res = (flat, start, lens)
+    if len(_flat_cache) > 4:
+        _flat_cache.clear()
+    _flat_cache[id(tb)] = (tb, res)
+    return res
+
+
+_tries: dict = {}
+_tries_lock = threading.Lock()
+_TRIE_CACHE = 8
+
+
+def class_trie(vocab: Vocabulary, byte_classes: np.ndarray) -> _ClassTrie:
+    """The class-quotiented trie of ``vocab`` for ``byte_classes``, cached (LRU of
+    ``_TRIE_CACHE``) by the vocabulary's token-bytes trie and the partition."""
+    from .token_index import vocab_trie
+
+    trie = vocab_trie(vocab)
+    key = (id(trie), byte_classes.tobytes())
+    with _tries_lock:
+        hit = _tries.get(key)
+        if hit is not None and hit[0] is trie:
+            _tries[key] = _tries.pop(key)
+            return hit[1]
+    ct = _ClassTrie(trie, byte_classes, vocab.n_tokens)
+    with _tries_lock:
+        _tries[key] = (trie, ct)
+        while len(_tries) > _TRIE_CACHE:
+            _tries.pop(next(iter(_tries)))
+    return ct
+
+
+# ------------------------------------------------------------------------------------------------
+# 3-4. the lazy configuration automaton and its token masks
+# ------------------------------------------------------------------------------------------------
+class _GrammarClosures(_Closures):
+    """Epsilon closures whose leaves are BYTE, CALL and RET states (dead states dropped)."""
+
+    def __init__(self, g: GrammarNFA) -> None:
+        super().__init__(g.nfa)
+        self._live = g.live
+
+    def _leaf(self, v: int):
+        k = self.nfa.kind[v]
+        if (k == BYTE or k == CALL or k == RET) and self._live[v]:
+            return (v,)
+        return ()
+
+
+class PushdownIndex:
+    """Token masks and transitions of a grammar's configuration automaton, computed lazily.
+
+    The interface is the one of :class:`~structgate.native.token_index.TokenIndex` that the matcher
+    and the vLLM scheduler hook use: integer states (0 dead, 1 start, :data:`TERMINATED` = -1 after
+    EOS), :meth:`fill_row`, :meth:`fill_rows`, :meth:`slots` + :attr:`rows`, :meth:`next_state`,
+    :meth:`is_accepting`, :meth:`has_non_eos`, :meth:`n_allowed`.
+
+    Parameters
+    ----------
+    gnfa : GrammarNFA
+    vocab : Vocabulary
+    max_depth : int
+        Stack depth bound (pushes beyond it are not taken).
+    max_states : int
+        Cap on configurations; beyond it :class:`CompileLimitError` (``max_dfa_states``) is raised
+        by the call that would create one (a mask fill or an advance).
+    row_budget_bytes : int
+        Bytes of cached mask rows kept; beyond it the least recently computed rows are dropped and
+        recomputed on their next visit (``-1`` = unlimited).
+
+    Thread safety: every mutation (new configurations, table rows, mask rows) happens under one lock;
+    a compiled grammar is shared between requests and threads.
+    """
+
+    PRUNE_BELOW = 0.25
+    PRUNE_MIN_NODES = 2048
+
+    def __init__(self, gnfa: GrammarNFA, vocab: Vocabulary, *, max_depth: int = 128,
+                 max_states: int = 1_000_000, row_budget_bytes: int = 256 << 20) -> None:
+        self.gnfa = gnfa
+        self.vocab = vocab
+        self.width = (vocab.vocab_size + 31) // 32
+        self.max_depth = int(max_depth)
+        self.max_states = int(max_states)
+        nfa = gnfa.nfa
+        self._N = N = len(nfa) + 1
+        self._ACCEPT = N - 1  # pseudo leaf: the root completed with an empty stack
+        self._kind, self._out, self._lo = nfa.kind, nfa.out, nfa.lo
+        self._closures = _GrammarClosures(gnfa)
+        self._lc = self._closures.get
+        bc = gnfa.byte_classes
+        self.byte_classes = bc
+        self._bc_list = [int(c) for c in bc]
+        self.n_classes = W = int(bc.max()) + 1
+        # class interval of every BYTE state
+        cl = self._bc_list
+        self._clo = [cl[nfa.lo[s]] if nfa.kind[s] == BYTE else -1 for s in range(len(nfa))]
+        self._chi = [cl[nfa.hi[s]] if nfa.kind[s] == BYTE else -1 for s in range(len(nfa))]
+        # stacks
+        self._stk_ret: list[int] = [-1]
+        self._stk_parent: list[int] = [0]
+        self._stk_depth: list[int] = [0]
+        self._stk_ids: dict[tuple[int, int], int] = {}
+        # configurations
+        self._cfg_ids: dict[frozenset, int] = {frozenset(): 0}
+        self._cfg_keys: list[frozenset] = [frozenset()]
+        self._accepting = np.zeros(1024, dtype=bool)
+        self._table = np.full((1024, W), -1, dtype=np.int32)
+        self._table[0] = 0
+        self._closure_memo: dict[tuple[int, int], frozenset] = {}
+        self._union_memo: dict[frozenset, int] = {}
+        self._lock = threading.RLock()
+        # mask rows
+        self._row_budget = int(row_budget_bytes)
+        self._slot = np.full(1024, -1, dtype=np.int64)   # per config; index -1 (last) unused
+        self._rows = np.zeros((64, self.width), dtype=np.int32)
+        self._slot_state: list[int] = []
+        self._n_allowed: list[int] = []
+        self._n_non_eos: list[int] = []
+        self._free: list[int] = []
+        self._eos = np.asarray(sorted(set(vocab.eos_token_ids)), dtype=np.intp)
+        self._eos_set = frozenset(int(e) for e in self._eos)
+        self._trie = class_trie(vocab, bc)
+        tok_c = np.full(vocab.vocab_size, self._trie.n_nodes, dtype=np.int64)
+        tok_c[: vocab.n_tokens] = self._trie.token_cnode[: vocab.n_tokens]
+        tok_c[self._eos] = self._trie.n_nodes
+        self._token_cnode = tok_c
+        self._ends = np.zeros(self._trie.n_nodes + 1, dtype=np.int32)
+        self._terminated_slot = -1
+        self._rel_cache: dict[int, tuple] = {}
+        self._bc_np = bc.astype(np.int64)
+        self._flat, self._tok_start, self._tok_len = _flat_tokens(vocab)
+        with self._lock:
+            start = self._intern(self._closure(nfa.start, 0))
+            assert start == START or start == DEAD
+            if start == DEAD:  # empty language: keep the layout (state 1 exists, allows nothing)
+                self._cfg_keys.append(frozenset({-2}))
+                self._cfg_ids[self._cfg_keys[-1]] = 1
+                self._table[1] = 0
+            row = np.zeros(self.width, dtype=np.int32)
+            self._set_eos(row)
+            self._terminated_slot = self._store_row(-1, row, len(self._eos), 0)
+
+    # -- stacks and closures ------------------------------------------------------------------------
+    def _push(self, ret: int, parent: int) -> int:
+        k = self._stk_ids.get((ret, parent))
+        if k is None:
+            d = self._stk_depth[parent] + 1
+            if d > self.max_depth:
+                return -1
+            k = len(self._stk_ret)
+            self._stk_ids[(ret, parent)] = k
+            self._stk_ret.append(ret)
+            self._stk_parent.append(parent)
+            self._stk_depth.append(d)
+        return k
+
+    def _closure(self, v: int, k: int) -> frozenset:
+        """Items ``stack * N + byte_state`` (and ``ACCEPT``) reachable from NFA state ``v`` on stack ``k``."""
+        key = (v, k)
+        hit = self._closure_memo.get(key)
+        if hit is not None:
+            return hit
+        N = self._N
+        kind, out, lo = self._kind, self._out, self._lo
+        starts = self.gnfa.rule_start
+        lc = self._lc
+        res: set[int] = set()
+        work = [key]
+        seen = {key}
+        while work:
+            v, k = work.pop()
+            for leaf in lc(v):
+                kd = kind[leaf]
+                if kd == BYTE:
+                    res.add(k * N + leaf)
+                elif kd == CALL:
+                    k2 = self._push(out[leaf], k)
+                    if k2 >= 0:
+                        p = (starts[lo[leaf]], k2)
+                        if p not in seen:
+                            seen.add(p)
+                            work.append(p)
+                else:  # RET
+                    if k == 0:
+                        res.add(self._ACCEPT)
+                    else:
+                        p = (self._stk_ret[k], self._stk_parent[k])
+                        if p not in seen:
+                            seen.add(p)
+                            work.append(p)
+        fs = frozenset(res)
+        if len(self._closure_memo) > 1_000_000:
+            self._closure_memo.clear()
+        self._closure_memo[key] = fs
+        return fs
+
+    def _intern(self, items: frozenset) -> int:
+        c = self._cfg_ids.get(items)
+        if c is not None:
+            return c
+        c = len(self._cfg_keys)
+        if c >= self.max_states:
+            raise CompileLimitError("max_dfa_states", c, self.max_states,
+                                    "the grammar's configuration automaton grew too large")
+        self._cfg_ids[items] = c
+        self._cfg_keys.append(items)
+        if c >= self._table.shape[0]:
+            n = self._table.shape[0] * 2
+            t = np.full((n, self.n_classes), -1, dtype=np.int32)
+            t[:c] = self._table[:c]
+            self._table = t
+            a = np.zeros(n, dtype=bool)
+            a[:c] = self._accepting[:c]
+            self._accepting = a
+            s = np.full(n, -1, dtype=np.int64)
+            s[:c] = self._slot[:c]
+            self._slot = s
+        self._accepting[c] = self._ACCEPT in items
+        return c
+
+    def _compute_row(self, c: int) -> None:
+        """Fill ``table[c]`` (every class) with the configurations reached by one byte."""
+        items = self._cfg_keys[c]
+        N = self._N
+        clo, chi, out = self._clo, self._chi, self._out
+        W = self.n_classes
+        row = np.zeros(W, dtype=np.int32)
+        iv = []
+        for it in items:
+            leaf = it % N
+            if leaf == self._ACCEPT or it < 0:
+                continue
+            iv.append((clo[leaf], chi[leaf], it))
+        if iv:
+            iv.sort()
+            pts = sorted({a for a, _, _ in iv} | {b + 1 for _, b, _ in iv})
+            starts: dict[int, list[int]] = {}
+            ends: dict[int, list[int]] = {}
+            for a, b, it in iv:
+                starts.setdefault(a, []).append(it)
+                ends.setdefault(b + 1, []).append(it)
+            active: set[int] = set()
+            union_memo = self._union_memo
+            for j in range(len(pts) - 1):
+                x = pts[j]
+                for it in ends.get(x, ()):
+                    active.discard(it)
+                for it in starts.get(x, ()):
+                    active.add(it)
+                if not active:
+                    continue
+                fa = frozenset(active)
+                tid = union_memo.get(fa)
+                if tid is None:
+                    parts = []
+                    for it in fa:
+                        k, leaf = divmod(it, N)
+                        parts.append(self._closure(out[leaf], k))
+                    tgt = parts[0] if len(parts) == 1 else frozenset().union(*parts)
+                    tid = self._intern(tgt)
+                    if len(union_memo) > 1_000_000:
+                        union_memo.clear()
+                    union_memo[fa] = tid
+                row[x:pts[j + 1]] = tid
+        self._table[c] = row
+
+    def _ensure_rows(self, cfgs) -> None:
+        for c in cfgs:
+            c = int(c)
+            if self._table[c, 0] < 0:
+                self._compute_row(c)
+
+    # -- the mask walk -------------------------------------------------------------------------------
+    def _walk(self, state: int) -> np.ndarray:
+        """End configuration (0 = dead) of every class node fed from ``state``: int32
+        ``(n_nodes + 1,)``; the last entry (tokens without bytes) is always 0. Caller holds the lock."""
+        trie = self._trie
+        out = self._ends
+        out[:] = 0
+        levels = trie.levels
+        if not levels:
+            return out
+        W = self.n_classes
+        self._ensure_rows([state])
+        base, par, cls, bounds = levels[0]
+        n0 = cls.shape[0]
+        dst = out[base: base + n0]
+        dst[:] = self._table[state].take(cls)
+        prev = dst
+        for d in range(1, len(levels)):
+            base, par, cls, bounds = levels[d]
+            n = cls.shape[0]
+            dst = out[base: base + n]
+            alive = np.flatnonzero(prev)
+            if alive.size == 0:
+                break
+            if n >= self.PRUNE_MIN_NODES and alive.size < self.PRUNE_BELOW * prev.shape[0]:
+                st = bounds[alive]
+                cnt = bounds[alive + 1] - st
+                cs = np.cumsum(cnt)
+                tot = int(cs[-1])
+                if tot == 0:
+                    break
+                idx = np.repeat(st - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
+                pstate = prev[par[idx]]
+                flat = pstate.astype(np.int64) * W + cls[idx]
+                vals = self._table.ravel().take(flat)
+                neg = vals < 0
+                if neg.any():
+                    self._ensure_rows(np.unique(pstate[neg]))
+                    vals = self._table.ravel().take(flat)
+                dst[idx] = vals
+            else:
+                pstate = prev.take(par)
+                flat = pstate.astype(np.int64) * W + cls
+                vals = self._table.ravel().take(flat)
+                neg = vals < 0
+                if neg.any():
+                    self._ensure_rows(np.unique(pstate[neg]))
+                    vals = self._table.ravel().take(flat)
+                dst[:] = vals
+            prev = dst
+        return out
+
+    def _clear_eos(self, row: np.ndarray) -> None:
+        u = row.view(np.uint32)
+        for e in self._eos:
+            u[e >> 5] &= np.uint32(~(1 << (int(e) & 31)) & 0xFFFFFFFF)
+
+    def _set_eos(self, row: np.ndarray) -> None:
+        u = row.view(np.uint32)
+        for e in self._eos:
+            u[e >> 5] |= np.uint32(1 << (int(e) & 31))
+
+    def _store_row(self, state: int, row: np.ndarray, n_allowed: int, n_non_eos: int) -> int:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = len(self._slot_state)
+            budget_rows = (self._row_budget // (self.width * 4)) if self._row_budget >= 0 else -1
+            if budget_rows > 0 and slot >= max(budget_rows, 16):
+                slot = self._evict()
+            else:
+                if slot >= self._rows.shape[0]:
+                    grown = np.zeros((self._rows.shape[0] * 2, self.width), dtype=np.int32)
+                    grown[:slot] = self._rows[:slot]
+                    self._rows = grown
+                self._slot_state.append(-2)
+                self._n_allowed.append(0)
+                self._n_non_eos.append(0)
+        self._rows[slot] = row
+        self._slot_state[slot] = state
+        self._n_allowed[slot] = n_allowed
+        self._n_non_eos[slot] = n_non_eos
+        if state >= 0:
+            self._slot[state] = slot
+        return slot
+
+    def _evict(self) -> int:
+        """Drop the oldest cached row (FIFO over slots, never the terminated row); return its slot."""
+        n = len(self._slot_state)
+        cur = getattr(self, "_evict_ptr", 0)
+        for _ in range(n):
+            cur = (cur + 1) % n
+            s = self._slot_state[cur]
+            if cur != self._terminated_slot and s not in self._pinned:
+                if s >= 0:
+                    self._slot[s] = -1
+                self._evict_ptr = cur
+                return cur
+        raise CompileLimitError("row_budget_bytes", n * self.width * 4, self._row_budget,
+                                "every cached row is in use")
+
+    _pinned: frozenset = frozenset()
+
+    # -- stack-relative masks (the context-independent / context-dependent split) ---------------------
+    def _base_stack(self, items: frozenset) -> int:
+        """Deepest stack that every item's stack extends (their lowest common ancestor); 0 when an
+        item is the root's accept item or lies on the empty stack."""
+        N = self._N
+        par, depth = self._stk_parent, self._stk_depth
+        base = -1
+        for it in items:
+            if it < 0:
+                return 0
+            k = it // N
+            if k == 0:
+                return 0
+            if base < 0:
+                base = k
+                continue
+            a, b = base, k
+            while depth[a] > depth[b]:
+                a = par[a]
+            while depth[b] > depth[a]:
+                b = par[b]
+            while a != b:
+                a, b = par[a], par[b]
+            base = a
+            if base == 0:
+                return 0
+        return max(base, 0)
+
+    def _relativize(self, items: frozenset, base: int) -> frozenset:
+        """The items with ``base`` cut off their stacks (re-rooted at the empty stack)."""
+        N = self._N
+        memo: dict[int, int] = {base: 0}
+        out = set()
+        for it in items:
+            k, leaf = divmod(it, N)
+            chain = []
+            x = k
+            while x not in memo:
+                chain.append(x)
+                x = self._stk_parent[x]
+            r = memo[x]
+            for y in reversed(chain):
+                r = self._push(self._stk_ret[y], r)
+                memo[y] = r
+            out.add(r * N + leaf)
+        return frozenset(out)
+
+    def _rel_info(self, cr: int):
+        """For a configuration on the empty stack: (row of the tokens that stay inside it, without
+        EOS; uncertain (token, byte offset) pairs that complete it mid-token; whether it is complete
+        before any byte). Cached per configuration: the same for every stack below."""
+        hit = self._rel_cache.get(cr)
+        if hit is not None:
+            return hit
+        ends = self._walk(cr)
+        live = ends != 0
+        allowed = live.take(self._token_cnode)
+        row = _pack(allowed)
+        # class nodes whose configuration is complete (the base rule returned) after >= 1 byte
+        acc_node = self._accepting.take(ends)
+        acc_node[-1] = False
+        toks, offs = self._uncertain(acc_node)
+        info = (row, toks, offs, bool(self._accepting[cr]))
+        self._rel_cache[cr] = info
+        return info
+
+    def _uncertain(self, acc_node: np.ndarray):
+        """(token ids, offsets) of every token with a proper prefix ending on a node of
+        ``acc_node`` (a prefix of ``offset`` bytes completes the base rule; the rest must be
+        checked against the stack)."""
+        trie = self._trie
+        if not acc_node[:-1].any():
+            return _EMPTY_I64, _EMPTY_I64
+        pairs_t, pairs_o = [], []
+        for d, (base, par, cls, bounds) in enumerate(trie.levels):
+            hits = np.flatnonzero(acc_node[base: base + cls.shape[0]])
+            if hits.size == 0:
+                continue
+            sub = trie.subtree_tokens(d, hits)
+            if sub.size:
+                pairs_t.append(sub)
+                pairs_o.append(np.full(sub.shape[0], d + 1, dtype=np.int64))
+        if not pairs_t:
+            return _EMPTY_I64, _EMPTY_I64
+        return np.concatenate(pairs_t), np.concatenate(pairs_o)
+
+    def _suffix_ok(self, p: int, toks: np.ndarray, offs: np.ndarray) -> np.ndarray:
+        """bool per pair: the bytes of token ``toks[i]`` from ``offs[i]`` on, fed from
+        configuration ``p``, stay alive (vectorised over the pairs, one gather per byte column)."""
+        flat, start = self._flat, self._tok_start
+        tl = self._tok_len
+        n = toks.shape[0]
+        st = np.full(n, p, dtype=np.int64)
+        pos = start[toks] + offs
+        end = start[toks] + tl[toks]
+        act = np.arange(n)
+        bc = self._bc_np
+        W = self.n_classes
+        while act.size:
+            cls = bc[flat[pos[act]]]
+            cur = st[act]
+            fl = cur * W + cls
+            vals = self._table.ravel().take(fl)
+            neg = vals < 0
+            if neg.any():
+                self._ensure_rows(np.unique(cur[neg]))
+                vals = self._table.ravel().take(fl)
+            st[act] = vals
+            pos[act] += 1
+            act = act[(vals != 0) & (pos[act] < end[act])]
+        return st != 0
+
+    def _compute(self, state: int) -> int:
+        if state == DEAD:
+            return self._store_row(DEAD, np.zeros(self.width, dtype=np.int32), 0, 0)
+        items = self._cfg_keys[state]
+        base = self._base_stack(items) if self._stk_ids else 0
+        if base == 0:
+            row, toks, offs, acc0 = self._rel_info(state)
+            row = row.copy()
+        else:
+            cr = self._intern(self._relativize(items, base))
+            rrow, toks, offs, acc0 = self._rel_info(cr)
+            row = rrow.copy()
+            p = self._intern(self._closure(self._stk_ret[base], self._stk_parent[base]))
+            if acc0 and p:
+                row |= self._rows[self._slot_of(p)]
+                self._clear_eos(row)
+            if toks.size and p:
+                ok = self._suffix_ok(p, toks, offs)
+                if ok.any():
+                    good = toks[ok]
+                    u = row.view(np.uint32)
+                    np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+        n_non_eos = int(np.unpackbits(row.view(np.uint8)).sum())
+        n_allowed = n_non_eos
+        if self._accepting[state]:
+            self._set_eos(row)
+            n_allowed += len(self._eos)
+        return self._store_row(state, row, n_allowed, n_non_eos)
+
+    def _slot_of(self, state: int) -> int:
+        if state == TERMINATED:
+            return self._terminated_slot
+        slot = int(self._slot[state])
+        if slot < 0:
+            with self._lock:
+                slot = int(self._slot[state])
+                if slot < 0:
+                    slot = self._compute(state)
+        return slot
+
+    # -- public API -----------------------------------------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        """Configurations created so far (grows as the grammar is explored)."""
+        return len(self._cfg_keys)
+
+    @property
+    def n_cached(self) -> int:
+        return sum(1 for s in self._slot_state if s != -2)
+
+    def _check_state(self, state: int) -> int:
+        s = int(state)
+        if s != TERMINATED and not 0 <= s < len(self._cfg_keys):
+            raise IndexError(f"state {s} out of range 0..{len(self._cfg_keys) - 1} (or -1)")
+        return s
+
+    def row(self, state: int) -> np.ndarray:
+        """A read-only copy-free view of the row of ``state`` (int32 ``(width,)``)."""
+        s = self._check_state(state)
+        r = self._rows[self._slot_of(s)].view()
+        r.flags.writeable = False
+        return r
+
+    def fill_row(self, state: int, out: np.ndarray) -> bool:
+        """Copy the row of ``state`` into ``out`` (int32 ``(width,)``); True if some id is forbidden."""
+        s = self._check_state(state)
+        slot = self._slot_of(s)
+        out[...] = self._rows[slot]
+        return self._n_allowed[slot] < self.vocab.vocab_size
+
+    def slots(self, states: np.ndarray) -> np.ndarray:
+        """Row indices into :attr:`rows` for ``states`` (missing rows computed first; rows of the
+        states asked for together are never evicted by each other)."""
+        states = np.asarray(states, dtype=np.int64)
+        out = np.empty(states.shape[0], dtype=np.int64)
+        with self._lock:
+            self._pinned = frozenset(int(s) for s in states)
+            try:
+                for i, s in enumerate(states.tolist()):
+                    out[i] = self._slot_of(self._check_state(s))
+            finally:
+                self._pinned = frozenset()
+        return out
+
+    def fill_rows(self, states: np.ndarray, out) -> None:
+        """Gather the rows of ``states`` into ``out`` (int32 ``(k, width)``)."""
+        if not isinstance(out, np.ndarray):
+            out = out.numpy()
+        with self._lock:
+            sl = self.slots(states)
+            np.take(self._rows, sl, axis=0, out=out)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """All cached rows, int32 ``(capacity, width)`` (use with :meth:`slots`)."""
+        return self._rows
+
+    def is_cached(self, state: int) -> bool:
+        s = self._check_state(state)
+        return s == TERMINATED or self._slot[s] >= 0
+
+    def n_allowed(self, state: int) -> int:
+        return self._n_allowed[self._slot_of(self._check_state(state))]
+
+    def has_non_eos(self, state: int) -> bool:
+        return self._n_non_eos[self._slot_of(self._check_state(state))] > 0
+
+    def is_accepting(self, state: int) -> bool:
+        return state == TERMINATED or (state > 0 and bool(self._accepting[state]))
+
+    def step_bytes(self, state: int, data: bytes) -> int:
+        """Configuration after feeding ``data`` from ``state`` (0 once dead)."""
+        bc = self._bc_list
+        t = self._table
+        for b in data:
+            c = bc[b]
+            nxt = t[state, c]
+            if nxt < 0:
+                with self._lock:
+                    self._ensure_rows([state])
+                t = self._table
+                nxt = t[state, c]
+            state = int(nxt)
+            if state == 0:
+                return DEAD
+        return state
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """Configuration after token ``token_id`` from ``state``; 0 if rejected (no bytes,
+        padding, EOS — EOS is the matcher's)."""
+        if not (0 <= token_id < self.vocab.n_tokens) or state <= 0 or token_id in self._eos_set:
+            return DEAD
+        data = self.vocab.token_bytes[token_id]
+        if not data:
+            return DEAD
+        return self.step_bytes(state, data)
+
+    def direct_row(self, state: int) -> np.ndarray:
+        """The row of ``state`` from one walk of the whole configuration, without the
+        stack-relative split (a reference for tests of :meth:`fill_row`; not cached)."""
+        with self._lock:
+            live = self._walk(state) != 0
+            row = _pack(live.take(self._token_cnode))
+            if self._accepting[state]:
+                self._set_eos(row)
+            return row
+
+    def matches(self, data: bytes) -> bool:
+        """Full match of ``data`` from the start (tests)."""
+        s = self.step_bytes(START, data)
+        return s > 0 and bool(self._accepting[s])
+
+    def check_start(self) -> None:
+        """Raise :class:`IncompatibleVocabularyError` if no token is allowed at the start."""
+        if self.n_allowed(START) == 0:
+            raise IncompatibleVocabularyError(
+                f"no token of vocabulary {self.vocab.name!r} can start an output of this grammar")
+
+    @property
+    def memory_size_bytes(self) -> int:
+        """Bytes held by this grammar's tables and cached rows (the shared class trie excluded)."""
+        n_cfg = len(self._cfg_keys)
+        keys = sum(len(k) for k in self._cfg_keys) * 36 + n_cfg * 64
+        return int(len(self._slot_state) * self.width * 4 + n_cfg * self.n_classes * 4 + keys
+                   + len(self._closure_memo) * 120 + len(self._stk_ret) * 100
+                   + self._token_cnode.nbytes + self._ends.nbytes)
