@@ -44,13 +44,21 @@ decides something the grammar leaves open:
   accept more strings here than in llguidance;
 * **terminal collisions**: a lexer that sees ``if`` where both ``"if"`` and ``NAME`` fit picks
   one by priority/length; here both readings are grammatical;
-* **%ignore** is inserted as ``(I1 | I2 | ...)*`` before every terminal occurrence in a *rule*
-  body (named terminals, literals, regexes) and once at the end of the start rule: ignored text
-  may come before the first lexeme, between any two lexemes and after the last, never inside a
-  terminal (llguidance: "between lexemes"). It is not inserted inside terminal definitions.
-  When ignore terminals exist the grammar's root is ``start'`` = ``start (I1 | ...)*``.
+* **%ignore**, as llguidance does it: ignored text ``(I1 | I2 | ...)*`` may appear **between two
+  lexemes only** — not before the first lexeme, not after the last (Lark's own lexer also skips
+  it there; llguidance does not, and structgate follows llguidance), and never inside a terminal.
+  Construction: every terminal occurrence in a *rule* body (named terminals, literals, regexes;
+  not the insides of terminal definitions) becomes ``%ignore T``; each rule ``R`` reachable from
+  the start also gets ``R/first``, its derivations whose first lexeme carries no ``%ignore``; the
+  root is ``start'`` = ``start/first`` (``| ""`` when ``start`` can derive no lexeme at all).
   With a lexer, ignored text also splits what would otherwise be one lexeme; here, too, it can
   only appear at lexeme boundaries, so the two agree except where longest match (above) differs.
+* **case-insensitive literals** ``"..."i`` use Python's ``re.IGNORECASE`` equivalences (what Lark
+  compiles them to): ``"i"i`` also matches ``İ`` (U+0130) and ``ı`` (U+0131), ``"s"i`` ``ſ``,
+  ``"k"i`` the Kelvin sign. llguidance (Unicode simple case folding) agrees on ``ſ`` and the Kelvin
+  sign but not on ``İ`` / ``ı``;
+* **ESCAPED_STRING** follows Lark (no raw newline inside the quotes); llguidance's version also
+  takes a raw newline (``"a<LF>b"``).
 
 Errors
 ------
@@ -575,8 +583,7 @@ class _Lowerer:
             p.defn = "%ignore"
             self.rules[IGNORE_RULE] = star(alt(*(self.lower(t, False) for t, _ in p.ignores)))
             self.positions[IGNORE_RULE] = p.ignores[0][1]
-            self.rules[START_IGNORED] = seq(ref(START), ref(IGNORE_RULE))
-            self.positions[START_IGNORED] = self.positions[START]
+            self.add_first_rules()
         p.defn = None
         if any(cname for cname, _ in p.imports.values()):
             self.add_common({c for c, _ in p.imports.values()})
@@ -584,6 +591,73 @@ class _Lowerer:
         origin = {r: _line_col(p.s, pos) for r, pos in self.positions.items() if not r.startswith(_COMMON_PREFIX)}
         g = Grammar(self.rules, START_IGNORED if self.ign else START, origin, p.s, self.positions)
         return g.check()
+
+    # -- %ignore between lexemes only ---------------------------------------------------------------
+    # Every terminal occurrence in a rule is lowered as ``%ignore T``. The root must not allow
+    # ignored text before the first lexeme (nor after the last: no trailing %ignore is added), so
+    # each rule R gets a variant ``R/first`` = R's derivations with at least one lexeme, the first
+    # one without its ``%ignore``; the root is ``start/first`` (or the empty string when ``start``
+    # derives no lexeme).
+    def add_first_rules(self) -> None:
+        p = self.p
+        null: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, (tree, _) in p.rules.items():
+                if name not in null and self.nullable(tree, null):
+                    null.add(name)
+                    changed = True
+        self.null = null
+        self.todo = [START]
+        done: set[str] = set()
+        while self.todo:
+            r = self.todo.pop()
+            if r in done:
+                continue
+            done.add(r)
+            p.defn = f"rule {r!r}"
+            self.rules[r + "/first"] = self.first(p.rules[r][0])
+            self.positions[r + "/first"] = p.rules[r][1]
+        root = ref(START + "/first")
+        self.rules[START_IGNORED] = alt(root, seq()) if START in null else root
+        self.positions[START_IGNORED] = self.positions[START]
+
+    def nullable(self, tree, null: set[str]) -> bool:
+        """``tree`` derives the empty string (i.e. no lexeme; terminals count as non-empty)."""
+        if isinstance(tree, _Term):
+            return False
+        if isinstance(tree, _Name):
+            return tree.name in null
+        if isinstance(tree, _Seq):
+            return all(self.nullable(x, null) for x in tree.items)
+        if isinstance(tree, _Alt):
+            return any(self.nullable(x, null) for x in tree.items)
+        return tree.lo == 0 or self.nullable(tree.item, null)
+
+    def first(self, tree) -> Expr:
+        """The derivations of ``tree`` with at least one lexeme, the first without its %ignore."""
+        if isinstance(tree, _Term):
+            return tree.expr
+        if isinstance(tree, _Name):
+            target = self.resolve(tree.name, tree.pos)
+            if tree.name.lstrip("_")[:1].isupper():
+                return ref(target)
+            self.todo.append(tree.name)
+            return ref(tree.name + "/first")
+        if isinstance(tree, _Seq):
+            alts = []
+            for i, x in enumerate(tree.items):
+                alts.append(seq(self.first(x), *(self.lower(y, True) for y in tree.items[i + 1:])))
+                if not self.nullable(x, self.null):
+                    break
+            return alt(*alts)
+        if isinstance(tree, _Alt):
+            return alt(*(self.first(x) for x in tree.items))
+        if tree.hi == 0:
+            return alt()
+        return seq(self.first(tree.item),
+                   rep(self.lower(tree.item, True), max(tree.lo - 1, 0), None if tree.hi is None else tree.hi - 1))
 
     def add_common(self, wanted: set[str]) -> None:
         cp = _common()
@@ -680,8 +754,8 @@ def parse_lark(text: str) -> Grammar:
     -------
     Grammar
         Rules keep their Lark names; terminals are rules named by their upper-case names
-        (imported ones ``common.NAME``); with ``%ignore``, the root is ``start'`` and the ignored
-        text is the rule ``%ignore``.
+        (imported ones ``common.NAME``); with ``%ignore``, the root is ``start'``, the ignored
+        text is the rule ``%ignore`` and ``R/first`` rules exist (see the module docstring).
 
     Raises
     ------
