@@ -45,6 +45,17 @@ def structgate_register_backends(register):
         plugin="structgate",
     ))
     register(BackendSpec(
+        name="structgate-auto",
+        factory="structgate.backends.auto:AutoBackend",
+        requires=("numpy",),
+        distribution="structgate",
+        description="native first; a constraint native refuses (unsupported feature or kind) goes to the next "
+                    "installed engine of auto_chain (default native, structgate-llguidance, structgate-xgrammar)",
+        kinds=("regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"),
+        aliases=("sg-auto",),
+        plugin="structgate",
+    ))
+    register(BackendSpec(
         name="structgate-outlines-core",
         factory="structgate.adapters.outlines_core:OutlinesCoreBackend",
         requires=("outlines_core",),
