@@ -679,16 +679,18 @@ def test_brace_quantifier_without_lower_bound_in_pattern_is_refused():
 ])
 def test_exclusive_bounds_follow_float_parsing(schema, texts):
     """Validators parse 0.10000000000000001 as the double 0.1: with exclusiveMinimum 0.1 it is invalid.
-    Whatever the regex accepts, jsonschema must accept too (soundness)."""
+    The regex accepts exactly what jsonschema accepts (sound and complete on these texts), and each
+    list holds both kinds, so an engine that accepts nothing (or everything) fails."""
     rx = schema_to_regex(schema)
-    for t in texts:
-        if re.fullmatch(rx, t):
-            jsonschema.validate(json.loads(t), schema)
+    got = {t: bool(re.fullmatch(rx, t)) for t in texts}
+    want = {t: _valid(schema, json.loads(t)) for t in texts}
+    assert got == want
+    assert any(want.values()) and not all(want.values())
 
 
 def test_out_of_range_and_deep_bounds_are_typed_errors():
     from structgate import Constraint, get_backend
-    from structgate.errors import StructgateError
+    from structgate.errors import CompileLimitError, StructgateError
     from structgate.vocab import Vocabulary
 
     backend = get_backend("native", Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256]))
@@ -699,11 +701,23 @@ def test_out_of_range_and_deep_bounds_are_typed_errors():
     deep = {"type": "integer"}
     for _ in range(400):
         deep = {"type": "array", "items": deep}
-    for schema in ({"type": "number", "minimum": 1e-250}, deep):
-        try:
-            backend.compile(Constraint.json_schema(schema))
-        except StructgateError:
-            pass  # a typed error (CompileLimitError nesting_depth) is the contract; RecursionError is not
+    # a bound with 250 digits: either it compiles and is exact at the edges (oracle: jsonschema), or it is
+    # refused with the typed nesting-depth limit (the engine's documented limit); nothing else
+    tiny = {"type": "number", "minimum": 1e-250}
+    try:
+        g = backend.compile(Constraint.json_schema(tiny))
+    except CompileLimitError as e:
+        assert e.limit_name == "nesting_depth", e
+    else:
+        for text in ("1", "1e-250", "1.5e-250", "0", "-1", "9e-251", "1e-251"):
+            m = g.matcher()
+            ok = all(m.advance(b) for b in text.encode()) and m.is_accepting()
+            assert ok == _valid(tiny, json.loads(text)), text
+    # 400 nested arrays: a typed limit error naming the limit (a RecursionError would be a bug)
+    with pytest.raises(CompileLimitError) as ei:
+        backend.compile(Constraint.json_schema(deep))
+    assert ei.value.limit_name == "nesting_depth"
+    assert isinstance(ei.value, StructgateError)
 
 
 def test_format_hostname():

@@ -9,8 +9,10 @@ One line runs the whole interface contract and the language corpus against a reg
         backend_name = "my-backend"          # the name your plugin registers
 
 Optional class attributes: ``backend_options`` (dict passed to ``get_backend``), ``deviations``
-(``{check or corpus id: reason}``: those checks are marked xfail with the reason — document them),
-and an overridable ``make_vocabulary()`` (default: :func:`tiny_vocabulary`, a synthetic 337-token
+(``{check or corpus id: reason}``: those checks are marked ``xfail(strict=True)`` with the reason —
+document them; one that starts passing fails the run until it is removed), ``refusals``
+(``{corpus id: reason}``: entries the backend refuses on purpose with ``UnsupportedFeatureError`` /
+``CompileLimitError``; any other refusal fails), and an overridable ``make_vocabulary()`` (default: :func:`tiny_vocabulary`, a synthetic 337-token
 byte-level vocabulary with padding and non-EOS specials).
 
 Contents: :class:`BackendConformance` (pytest test class, in :mod:`structgate.testing.conformance`),

@@ -20,8 +20,13 @@ What is checked (each a test method; names are the keys of ``deviations``):
 * ``test_unsupported_kind_raises``: a kind outside ``supported_kinds`` raises
   :class:`~structgate.errors.ConstraintKindError`;
 * ``test_corpus_accept`` / ``test_corpus_dead`` / ``test_corpus_live`` over
-  :data:`~structgate.testing.corpus.CORPUS` (entries whose kind the backend does not support are
-  skipped; an entry the backend refuses with a typed compile error is skipped with that error).
+  :data:`~structgate.testing.corpus.CORPUS` (entries whose kind is outside ``supported_kinds`` are
+  skipped; an entry the backend refuses with :class:`~structgate.errors.UnsupportedFeatureError` or
+  :class:`~structgate.errors.CompileLimitError` **fails**, unless the class lists it in ``refusals``,
+  and then the test checks that it is still refused, so a lifted limit is noticed too).
+
+Documented deviations (``deviations``) are strict xfails: a deviation that is fixed makes the test
+fail (XPASS(strict)) until it is taken out of the list.
 """
 from __future__ import annotations
 
@@ -66,8 +71,12 @@ class BackendConformance:
     backend_name: ClassVar[str] = ""
     #: keyword options for ``get_backend``
     backend_options: ClassVar[dict] = {}
-    #: ``{test name or corpus id: reason}`` checks expected to fail (documented deviations)
+    #: ``{test name or corpus id: reason}`` checks expected to fail (documented deviations; strict:
+    #: a check listed here that passes fails the run)
     deviations: ClassVar[dict] = {}
+    #: ``{corpus id: reason}`` entries the backend refuses on purpose with a typed compile error
+    #: (``UnsupportedFeatureError`` / ``CompileLimitError``); any other refusal fails the corpus test
+    refusals: ClassVar[dict] = {}
     #: corpus ids tried, in order, for the contract checks (the first the backend compiles is used)
     contract_entries: ClassVar[tuple[str, ...]] = ("regex-alternation-overlap", "choice-prefixes")
 
@@ -100,14 +109,19 @@ class BackendConformance:
     def contract_grammar(cls, backend) -> tuple[CompiledGrammar, CorpusEntry]:
         """A compiled corpus entry for the contract checks: the first supported one of
         ``contract_entries``."""
+        refused = []
         for cid in cls.contract_entries:
             e = next(x for x in CORPUS if x.id == cid)
             if e.kind in backend.supported_kinds:
                 try:
                     return backend.compile(e.constraint()), e
-                except (UnsupportedFeatureError, CompileLimitError):
-                    continue
-        pytest.skip(f"backend compiles none of {cls.contract_entries}")
+                except (UnsupportedFeatureError, CompileLimitError) as exc:
+                    refused.append(f"{cid}: {type(exc).__name__}: {exc}")
+        if refused:
+            pytest.fail(f"{backend.name} compiles none of the contract entries {cls.contract_entries}: "
+                        + "; ".join(refused))
+        pytest.skip(f"{backend.name} supports the kind of none of {cls.contract_entries} "
+                    "(set contract_entries to an entry of a kind it supports)")
 
     @pytest.fixture(autouse=True)
     def _deviation(self, request):
@@ -117,7 +131,7 @@ class BackendConformance:
             cid = request.node.callspec.params.get("entry_id")
             reason = self.deviations.get(cid) or self.deviations.get(f"{name}[{cid}]")
         if reason:
-            request.node.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+            request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
 
     # -- helpers ---------------------------------------------------------------------------------
     @staticmethod
@@ -127,10 +141,16 @@ class BackendConformance:
     def _compile_entry(self, backend: Backend, entry: CorpusEntry) -> CompiledGrammar:
         if entry.kind not in backend.supported_kinds:
             pytest.skip(f"{backend.name} does not support kind {entry.kind!r}")
+        why = self.refusals.get(entry.id)
+        if why is not None:
+            with pytest.raises((UnsupportedFeatureError, CompileLimitError)):
+                backend.compile(entry.constraint())
+            pytest.skip(f"{backend.name} refuses {entry.id} (declared in refusals: {why})")
         try:
             return backend.compile(entry.constraint())
         except (UnsupportedFeatureError, CompileLimitError) as e:
-            pytest.skip(f"{backend.name} refuses {entry.id}: {e}")
+            pytest.fail(f"{backend.name} refuses corpus entry {entry.id} with {type(e).__name__}: {e} "
+                        "(list it in the class's refusals with a reason if that is intended)")
 
     # -- contract ----------------------------------------------------------------------------------
     def test_bitmask_layout(self, contract_grammar, vocab):
