@@ -297,6 +297,77 @@ class Matcher(ABC):
                 self.rollback(pushed)
         return n
 
+    def forced_tokens(self, max_n: int) -> list[int]:
+        """The grammar-forced tokens from the current state; the state is unchanged.
+
+        The longest run ``t1 .. tk`` (``k <= max_n``) such that, from the current state, each step's
+        mask allows **exactly one** token id and that id is not EOS (so the state is not accepting):
+        the constrained sampler must pick ``t1``, then ``t2``, ... whatever the logits. Proposing
+        them as speculative drafts is therefore accepted with probability 1 and leaves every output
+        unchanged (greedy or sampled). Empty when terminated, accepting, or when more than one token
+        is allowed now.
+
+        Generic definition (this default; backends override it for speed and must return the same
+        list, which the conformance kit checks): fill the row, count the allowed ids, advance by the
+        only one, repeat; then roll the advanced tokens back (or advance a :meth:`fork`, when the
+        matcher has one), so the state and history are exactly as before.
+
+        Parameters
+        ----------
+        max_n : int
+            Upper bound on the run length (``>= 0``; vLLM passes ``num_speculative_tokens``).
+
+        Returns
+        -------
+        tokens : list[int]
+
+        Raises
+        ------
+        MatcherStateError
+            ``max_n`` negative.
+        """
+        max_n = int(max_n)
+        if max_n < 0:
+            raise MatcherStateError(f"max_n must be >= 0, got {max_n}")
+        if max_n == 0 or self.is_terminated():
+            return []
+        fork = getattr(self, "fork", None)
+        m = fork() if callable(fork) else self
+        if m is self:  # advance + rollback: stay within the kept history
+            cap = getattr(self, "max_rollback_tokens", -1)
+            if isinstance(cap, int) and cap >= 0:
+                max_n = min(max_n, cap)
+        words = np.empty((self.vocab.vocab_size + 31) // 32, dtype=np.int32)
+        out: list[int] = []
+        try:
+            while len(out) < max_n and not m.is_accepting():
+                m._fill_row(words)
+                nz = np.flatnonzero(words)
+                if len(nz) != 1:
+                    break
+                w = int(words[nz[0]]) & 0xFFFFFFFF
+                if w & (w - 1):  # two bits in one word
+                    break
+                t = int(nz[0]) * 32 + w.bit_length() - 1
+                if t >= self.vocab.vocab_size or t in self.vocab.eos_token_ids or not m.advance(t):
+                    break
+                out.append(t)
+        finally:
+            if m is self and out:
+                self.rollback(len(out))
+        return out
+
+    def forced_bytes(self) -> bytes:
+        """Bytes every continuation of the output must start with, as far as the engine can say
+        (XGrammar's ``find_jump_forward_string``); the state is unchanged.
+
+        Tokenization-free, so *not* a draft by itself: re-tokenizing these bytes changes what the
+        model sees. The default returns the bytes of :meth:`forced_tokens` (``max_n=64``), a prefix
+        of the true forced string (every forced token's bytes are forced); ``b""`` when the engine
+        cannot say more.
+        """
+        return b"".join(self.vocab.token_bytes[t] for t in self.forced_tokens(64))
+
     @staticmethod
     def _as_list(token_ids: int | Sequence[int]) -> list[int]:
         if isinstance(token_ids, (int, np.integer)):

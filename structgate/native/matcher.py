@@ -131,6 +131,53 @@ class NativeMatcher(Matcher):
             n += 1
         return n
 
+    def forced_tokens(self, max_n: int) -> list[int]:
+        """Grammar-forced tokens from the current state (see
+        :meth:`structgate.backends.interface.Matcher.forced_tokens`); the state is unchanged.
+
+        Walks the index: a state forces a token when it is not accepting and its cached row allows
+        exactly one id (``n_allowed == 1``); the token is that row's only bit, the next state
+        ``next_state``. Chains are cached per start state in a dict on the shared index (states
+        and rows are immutable), so a repeated query is one dict lookup.
+
+        Raises
+        ------
+        MatcherStateError
+            ``max_n`` negative.
+        """
+        max_n = int(max_n)
+        if max_n < 0:
+            raise MatcherStateError(f"max_n must be >= 0, got {max_n}")
+        s = self._history[-1]
+        if max_n == 0 or s == TERMINATED:
+            return []
+        ti = self.token_index
+        cache = ti.__dict__.get("_sg_forced_chains")
+        if cache is None:
+            cache = ti.__dict__.setdefault("_sg_forced_chains", {})
+        hit = cache.get(s)
+        if hit is not None and (hit[1] or len(hit[0]) >= max_n):
+            return hit[0][:max_n]
+        chain: list[int] = []
+        cur = s
+        complete = False
+        while len(chain) < max_n:
+            if cur == TERMINATED or ti.is_accepting(cur) or ti.n_allowed(cur) != 1:
+                complete = True
+                break
+            row = ti.row(cur)
+            w = int(np.flatnonzero(row)[0])
+            bits = int(row[w]) & 0xFFFFFFFF
+            t = w * 32 + bits.bit_length() - 1
+            nxt = ti.next_state(cur, t)
+            if nxt == DEAD:  # cannot happen for an allowed token; stop rather than draft it
+                complete = True
+                break
+            chain.append(t)
+            cur = nxt
+        cache[s] = (chain, complete)
+        return list(chain)
+
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (an accepted EOS counts as one).
 
