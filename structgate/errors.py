@@ -160,13 +160,16 @@ class BackendNotFoundError(StructgateError, KeyError):
 
     kind = "not_found"
 
-    def __init__(self, name: str, available):
+    def __init__(self, name: str, available, hint: str = ""):
         self.name = name
         self.available = tuple(sorted(available))
+        self.hint = hint  #: e.g. "did you mean 'structgate-xgrammar'?" (a vLLM name, a typo)
         super().__init__(name)
 
     def __str__(self) -> str:
-        return f"no structured-output backend named {self.name!r}; registered: {', '.join(self.available) or '(none)'}"
+        hint = f"; {self.hint}" if self.hint else ""
+        return (f"no structured-output backend named {self.name!r}{hint}; registered: "
+                f"{', '.join(self.available) or '(none)'}")
 
 
 class BackendUnavailableError(StructgateError, ImportError):

@@ -103,7 +103,9 @@ def test_errors_exit_2_one_message(stub, capsys, tmp_path):
     rc = main(["check", "--backend", stub, "--regex", "foo**", "--text", "foo"])
     cap = capsys.readouterr()
     assert rc == 2 and cap.out == ""
-    assert cap.err == "structgate check: error: GrammarSyntaxError: quantifier repeated at position 4 of 'foo**'\n"
+    assert cap.err == ("structgate check: error: GrammarSyntaxError: quantifier repeated at position 4:\n"
+                       "    foo**\n"
+                       "        ^\n")
     rc = main(["check", "--backend", "no-such-backend", "--regex", "a"])
     assert rc == 2 and "BackendNotFoundError" in capsys.readouterr().err
     rc = main(["check", "--backend", stub, "--json-schema", "{not json", "--text", "x"])

@@ -22,6 +22,8 @@ def structgate_register_backends(register):
         distribution="structgate",
         description="structgate's own byte-level DFA + TokenIndex engine",
         kinds=("regex", "json_schema", "choice", "json_object"),
+        options=("compile_cache_size", "inline_max_size", "row_budget_bytes", "formats", "max_regex_size",
+                 "regex_unroll_depth", "rule_inline_max_chars"),
         plugin="structgate",
     ))
     register(BackendSpec(
@@ -32,6 +34,7 @@ def structgate_register_backends(register):
         description="XGrammar (mlc-ai) pushdown automaton engine, through structgate's interface",
         kinds=_ADAPTER_KINDS + ("structural_tag",),
         aliases=("sg-xgrammar",),
+        options=("xgrammar_any_order", "xgrammar_indent"),
         plugin="structgate",
     ))
     register(BackendSpec(
@@ -42,6 +45,7 @@ def structgate_register_backends(register):
         description="llguidance (Microsoft) Earley + lexer engine, through structgate's interface",
         kinds=_ADAPTER_KINDS,
         aliases=("sg-llguidance", "llguidance"),
+        options=("llguidance_lenient", "llguidance_coerce_one_of"),
         plugin="structgate",
     ))
     register(BackendSpec(
@@ -53,6 +57,7 @@ def structgate_register_backends(register):
                     "installed engine of auto_chain (default native, structgate-llguidance, structgate-xgrammar)",
         kinds=("regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"),
         aliases=("sg-auto",),
+        options=("auto_chain", "auto_fallback_on"),
         plugin="structgate",
     ))
     register(BackendSpec(
@@ -64,5 +69,6 @@ def structgate_register_backends(register):
         description="outlines-core (dottxt) regex → full token index engine, through structgate's interface",
         kinds=("regex", "json_schema", "choice"),
         aliases=("sg-outlines-core", "outlines-core"),
+        options=("outlines_max_recursion_depth", "outlines_whitespace_pattern"),
         plugin="structgate",
     ))

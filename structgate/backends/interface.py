@@ -407,14 +407,27 @@ class Backend(ABC):
     vocab : Vocabulary
         Token bytes, EOS ids and logits width every mask is built for.
     **options
-        Keyword overrides of :class:`CompileOptions` (unknown keys land in ``options.extra``).
+        Keyword overrides of :class:`CompileOptions`; other keys land in ``options.extra`` when
+        the backend declares them (``extra_options``, or its registry spec's ``options``).
+
+    Raises
+    ------
+    InvalidConstraintError
+        An option name neither a :class:`CompileOptions` field nor a declared extra of this or
+        another registered backend (with a did-you-mean; see
+        :func:`structgate.backends.registry.check_option_names`).
     """
 
     name: ClassVar[str] = "?"
     supported_kinds: ClassVar[frozenset[str]] = frozenset()
+    #: engine-specific option names read from ``options.extra`` (None: not declared here)
+    extra_options: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
+        from .registry import check_option_names
+
         self.vocab = vocab
+        check_option_names(type(self), options)
         self.options = CompileOptions().updated(**options)
 
     def compile(self, constraint: Constraint) -> CompiledGrammar:

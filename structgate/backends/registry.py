@@ -20,7 +20,7 @@ from ..errors import BackendNotFoundError, BackendUnavailableError, StructgateEr
 from . import hookspecs
 
 __all__ = ["BackendSpec", "BackendInfo", "get_plugin_manager", "get_backend", "get_backend_spec",
-           "list_backends", "backend_names", "register_backend"]
+           "list_backends", "backend_names", "register_backend", "check_option_names"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,11 @@ class BackendSpec:
         Constraint kinds supported (informational; the backend class is authoritative).
     aliases : tuple[str, ...]
         Other names this backend answers to.
+    options : tuple[str, ...]
+        Engine-specific option names the backend reads from ``CompileOptions.extra`` (beyond the
+        :class:`~structgate.backends.interface.CompileOptions` fields). Declared names (here or as
+        the backend class's ``extra_options``) make the backend refuse any other unknown option
+        with a did-you-mean (:func:`check_option_names`).
     """
 
     name: str
@@ -57,6 +62,7 @@ class BackendSpec:
     description: str = ""
     kinds: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
     plugin: str = field(default="", compare=False)
 
     def availability(self) -> tuple[bool, str]:
@@ -199,7 +205,28 @@ def get_backend_spec(name: str) -> BackendSpec:
     for s in specs.values():
         if name in s.aliases:
             return s
-    raise BackendNotFoundError(name, backend_names(include_aliases=True))
+    raise BackendNotFoundError(name, backend_names(include_aliases=True), _name_hint(name))
+
+
+#: vLLM's own ``--structured-output-backend`` names → the structgate backend over the same engine
+VLLM_BACKEND_NAMES = {
+    "xgrammar": "structgate-xgrammar",
+    "guidance": "structgate-llguidance",
+    "outlines": "structgate-outlines-core",
+    "auto": "structgate-auto",
+}
+
+
+def _name_hint(name: str) -> str:
+    """A did-you-mean for an unknown backend name: the structgate name for a vLLM name, else the
+    closest registered name."""
+    import difflib
+
+    if name in VLLM_BACKEND_NAMES and VLLM_BACKEND_NAMES[name] in _collect():
+        return (f"{name!r} is vLLM's own backend name (usable with vllm serve, not here); "
+                f"structgate's backend over the same engine is {VLLM_BACKEND_NAMES[name]!r}")
+    close = difflib.get_close_matches(name, backend_names(include_aliases=True), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
 
 
 def get_backend(name: str, vocab, **options: Any):
@@ -229,6 +256,64 @@ def get_backend(name: str, vocab, **options: Any):
     except ImportError as e:
         raise BackendUnavailableError(spec.name, f"import failed: {e}", spec.install_hint) from e
     return factory(vocab, **options)
+
+
+def _declared_extras(backend_cls) -> frozenset[str] | None:
+    """Extra option names ``backend_cls`` declares (class ``extra_options`` and its spec's
+    ``options``), or None when neither declares any."""
+    own = getattr(backend_cls, "extra_options", None)
+    spec = None
+    name = getattr(backend_cls, "name", None)
+    if isinstance(name, str):
+        try:
+            spec = get_backend_spec(name)
+        except BackendNotFoundError:
+            spec = None
+    if own is None and (spec is None or not spec.options):
+        return None
+    return frozenset(own or ()) | frozenset(spec.options if spec is not None else ())
+
+
+def check_option_names(backend_cls, options) -> None:
+    """Refuse option names ``backend_cls`` does not know, with a did-you-mean.
+
+    Accepted: :class:`~structgate.backends.interface.CompileOptions` fields, the extras the backend
+    declares (``extra_options`` class attribute or its :class:`BackendSpec` ``options``), and extras
+    another registered backend declares (ignored by this one, so one option set can be shared, as
+    ``structgate-auto``, ``structgate diff`` and ``STRUCTGATE_BACKEND_OPTIONS`` do). A backend that
+    declares no extras at all accepts any name (third-party backends written before 0.2).
+
+    Raises
+    ------
+    InvalidConstraintError
+        An unknown name, e.g. ``max_whitspace``: the message names the backend, suggests the
+        closest known name and lists the valid ones.
+    """
+    import difflib
+
+    from ..errors import InvalidConstraintError
+    from .interface import CompileOptions
+
+    own = _declared_extras(backend_cls)
+    if own is None:
+        return
+    fields = {k for k in CompileOptions.__dataclass_fields__ if k != "extra"}
+    mine = fields | own
+    unknown = [k for k in options if k not in mine]
+    if not unknown:
+        return
+    others: set[str] = set()
+    for spec in _collect().values():
+        others.update(spec.options)
+    bad = [k for k in unknown if k not in others]
+    if not bad:
+        return
+    k = bad[0]
+    close = difflib.get_close_matches(k, sorted(mine | others), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    name = getattr(backend_cls, "name", backend_cls.__name__)
+    raise InvalidConstraintError(f"unknown option {k!r} for backend {name!r}{hint} "
+                                 f"(options: {', '.join(sorted(mine))})")
 
 
 def list_backends() -> list[BackendInfo]:

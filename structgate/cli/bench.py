@@ -18,6 +18,16 @@ import sys
 
 from ..errors import StructgateError
 
+#: ``structgate bench --help`` text (plain, not reStructuredText)
+HELP = """Head-to-head benchmarks of the registered backends, each in isolated worker processes.
+
+  maskbench  MaskBench method on MaskBench-format JSONL (compile, mask time, valid/invalid outcomes)
+  jsts       JSON-Schema-Test-Suite coverage per backend and keyword file
+  regex      regex corpora: compile and mask time, agreement with Python re
+
+Common options: --backends, --tokenizer, --limit, --timeout-s, --jobs, --checkpoint, --json,
+--markdown, --details, --plot. Run `structgate bench COMMAND --help` for each command's options."""
+
 DEFAULT_MASKBENCH = "/work/shared/data/maskbench"
 DEFAULT_JSTS = "/work/shared/data/json-schema-test-suite"
 
@@ -91,7 +101,7 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="head-to-head benchmarks of backends (MaskBench, JSON-Schema-Test-Suite, regex)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     bsub = p.add_subparsers(dest="bench_command", metavar="BENCH")
 
     m = bsub.add_parser("maskbench", help="MaskBench method on MaskBench-format JSONL (folder or file)")

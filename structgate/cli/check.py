@@ -3,7 +3,8 @@
 ::
 
     structgate check --backend NAME --tokenizer TOK
-                     (--regex R | --json-schema FILE_OR_JSON | --choice A --choice B ... | --grammar FILE)
+                     (--regex R | --json-schema FILE_OR_JSON | --choice A --choice B ... | --grammar FILE
+                      | --json-object)
                      [--text S ...] [--jsonl FILE] [--json]
 
 Each text is tokenized without special tokens (``Vocabulary.encode``); every token must be allowed
@@ -42,12 +43,13 @@ def add_parser(sub) -> None:
 
 def add_constraint_arguments(group) -> None:
     """The constraint options every subcommand that compiles one shares (``--regex``,
-    ``--json-schema``, ``--choice``, ``--grammar``), read back by :func:`_constraint`."""
+    ``--json-schema``, ``--choice``, ``--grammar``, ``--json-object``), read back by :func:`_constraint`."""
     group.add_argument("--regex", help="regular expression (full match)")
     group.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_JSON",
                        help="JSON Schema: a file path if it exists, else JSON text")
     group.add_argument("--choice", action="append", help="one allowed string (repeat for more)")
     group.add_argument("--grammar", metavar="FILE", help="grammar file (.lark, .gbnf/.ebnf)")
+    group.add_argument("--json-object", dest="json_object", action="store_true", help="any JSON object")
 
 
 def _constraint(args):
@@ -67,6 +69,8 @@ def _constraint(args):
         return Constraint.json_schema(src)
     if args.choice is not None:
         return Constraint.choice(args.choice)
+    if getattr(args, "json_object", False):
+        return Constraint.json_object()
     ext = os.path.splitext(args.grammar)[1].lower()
     with open(args.grammar, encoding="utf-8") as f:
         text = f.read()
@@ -96,8 +100,7 @@ def _texts(args) -> list[str]:
     return texts
 
 
-class _UsageError(Exception):
-    pass
+from . import UsageError as _UsageError  # noqa: E402  (re-exported name used by diff)
 
 
 def check_text(matcher, vocab, text: str, bitmask) -> dict:
@@ -120,15 +123,6 @@ def check_text(matcher, vocab, text: str, bitmask) -> dict:
     return {"text": text, "accepted": rejected_at is None, "rejected_at": rejected_at, "n_tokens": len(ids)}
 
 
-def _one_line(e) -> str:
-    """The typed error as one line (a syntax error names the position and the pattern)."""
-    from ..errors import GrammarSyntaxError
-
-    if isinstance(e, GrammarSyntaxError):
-        loc = f" in {e.where}" if e.where else ""
-        pat = e.pattern if len(e.pattern) <= 120 else e.pattern[:117] + "..."
-        return f"{e.message} at position {e.position}{loc} of {pat!r}"
-    return " ".join(str(e).split())
 
 
 def run(args) -> int:
@@ -138,6 +132,7 @@ def run(args) -> int:
     from ..bitmask import allocate_bitmask
     from ..errors import StructgateError
     from ..vocab import load_vocabulary
+    from . import describe_error
 
     prog = "structgate check"
     try:
@@ -149,9 +144,9 @@ def run(args) -> int:
         grammar = backend.compile(constraint)
         compile_ms = (time.perf_counter() - t0) * 1e3
     except StructgateError as e:
-        print(f"{prog}: error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
+        print(f"{prog}: error: {describe_error(e)}", file=sys.stderr)
         return 2
-    except (ValueError, OSError, _UsageError) as e:
+    except (ValueError, OSError) as e:
         print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 

@@ -26,6 +26,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: ``structgate demo --help`` text (plain, not reStructuredText)
+HELP = ("Start vllm serve on the embedded tiny model (random weights) with --structured-output-backend "
+        "NAME, send JSON-schema chat completions and regex / choice completions, and check every output "
+        "(jsonschema, re.fullmatch, membership). Each output is reported as valid, cut (stopped at "
+        "max_tokens with a valid prefix), invalid or error. Exit status: 0 when no output is invalid and "
+        "no request failed, 1 otherwise, 2 on a usage error (unknown backend, bad --schemas file).")
+
 #: (name, JSON Schema) sent as chat completions with response_format json_schema
 DEMO_SCHEMAS: list[tuple[str, dict]] = [
     ("person (nested object, integer range, pattern)", {
@@ -124,7 +131,7 @@ class DemoResult:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="start vllm serve on the embedded tiny model and check structured outputs",
-                       description=__doc__.split("\n\n")[0])
+                       description=HELP)
     p.add_argument("--backend", default="native",
                    help="structured-output backend name (structgate or vLLM's own); default: native")
     p.add_argument("--schemas", metavar="FILE.jsonl", help="extra JSON Schemas, one per line, sent as json_schema requests")

@@ -42,7 +42,6 @@ def add_parser(sub) -> None:
 
     g = p.add_mutually_exclusive_group(required=False)
     add_constraint_arguments(g)
-    g.add_argument("--json-object", dest="json_object", action="store_true", help="any JSON object")
     g.add_argument("--maskbench", nargs="+", metavar="FILE_OR_DIR",
                    help="long run over MaskBench JSONL files (schemas + valid instances)")
     p.add_argument("--limit", type=int, default=None, help="--maskbench: at most N schemas")
@@ -104,12 +103,11 @@ def run(args) -> int:
                              if isinstance(e, BaseException))
             raise _UsageError(f"fewer than two backends compile the constraint ({errs})")
     except StructgateError as e:
-        msg = str(e).splitlines()
-        print(f"{prog}: error: {type(e).__name__}: {msg[0] if msg else ''}", file=sys.stderr)
-        for line in msg[1:]:
-            print(line, file=sys.stderr)
+        from . import describe_error
+
+        print(f"{prog}: error: {describe_error(e)}", file=sys.stderr)
         return 2
-    except (ValueError, OSError, _UsageError) as e:
+    except (ValueError, OSError) as e:
         print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,140 @@
+"""What a new user sees when something is wrong (issue 13, item 4): unknown options with a
+did-you-mean, vLLM backend names pointed at the structgate name, usage errors without internal
+class names, syntax errors with a caret, plain help texts, ``check --json-object``."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.backends.interface import CompileOptions
+from structgate.backends.registry import backend_names, get_backend_spec
+from structgate.cli import main
+from structgate.errors import BackendNotFoundError, InvalidConstraintError
+from structgate.testing import tiny_vocabulary
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "structgate"
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return tiny_vocabulary()
+
+
+# -- options ----------------------------------------------------------------------------------------
+def test_option_typo_is_refused_with_did_you_mean(vocab):
+    with pytest.raises(InvalidConstraintError, match=r"unknown option 'max_whitspace' for backend 'native'; "
+                                                     r"did you mean 'max_whitespace'\?"):
+        get_backend("native", vocab, max_whitspace=3)
+    with pytest.raises(InvalidConstraintError, match="unknown option 'bogus'"):
+        get_backend("native", vocab, bogus=1)
+    # the same check when the class is constructed directly
+    from structgate.native.backend import NativeBackend
+
+    with pytest.raises(InvalidConstraintError, match="did you mean 'compile_timeout_s'"):
+        NativeBackend(vocab, compile_timeout=3)
+
+
+def _module_backend(path: pathlib.Path) -> str | None:
+    rel = path.relative_to(ROOT).as_posix()
+    if rel.startswith("native/"):
+        return "native"
+    return {"adapters/xgrammar.py": "structgate-xgrammar", "adapters/llguidance.py": "structgate-llguidance",
+            "adapters/outlines_core.py": "structgate-outlines-core", "backends/auto.py": "structgate-auto"}.get(rel)
+
+
+def _extras_read() -> dict[str, set[str]]:
+    """Every option key read from ``options.extra`` in structgate's sources, per backend (grep)."""
+    found: dict[str, set[str]] = {}
+    pat = re.compile(r"""extra(?:\.get\(|\[)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+    for path in ROOT.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        keys = set(pat.findall(text))
+        if not keys:
+            continue
+        name = _module_backend(path)
+        assert name is not None, f"{path} reads extra options {sorted(keys)} but belongs to no backend"
+        found.setdefault(name, set()).update(keys)
+    return found
+
+
+def test_declared_extras_are_exactly_the_extras_read(vocab):
+    """Each backend accepts exactly the extra options its code reads (none forgotten, none stale)."""
+    read = _extras_read()
+    assert {"compile_cache_size", "formats", "max_regex_size"} <= read["native"]
+    for name, keys in read.items():
+        spec = get_backend_spec(name)
+        declared = set(spec.options) | set(getattr(spec.load_factory(), "extra_options", None) or ())
+        assert declared == keys, (name, sorted(declared ^ keys))
+    for key in read["native"]:  # accepted by the registry and by the class
+        get_backend("native", vocab, **{key: _sample(key)})
+
+
+def _sample(key: str):
+    return {"formats": "lenient"}.get(key, 10_000)
+
+
+def test_other_backends_extras_are_accepted_for_shared_option_sets(vocab):
+    """One option set serves structgate-auto / diff / STRUCTGATE_BACKEND_OPTIONS: an extra another
+    backend declares is ignored, not refused."""
+    b = get_backend("native", vocab, xgrammar_indent=2, formats="lenient")
+    assert b.options.extra == {"xgrammar_indent": 2, "formats": "lenient"}
+    assert get_backend("native", vocab, max_whitespace=2).options.max_whitespace == 2
+    assert "max_whitespace" in CompileOptions.__dataclass_fields__
+
+
+# -- backend names ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("vllm_name,ours", [("xgrammar", "structgate-xgrammar"), ("guidance", "structgate-llguidance"),
+                                            ("outlines", "structgate-outlines-core")])
+def test_vllm_backend_names_point_at_the_structgate_name(vllm_name, ours):
+    with pytest.raises(BackendNotFoundError) as ei:
+        get_backend_spec(vllm_name)
+    assert ours in backend_names()
+    assert f"vLLM's own backend name" in str(ei.value) and repr(ours) in str(ei.value)
+
+
+def test_backend_typo_did_you_mean(capsys):
+    assert main(["check", "--backend", "natve", "--regex", "a", "--text", "a"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'native'?" in err
+
+
+# -- CLI messages -------------------------------------------------------------------------------------
+def test_usage_errors_show_no_internal_class_name(capsys):
+    assert main(["diff", "--backends", "native", "--regex", "a", "--text", "a"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("structgate diff: error: --backends needs at least two names")
+    assert "_UsageError" not in err and "UsageError" not in err
+
+
+def test_syntax_errors_have_a_caret(capsys):
+    assert main(["check", "--regex", "ab(c", "--text", "x"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("structgate check: error: GrammarSyntaxError:") and "position 2" in lines[0]
+    assert lines[1].strip() == "ab(c"
+    assert lines[2].index("^") == lines[1].index("ab(c") + 2
+
+
+def test_check_json_object(capsys):
+    assert main(["check", "--json-object", "--text", '{"a": 1}', "--text", "[]", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert [r["accepted"] for r in out["results"]] == [True, False]
+
+
+def test_check_without_texts_says_so(capsys):
+    assert main(["check", "--regex", "a"]) == 0
+    assert "nothing to check" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["bench", "--help"], ["demo", "--help"]])
+def test_help_is_plain_text(argv, capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(argv)
+    assert ei.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out and ":func:" not in out
+    assert "maskstep_cmd" not in out and "Other modules may add" not in out
