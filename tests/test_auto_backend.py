@@ -172,3 +172,18 @@ def test_wrap_keeps_the_engine_and_adds_others(vocab):
         w.compile(Constraint.json_schema(HALVES))  # the wrapped chain does not fall back
     with pytest.raises(BackendNotFoundError):
         w.compile_with("nope", Constraint.regex("a"))
+
+
+def test_requested_backend_reads_extra_args():
+    from types import SimpleNamespace
+
+    from structgate.plugin.request_backend import REQUEST_KEY, requested_backend
+
+    assert requested_backend(SimpleNamespace(extra_args=None)) is None
+    assert requested_backend(SimpleNamespace(extra_args={"other": 1})) is None
+    assert requested_backend(SimpleNamespace(extra_args={REQUEST_KEY: "native"})) == "native"
+    if _installed("structgate-llguidance"):
+        assert requested_backend(SimpleNamespace(extra_args={REQUEST_KEY: "sg-llguidance"})) == "structgate-llguidance"
+    for bad in ("nope", "xgrammar", 5):  # unknown, vLLM's own name, not a string
+        with pytest.raises(ValueError, match=REQUEST_KEY):
+            requested_backend(SimpleNamespace(extra_args={REQUEST_KEY: bad}))

@@ -347,13 +347,20 @@ class StructgateVllmBackend(_VBackend):
             return {"entries": len(self._cache), "bytes": sum(self._cache_bytes.values())}
 
     def compile_grammar(self, request_type: Any, grammar_spec: str,
-                        stop_token_ids: set[int] | None = None) -> StructgateVllmGrammar:
+                        stop_token_ids: set[int] | None = None, *,
+                        backend_name: str | None = None) -> StructgateVllmGrammar:
         """Compile (cached by constraint) and return a fresh per-request grammar.
+
+        ``backend_name``: a per-request engine choice (:mod:`structgate.plugin.request_backend`);
+        None or the server's own name compiles with the server's backend. The compile metrics and
+        the grammar's ``backend_name`` name the engine that served it (``served_by`` of
+        ``structgate-auto`` grammars).
 
         Raises
         ------
         StructgateError
-            The constraint does not compile (fails only this request).
+            The constraint does not compile, or ``backend_name`` is unknown / not installed (fails
+            only this request).
         """
         import time
 
@@ -365,7 +372,8 @@ class StructgateVllmBackend(_VBackend):
         except Exception as e:
             metrics.record_compile_failure(self.backend_name, kind, getattr(e, "kind", "syntax"))
             raise
-        key = c.cache_key()
+        other = backend_name is not None and backend_name != self.backend_name
+        key = (f"{backend_name}\x00" if other else "") + c.cache_key()
         with self._cache_lock:
             compiled = self._cache.get(key)
             if compiled is not None:
@@ -374,11 +382,12 @@ class StructgateVllmBackend(_VBackend):
         if compiled is None:
             t0 = time.perf_counter()
             try:
-                compiled = self.sg_backend.compile(c)
+                compiled = self._compile_with(backend_name, c) if other else self.sg_backend.compile(c)
             except Exception as e:
                 metrics.record_compile_failure(self.backend_name, c.kind, getattr(e, "kind", None) or "internal")
                 raise
-            metrics.record_compile(self.backend_name, c.kind, time.perf_counter() - t0)
+            metrics.record_compile(getattr(compiled, "served_by", self.backend_name), c.kind,
+                                   time.perf_counter() - t0)
             size = metrics.approx_nbytes(compiled)
             with self._cache_lock:
                 self._cache[key] = compiled
@@ -386,8 +395,24 @@ class StructgateVllmBackend(_VBackend):
                 while len(self._cache) > CACHE_ENTRIES:
                     old, _ = self._cache.popitem(last=False)
                     self._cache_bytes.pop(old, None)
-            record("compile", self.backend_name, kind=c.kind)
-        return StructgateVllmGrammar(compiled.matcher(), self.backend_name, self._eos)
+            record("compile", self.backend_name, kind=c.kind,
+                   served_by=getattr(compiled, "served_by", self.backend_name))
+        return StructgateVllmGrammar(compiled.matcher(), getattr(compiled, "served_by", self.backend_name), self._eos)
+
+    def _compile_with(self, name: str, constraint: Constraint):
+        """Compile with engine ``name`` (a per-request choice). The server's backend is wrapped once
+        in :class:`~structgate.backends.auto.AutoBackend` (same instance, vocabulary and caches), so
+        one batched bitmask fill serves matchers of several engines."""
+        from ..backends.auto import AutoBackend
+
+        with self._cache_lock:
+            if not isinstance(self.sg_backend, AutoBackend):
+                self.sg_backend = AutoBackend.wrap(self.sg_backend)
+            router = self.sg_backend
+        compiled = router.compile_with(name, constraint)
+        logger.info("structgate: request-chosen backend %r serves a %s constraint", compiled.served_by,
+                    constraint.kind)
+        return compiled
 
     def allocate_token_bitmask(self, max_num_seqs: int):
         """int32 CPU tensor ``(max_num_seqs, ceil(vocab_size/32))`` filled with -1 (all allowed)."""

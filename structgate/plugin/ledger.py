@@ -79,6 +79,7 @@ PATCH_MODULES: tuple[str, ...] = (
     "structgate.plugin.patches",
     "structgate.plugin.sampler_hook",
     "structgate.plugin.scheduler_hook",
+    "structgate.plugin.request_backend",
 )
 
 #: entries whose failure turns only their own feature off (structgate keeps working on vLLM's code
@@ -93,11 +94,14 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
     "metrics-mask-fill",
     "metrics-dir",
     "cpu-env-defaults",                 # the user sets VLLM_CPU_KVCACHE_SPACE
+    "request-backend-validate",         # per-request engine choice (vllm_xargs) off
+    "request-backend-compile",
 })
 
 #: ``prerequisite -> dependants``: a dependant is skipped when its prerequisite failed
 PREREQUISITES: dict[str, tuple[str, ...]] = {
     "scheduler-fill-loop-check": ("scheduler-batched-bitmask",),
+    "request-backend-validate": ("request-backend-compile",),
 }
 
 #: set to 1 to apply the patches on a vLLM release outside :data:`SUPPORTED_VLLM` (at your risk)
