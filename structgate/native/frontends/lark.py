@@ -7,8 +7,10 @@ Supported
   terminals ``NAME: ...`` (upper-case names); the start rule is ``start``;
 * a definition continues on the next line when that line starts with ``|``, inside ``(...)`` /
   ``[...]``, and after a ``\`` at the end of a line; comments ``//`` and ``#`` to the end of the line;
-* atoms: rule and terminal names, string literals ``"..."`` (Python escapes: ``\n \t \r \f \v \a \b
-  \0 \\ \" \' \xHH \uHHHH \UHHHHHHHH``; an unknown escape keeps its backslash, as Python does),
+* atoms: rule and terminal names, string literals ``"..."`` (the escapes Lark evaluates: ``\n \t \r
+  \f \\ \" \xHH \uHHHH \UHHHHHHHH``; any other keeps its backslash, as in Lark: ``"\d"`` is two
+  characters, ``"\/"`` too — llguidance reads literals as JSON strings instead, so ``"\/"`` is
+  ``/`` there and ``\x`` / ``\U`` / ``\0`` make it refuse the grammar),
   case-insensitive literals ``"..."i``, literal ranges ``"a".."z"``, regexes ``/.../flags``
   (flags ``i m s u x``; the regex dialect is :mod:`structgate.native.regex.parser`, where ``\d \w``
   are ASCII), groups ``( ... )``;
@@ -129,8 +131,8 @@ _TOKEN = re.compile(r"""
 | (?P<PUNCT>[:|()\[\]{}+*?~.,!<>=&])
 """, re.VERBOSE)
 
-_ESC = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "b": "\b", "0": "\0",
-        "\\": "\\", '"': '"', "'": "'"}
+#: the escapes Lark evaluates in a literal (``eval_escaping``); any other keeps its backslash
+_ESC = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "\\": "\\", '"': '"'}
 
 
 @dataclass
@@ -505,7 +507,7 @@ class _Parser:
                 out.append(chr(cp))
                 i += 2 + k
             else:
-                out.append("\\" + e)  # Python keeps unknown escapes
+                out.append("\\" + e)  # as Lark: e.g. "\d" is a backslash and a d
                 i += 2
         return "".join(out)
 
