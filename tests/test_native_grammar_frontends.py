@@ -135,6 +135,7 @@ def test_gbnf_files_parse_the_same_in_both_dialects(name):
     assert detect_grammar_format(text) == "ebnf"
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", GBNF_FILES)
 def test_gbnf_hand_written_strings(name, xgr, native):
     text = gbnf_text(name)
@@ -164,6 +165,7 @@ def _random_cases(ref: Reference, seed: int, n: int, fixed=None, avoid=frozenset
     return out
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", GBNF_FILES)
 def test_gbnf_random_walks_agree_with_xgrammar_and_native(name, xgr, native):
     text = gbnf_text(name)
@@ -179,6 +181,7 @@ def test_gbnf_random_walks_agree_with_xgrammar_and_native(name, xgr, native):
     assert 0 < sum(verdicts) < len(verdicts)  # both verdicts exercised
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", ["json.gbnf", "c.gbnf", "chess.gbnf", "arithmetic.gbnf"])
 def test_gbnf_masks_same_as_xgrammar(name, vocab, xgr, native):
     text = gbnf_text(name)
@@ -207,6 +210,7 @@ def _nested(depth: int) -> list[tuple[str, bool]]:
             (obj + "}", False), (obj[:-1] + "]", False)]
 
 
+@pytest.mark.engines
 def test_nesting_40_deep_gbnf(xgr, native):
     text = gbnf_text("json.gbnf")
     ref = Reference(parse_gbnf(text))
@@ -218,6 +222,7 @@ def test_nesting_40_deep_gbnf(xgr, native):
         assert engine_run(gx, s) == r == engine_run(gn, s), s
 
 
+@pytest.mark.engines
 def test_nesting_40_deep_lark(llg, native):
     text = lark_text("json.lark")
     ref = Reference(parse_lark(text))
@@ -230,6 +235,7 @@ def test_nesting_40_deep_lark(llg, native):
 
 
 # -- GBNF syntax details ------------------------------------------------------------------------------
+@pytest.mark.engines
 @pytest.mark.parametrize("body,good,bad,in_xgrammar", [
     (r'"\x41\u00e9\U0001F600\n\t\r\\\""', ["Aé😀\n\t\r\\\""], ["A"], True),
     (r'"\[\]"', ["[]"], ["\\[\\]"], False),  # llama.cpp's \[ \] in literals; XGrammar refuses them
@@ -399,6 +405,7 @@ def test_every_lark_file_is_covered():
     assert set(LARK_FILES) == set(LARK_HAND) == set(LARK_RANDOM)
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", LARK_FILES)
 def test_lark_hand_written_strings(name, llg, native):
     text = lark_text(name)
@@ -414,6 +421,7 @@ def test_lark_hand_written_strings(name, llg, native):
         assert engine_run(gn, s) == r, ("native", name, s)
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", LARK_FILES)
 def test_lark_random_walks_agree_with_llguidance_and_native(name, llg, native):
     text = lark_text(name)
@@ -456,6 +464,7 @@ MASK_LARK = {
 }
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", sorted(MASK_LARK))
 def test_lark_masks_same_as_llguidance(name, vocab, llg, native):
     text = MASK_LARK[name]
@@ -476,6 +485,7 @@ def test_lark_masks_same_as_llguidance(name, vocab, llg, native):
 
 
 # -- Lark notation -----------------------------------------------------------------------------------
+@pytest.mark.engines
 @pytest.mark.parametrize("text,good,bad", [
     ('start: a [b] c?\n?a: "x"\nb: "y"\nc: "z"\n', ["x", "xy", "xyz", "xz"], ["", "y", "xzy"]),
     ('start: "a"~3 "b" ~ 1 .. 2\n', ["aaab", "aaabb"], ["aab", "aaa", "aaabbb"]),
@@ -528,6 +538,7 @@ def test_common_terminals_match_lark(name):
 
 
 # -- the documented differences from a lexer ----------------------------------------------------------
+@pytest.mark.engines
 def test_longest_match_difference_is_as_documented(llg):
     lark = pytest.importorskip("lark")
     text = 'start: A "a"\nA: /a+/\n'
@@ -540,6 +551,7 @@ def test_longest_match_difference_is_as_documented(llg):
     lark.Lark(text, parser="earley", lexer="dynamic_complete").parse("aa")  # scannerless: accepted
 
 
+@pytest.mark.engines
 def test_lark_trailing_ignore_difference_is_as_documented(llg):
     """llguidance takes ignored text after a complete sentence when another lexeme could follow;
     structgate allows it between lexemes only (never leading, never trailing)."""
@@ -567,6 +579,7 @@ def test_lark_string_escapes_match_lark(body):
             assert not ref.accepts(other), (body, other)
 
 
+@pytest.mark.engines
 def test_lark_escaped_string_difference_is_as_documented(llg):
     lark = pytest.importorskip("lark")
     text = "start: ESCAPED_STRING\n%import common.ESCAPED_STRING\n"
@@ -577,6 +590,7 @@ def test_lark_escaped_string_difference_is_as_documented(llg):
     assert engine_run(llg.compile(Constraint.grammar(text, "lark")), '"a\nb"')[0]  # llguidance takes it
 
 
+@pytest.mark.engines
 def test_lark_case_folding_difference_is_as_documented(llg):
     text = 'start: "i"i "s"i "k"i\n'
     ref = Reference(parse_lark(text))

@@ -46,9 +46,13 @@ decides something the grammar leaves open:
   accept more strings here than in llguidance;
 * **terminal collisions**: a lexer that sees ``if`` where both ``"if"`` and ``NAME`` fit picks
   one by priority/length; here both readings are grammatical;
-* **%ignore**, as llguidance does it: ignored text ``(I1 | I2 | ...)*`` may appear **between two
-  lexemes only** — not before the first lexeme, not after the last (Lark's own lexer also skips
-  it there; llguidance does not, and structgate follows llguidance), and never inside a terminal.
+* **%ignore**: ignored text ``(I1 | I2 | ...)*`` may appear **between two lexemes only** — not
+  before the first lexeme, not after the last, never inside a terminal. Lark's own lexer also
+  skips it before the first and after the last lexeme. llguidance never takes it before the first
+  lexeme, and takes it after the last one only when the text so far is a sentence *and* another
+  lexeme could follow (``start: "a" "b"?`` accepts ``"a "``; ``start: "a" "b"`` refuses ``"ab "``);
+  that condition is not context-free in general, so structgate takes the strict reading (it
+  accepts a subset of llguidance's strings there: a sentence followed by white space and EOS).
   Construction: every terminal occurrence in a *rule* body (named terminals, literals, regexes;
   not the insides of terminal definitions) becomes ``%ignore T``; each rule ``R`` reachable from
   the start also gets ``R/first``, its derivations whose first lexeme carries no ``%ignore``; the
