@@ -16,6 +16,9 @@ What is checked (each a test method; names are the keys of ``deviations``):
   :class:`~structgate.errors.MatcherStateError`;
 * ``test_validate_does_not_change_state`` and ``test_rejected_advance_is_atomic``;
 * ``test_mask_agrees_with_advance``: a token is allowed iff ``advance`` accepts it (sampled);
+* ``test_forced_tokens_match_definition``: ``forced_tokens(k)`` equals its definition (exactly one
+  allowed non-EOS id per step, found through ``allowed_token_ids``) at every prefix of every corpus
+  accept path, leaves the state unchanged, and ``forced_bytes`` agrees with it;
 * ``test_reset``; ``test_thread_safety`` (one compiled grammar, 4 threads, same masks);
 * ``test_unsupported_kind_raises``: a kind outside ``supported_kinds`` raises
   :class:`~structgate.errors.ConstraintKindError`;
@@ -316,6 +319,64 @@ class BackendConformance:
         assert not m.is_terminated() and (row_of(m) == start).all()
         with pytest.raises(MatcherStateError):
             m.rollback(1)
+
+    def _accepted_prefixes(self, g: CompiledGrammar, entry: CorpusEntry, vocab: Vocabulary):
+        """Yield (matcher, path, step) at every prefix of every accept path, as far as the backend
+        accepts it (acceptance itself is the corpus tests' business)."""
+        for path in self._paths(entry, vocab):
+            m = g.matcher()
+            yield m, path, -1
+            for i, t in enumerate(path):
+                if not m.advance(t):
+                    break
+                yield m, path, i
+
+    @staticmethod
+    def _forced_oracle(m: Matcher, vocab: Vocabulary, max_n: int) -> list[int]:
+        """``forced_tokens`` by its definition, through the public API only: while the allowed ids
+        are exactly one non-EOS id, take it; then roll back."""
+        out: list[int] = []
+        eos = set(vocab.eos_token_ids)
+        try:
+            while len(out) < max_n and not m.is_terminated():
+                ids = m.allowed_token_ids()
+                if len(ids) != 1 or int(ids[0]) in eos:
+                    break
+                assert m.advance(int(ids[0])), f"the only allowed token {vocab.describe(int(ids[0]))} was rejected"
+                out.append(int(ids[0]))
+        finally:
+            if out:
+                m.rollback(len(out))
+        return out
+
+    @pytest.mark.parametrize("entry_id", _CORPUS_IDS)
+    def test_forced_tokens_match_definition(self, backend, vocab, entry_id):
+        """``forced_tokens(k)`` equals the definition at every prefix of every accept path (k = 1, 3,
+        16), never changes the state, is empty when terminated / for k = 0, and the forced bytes start
+        with the forced tokens' bytes."""
+        e = next(x for x in CORPUS if x.id == entry_id)
+        g = self._compile_entry(backend, e)
+        for m, path, i in self._accepted_prefixes(g, e, vocab):
+            before = row_of(m)
+            rest_before = m.validate(path[i + 1:])
+            want = self._forced_oracle(m, vocab, 16)
+            for k in (1, 3, 16):
+                got = m.forced_tokens(k)
+                assert got == want[:k], (f"{e.id} after {i + 1} tokens, k={k}: forced_tokens "
+                                         f"{[vocab.describe(t) for t in got]} != definition "
+                                         f"{[vocab.describe(t) for t in want[:k]]}")
+            assert (row_of(m) == before).all(), "forced_tokens changed the state"
+            assert m.forced_tokens(0) == []
+            fb = m.forced_bytes()
+            assert isinstance(fb, bytes)
+            tb = b"".join(vocab.token_bytes[t] for t in want)
+            assert fb.startswith(tb) or tb.startswith(fb), (fb, tb)
+            assert m.validate(path[i + 1:]) == rest_before, "forced_tokens changed the history"
+        m = g.matcher()
+        if m.advance(vocab.encode(e.accept[0]) + [vocab.eos_token_ids[0]]):
+            assert m.is_terminated() and m.forced_tokens(8) == []
+        with pytest.raises(MatcherStateError):
+            m.forced_tokens(-1)
 
     def test_thread_safety(self, contract_grammar, vocab):
         g, e = contract_grammar
