@@ -121,6 +121,26 @@ class NativeCompiledGrammar(CompiledGrammar):
                 f"compile_ms={self.compile_s * 1e3:.1f})")
 
 
+_JSON_STRING_AST = None
+
+
+def _share_json_string(grammar):
+    """Match every unconstrained JSON string through one called rule ``__json_string`` (its masks,
+    which allow most of the vocabulary, are then computed once per grammar instead of once per
+    string position; only tokens that close the string mid-token are checked against the stack)."""
+    global _JSON_STRING_AST
+    from .ir import share_subtree
+
+    if _JSON_STRING_AST is None:
+        from .json_schema import STRING
+        from .regex import parse_regex
+
+        _JSON_STRING_AST = parse_regex(STRING)
+    if "__json_string" in grammar.rules:
+        return grammar
+    return share_subtree(grammar, _JSON_STRING_AST, "__json_string")
+
+
 def _has_inner_anchor(node) -> bool:
     from .regex.parser import Alt, Anchor, Concat, Repeat
 
@@ -194,14 +214,14 @@ class NativeBackend(Backend):
             from . import json_schema as js
 
             if hasattr(js, "schema_to_grammar"):
-                return js.schema_to_grammar(constraint.value, self.options).check()
-            return self._regex_grammar(js.schema_to_regex(constraint.value, self._v1_options()))
+                return _share_json_string(js.schema_to_grammar(constraint.value, self.options)).check()
+            return _share_json_string(self._regex_grammar(js.schema_to_regex(constraint.value, self._v1_options())))
         if kind == "json_object":
             from . import json_schema as js
 
             if hasattr(js, "json_object_grammar"):
-                return js.json_object_grammar(self.options).check()
-            return self._regex_grammar(js.json_object_regex(self._v1_options()))
+                return _share_json_string(js.json_object_grammar(self.options)).check()
+            return _share_json_string(self._regex_grammar(js.json_object_regex(self._v1_options())))
         if kind == "grammar" and "grammar" in self.supported_kinds:
             from .frontends import parse_grammar
 

@@ -33,7 +33,7 @@ from ..errors import GrammarSyntaxError, InvalidConstraintError
 from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
 
 __all__ = ["Ref", "ByteSet", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
-           "chars", "ref", "byteset", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
+           "chars", "ref", "byteset", "share_subtree", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +167,9 @@ class Grammar:
         The grammar text (for carets in :class:`GrammarSyntaxError`), may be empty.
     positions : dict[str, int]
         Optional per-rule 0-based offset of the rule's definition in :attr:`source`.
+    keep_calls : set[str]
+        Rules the engine must match through the stack even when it would inline them (rules
+        reused in many places whose masks are then computed once, e.g. the JSON string).
     """
 
     rules: dict[str, Expr]
@@ -174,6 +177,7 @@ class Grammar:
     origin: dict[str, str] = field(default_factory=dict)
     source: str = ""
     positions: dict[str, int] = field(default_factory=dict)
+    keep_calls: set[str] = field(default_factory=set)
 
     # -- analysis -----------------------------------------------------------------------------------
     def _err(self, rule: str, msg: str) -> GrammarSyntaxError:
@@ -181,15 +185,27 @@ class Grammar:
         return GrammarSyntaxError(msg, self.source, self.positions.get(rule, 0), where)
 
     def references(self, name: str) -> set[str]:
-        """Names referenced anywhere in rule ``name``'s body."""
+        """Names referenced anywhere in rule ``name``'s body (memoised per body object; shared
+        subtrees are visited once)."""
+        body = self.rules[name]
+        memo = self.__dict__.setdefault("_refs_memo", {})
+        hit = memo.get(name)
+        if hit is not None and hit[0] is body:
+            return hit[1]
         out: set[str] = set()
-        stack = [self.rules[name]]
+        seen: set[int] = set()
+        stack = [body]
         while stack:
             n = stack.pop()
             if isinstance(n, Ref):
                 out.add(n.name)
-            else:
+            elif isinstance(n, (Concat, Alt, Repeat)):
+                k = id(n)
+                if k in seen:
+                    continue
+                seen.add(k)
                 stack.extend(_children(n))
+        memo[name] = (body, out)
         return out
 
     def reachable(self) -> list[str]:
@@ -323,6 +339,88 @@ class Grammar:
             raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "
                                          "string (every alternative needs an unproductive rule or an empty set)")
         return self
+
+
+def share_subtree(grammar: Grammar, target: Expr, name: str) -> Grammar:
+    """A grammar where every subtree equal to ``target`` is replaced by a reference to a new rule
+    ``name`` (body ``target``), kept as a call (:attr:`Grammar.keep_calls`) so that its token masks
+    are computed once for every place it occurs. Returns ``grammar`` itself when nothing matched.
+    Linear in the grammar size (iterative, shared subtrees rebuilt once)."""
+    if name in grammar.rules:
+        raise InvalidConstraintError(f"rule name {name!r} is already defined")
+    tkind = type(target)
+    tlen = len(target.items) if isinstance(target, (Concat, Alt)) else -1
+    window = isinstance(target, Concat) and tlen > 1  # also match a run of items in a longer concatenation
+    hit = False
+    memo: dict[int, Expr] = {}
+    new_rules: dict[str, Expr] = {}
+    keep: list = []
+    for rname, body in grammar.rules.items():
+        stack = [(body, False)]
+        out: list[Expr] = []
+        while stack:
+            nd, done = stack.pop()
+            k = id(nd)
+            if not done:
+                if k in memo:
+                    out.append(memo[k])
+                    continue
+                if type(nd) is tkind and (tlen < 0 or len(nd.items) == tlen) and nd == target:
+                    memo[k] = Ref(name)
+                    keep.append(nd)
+                    hit = True
+                    out.append(memo[k])
+                    continue
+                if isinstance(nd, (Concat, Alt)):
+                    stack.append((nd, True))
+                    stack.extend((x, False) for x in reversed(nd.items))
+                    continue
+                if isinstance(nd, Repeat):
+                    stack.append((nd, True))
+                    stack.append((nd.item, False))
+                    continue
+                memo[k] = nd
+                out.append(nd)
+                continue
+            if isinstance(nd, Repeat):
+                item = out.pop()
+                r = nd if item is nd.item else Repeat(item, nd.min, nd.max)
+            else:
+                c = len(nd.items)
+                items = tuple(out[len(out) - c:])
+                del out[len(out) - c:]
+                if window and isinstance(nd, Concat) and c > tlen:
+                    items, found = _replace_window(items, target.items, name)
+                    hit = hit or found
+                same = len(items) == c and all(a is b for a, b in zip(items, nd.items))
+                r = nd if same else (items[0] if len(items) == 1 else type(nd)(items))
+            memo[k] = r
+            keep.append(nd)
+            out.append(r)
+        new_rules[rname] = out[0]
+    if not hit:
+        return grammar
+    new_rules[name] = target
+    return Grammar(new_rules, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
+                   set(grammar.keep_calls) | {name})
+
+
+def _replace_window(items: tuple, pat: tuple, name: str) -> tuple[tuple, bool]:
+    """Replace every non-overlapping run of ``items`` equal to ``pat`` by ``Ref(name)``."""
+    out = []
+    i = 0
+    n, m = len(items), len(pat)
+    found = False
+    first = pat[0]
+    while i < n:
+        if i + m <= n and items[i] == first and all(items[i + j] == pat[j] for j in range(1, m)):
+            out.append(Ref(name))
+            i += m
+            found = True
+        else:
+            out.append(items[i])
+            i += 1
+    return (tuple(out), True) if found else (items, False)
 
 
 def _nullable(n: Expr, null: set[str]) -> bool:

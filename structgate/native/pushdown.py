@@ -105,6 +105,9 @@ class GrammarNFA:
         self.live = bytearray()
         self.byte_classes = STANDARD_BYTE_CLASSES
         self.n_calls = 0
+        self.owner: list[int] = []
+        self.rule_has_calls: list[bool] = []
+        self.rule_classes: list[np.ndarray] = []
 
 
 def _size(node, memo: dict) -> int:
@@ -183,20 +186,23 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     recursive = grammar.recursive_rules()
     uses: dict[str, int] = {}
     for r in order:
-        stack = [rules[r]]
+        seen: set[int] = set()
+        stack = [(rules[r], 1)]
         while stack:
-            n = stack.pop()
+            n, mult = stack.pop()
             if isinstance(n, Ref):
-                uses[n.name] = uses.get(n.name, 0) + 1
+                uses[n.name] = uses.get(n.name, 0) + mult
             elif isinstance(n, Repeat):
                 # a reference under a repeat is compiled once per copy
-                stack.append(n.item)
-                if n.max is None or n.max > 1:
-                    stack.append(n.item)
+                stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
             elif isinstance(n, (Concat, Alt)):
-                stack.extend(n.items)
+                if id(n) in seen:
+                    continue  # a shared subtree (the parser hash-conses): walked once
+                seen.add(id(n))
+                stack.extend((x, mult) for x in n.items)
     memo_size: dict = {}
-    call_rule = {r for r in order if r in recursive or r == grammar.root
+    keep = getattr(grammar, "keep_calls", ()) or ()
+    call_rule = {r for r in order if r in recursive or r == grammar.root or r in keep
                  or (uses.get(r, 0) > 1 and _size(rules[r], memo_size) > inline_max_size)}
     index = {grammar.root: 0}
     g.rule_names = [grammar.root]
@@ -261,13 +267,41 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                 keys.append(k)
         return value
 
+    owner: list[int] = []
     for name, i in list(index.items()):
         ret = nfa._new(RET, i, -1, -1, None)
         g.rule_start[i] = body(name, ret)
+        owner.extend([i] * (len(nfa) - len(owner)))
     nfa.start = g.rule_start[0]
     _prune(g)
     g.byte_classes = _alphabet(nfa)
+    g.owner = owner
+    _rule_partitions(g)
     return g
+
+
+def _rule_partitions(g: GrammarNFA) -> None:
+    """Per rule: whether its body calls other rules, and the byte partition of its own BYTE states
+    (a walk that stays inside a call-free rule can use the trie of that coarser partition).
+    States shared between rules by hash-consing get the owner of the first rule built (the
+    partition of every rule whose states they are still separates their ranges: a shared state
+    has the same ranges in both)."""
+    nfa = g.nfa
+    n_rules = len(g.rule_names)
+    cuts = [set([0]) for _ in range(n_rules)]
+    calls = [False] * n_rules
+    kind, lo, hi, owner = nfa.kind, nfa.lo, nfa.hi, g.owner
+    for v in range(len(nfa)):
+        k = kind[v]
+        r = owner[v] if v < len(owner) else 0
+        if k == BYTE:
+            cuts[r].add(lo[v])
+            if hi[v] + 1 < 256:
+                cuts[r].add(hi[v] + 1)
+        elif k == CALL:
+            calls[r] = True
+    g.rule_has_calls = calls
+    g.rule_classes = [_classes_from_cuts(c) for c in cuts]
 
 
 def _compile_ext(nfa: NFA, node, nxt: int):
@@ -367,9 +401,16 @@ class _ClassTrie:
     child_bounds)``; ``token_cnode[t]`` = class node of token ``t`` (``n_nodes`` for tokens without
     bytes, a slot that is always dead)."""
 
-    def __init__(self, trie, byte_classes: np.ndarray, n_tokens: int) -> None:
+    def __init__(self, trie, byte_classes: np.ndarray, n_tokens: int, alphabet: np.ndarray | None = None) -> None:
         cls_of_node = byte_classes.astype(np.int64)[trie.node_byte] if trie.n_nodes else np.zeros(0, np.int64)
         nc = int(byte_classes.max()) + 1
+        # label of each class for the table lookups: the alphabet class of a representative byte
+        # (every byte of a class behaves alike for the automata this trie is walked through)
+        if alphabet is None:
+            label = np.arange(nc, dtype=np.int64)
+        else:
+            label = np.zeros(nc, dtype=np.int64)
+            label[byte_classes[::-1].astype(np.int64)] = alphabet[::-1].astype(np.int64)
         bnode_to_cnode = np.empty(trie.n_nodes, dtype=np.int64)
         levels = []
         prev_map = np.zeros(1, dtype=np.int64)
@@ -388,7 +429,7 @@ class _ClassTrie:
             else:
                 uniq, inv = np.unique(key, return_inverse=True)
             par = (uniq // nc).astype(np.intp)
-            cls = (uniq % nc).astype(np.int64)
+            cls = label[uniq % nc]
             bounds = np.zeros(n_prev + 1, dtype=np.int64)
             np.cumsum(np.bincount(par, minlength=n_prev), out=bounds[1:])
             levels.append((cbase, par, cls, bounds))
@@ -397,6 +438,7 @@ class _ClassTrie:
             n_prev = uniq.shape[0]
             cbase += n_prev
         self.levels = levels
+        self.level_base = np.asarray([lv[0] for lv in levels] + [cbase], dtype=np.int64)
         self.n_nodes = cbase
         self.n_classes = nc
         tn = trie.token_node
@@ -464,22 +506,23 @@ def _flat_tokens(vocab: Vocabulary):
 
 _tries: dict = {}
 _tries_lock = threading.Lock()
-_TRIE_CACHE = 8
+_TRIE_CACHE = 16
 
 
-def class_trie(vocab: Vocabulary, byte_classes: np.ndarray) -> _ClassTrie:
-    """The class-quotiented trie of ``vocab`` for ``byte_classes``, cached (LRU of
-    ``_TRIE_CACHE``) by the vocabulary's token-bytes trie and the partition."""
+def class_trie(vocab: Vocabulary, byte_classes: np.ndarray, alphabet: np.ndarray | None = None) -> _ClassTrie:
+    """The class-quotiented trie of ``vocab`` for ``byte_classes``, its node labels given as
+    classes of ``alphabet`` (a refinement of ``byte_classes``; default: ``byte_classes`` itself),
+    cached (LRU of ``_TRIE_CACHE``) by the vocabulary's token-bytes trie and both partitions."""
     from .token_index import vocab_trie
 
     trie = vocab_trie(vocab)
-    key = (id(trie), byte_classes.tobytes())
+    key = (id(trie), byte_classes.tobytes(), None if alphabet is None else alphabet.tobytes())
     with _tries_lock:
         hit = _tries.get(key)
         if hit is not None and hit[0] is trie:
             _tries[key] = _tries.pop(key)
             return hit[1]
-    ct = _ClassTrie(trie, byte_classes, vocab.n_tokens)
+    ct = _ClassTrie(trie, byte_classes, vocab.n_tokens, alphabet)
     with _tries_lock:
         _tries[key] = (trie, ct)
         while len(_tries) > _TRIE_CACHE:
@@ -562,7 +605,7 @@ class PushdownIndex:
         self._cfg_ids: dict[frozenset, int] = {frozenset(): 0}
         self._cfg_keys: list[frozenset] = [frozenset()]
         self._accepting = np.zeros(1024, dtype=bool)
-        self._table = np.full((1024, W), -1, dtype=np.int32)
+        self._table = np.full((1024, W), -1, dtype=np.int64)
         self._table[0] = 0
         self._closure_memo: dict[tuple[int, int], frozenset] = {}
         self._union_memo: dict[frozenset, int] = {}
@@ -578,11 +621,12 @@ class PushdownIndex:
         self._eos = np.asarray(sorted(set(vocab.eos_token_ids)), dtype=np.intp)
         self._eos_set = frozenset(int(e) for e in self._eos)
         self._trie = class_trie(vocab, bc)
-        tok_c = np.full(vocab.vocab_size, self._trie.n_nodes, dtype=np.int64)
-        tok_c[: vocab.n_tokens] = self._trie.token_cnode[: vocab.n_tokens]
-        tok_c[self._eos] = self._trie.n_nodes
-        self._token_cnode = tok_c
-        self._ends = np.zeros(self._trie.n_nodes + 1, dtype=np.int32)
+        self._token_cnode = self._tok_c(self._trie)
+        self._ends = np.zeros(self._trie.n_nodes + 1, dtype=np.int64)
+        self._walk_buf = np.empty(self._trie.max_level, dtype=np.int64)
+        self._rule_tries: dict[int, _ClassTrie | None] = {}
+        self._dirty: dict[int, int] = {}
+        self._owner = np.asarray(gnfa.owner + [0], dtype=np.int64) if gnfa.owner else None
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
         self._bc_np = bc.astype(np.int64)
@@ -597,6 +641,37 @@ class PushdownIndex:
             row = np.zeros(self.width, dtype=np.int32)
             self._set_eos(row)
             self._terminated_slot = self._store_row(-1, row, len(self._eos), 0)
+
+    def _tok_c(self, trie: _ClassTrie) -> np.ndarray:
+        tok_c = np.full(self.vocab.vocab_size, trie.n_nodes, dtype=np.int64)
+        tok_c[: self.vocab.n_tokens] = trie.token_cnode[: self.vocab.n_tokens]
+        tok_c[self._eos] = trie.n_nodes
+        return tok_c
+
+    def _trie_for(self, cr: int):
+        """(trie, token → class node, ends buffer) for walking configuration ``cr`` on the empty
+        stack: the trie of the owning rule's partition when every item lies in one call-free rule
+        (the walk cannot leave it but by completing it), else the grammar's."""
+        g = self.gnfa
+        if self._owner is not None and len(g.rule_names) > 1:
+            N = self._N
+            rules = {int(self._owner[it % N]) for it in self._cfg_keys[cr] if it >= 0 and it % N != self._ACCEPT}
+            if len(rules) == 1:
+                (r,) = rules
+                if not g.rule_has_calls[r]:
+                    ent = self._rule_tries.get(r)
+                    if ent is None:
+                        rc = g.rule_classes[r]
+                        if np.array_equal(rc, self.byte_classes):
+                            ent = False
+                        else:
+                            t = class_trie(self.vocab, rc, self.byte_classes)
+                            ent = (t, self._tok_c(t), np.zeros(t.n_nodes + 1, dtype=np.int64),
+                                   np.empty(t.max_level, dtype=np.int64))
+                        self._rule_tries[r] = ent
+                    if ent:
+                        return ent
+        return self._trie, self._token_cnode, self._ends, self._walk_buf
 
     # -- stacks and closures ------------------------------------------------------------------------
     def _push(self, ret: int, parent: int) -> int:
@@ -664,7 +739,7 @@ class PushdownIndex:
         self._cfg_keys.append(items)
         if c >= self._table.shape[0]:
             n = self._table.shape[0] * 2
-            t = np.full((n, self.n_classes), -1, dtype=np.int32)
+            t = np.full((n, self.n_classes), -1, dtype=np.int64)
             t[:c] = self._table[:c]
             self._table = t
             a = np.zeros(n, dtype=bool)
@@ -682,7 +757,7 @@ class PushdownIndex:
         N = self._N
         clo, chi, out = self._clo, self._chi, self._out
         W = self.n_classes
-        row = np.zeros(W, dtype=np.int32)
+        row = np.zeros(W, dtype=np.int64)
         iv = []
         for it in items:
             leaf = it % N
@@ -729,30 +804,41 @@ class PushdownIndex:
                 self._compute_row(c)
 
     # -- the mask walk -------------------------------------------------------------------------------
-    def _walk(self, state: int) -> np.ndarray:
-        """End configuration (0 = dead) of every class node fed from ``state``: int32
-        ``(n_nodes + 1,)``; the last entry (tokens without bytes) is always 0. Caller holds the lock."""
-        trie = self._trie
-        out = self._ends
-        out[:] = 0
+    def _walk(self, state: int, tw=None) -> tuple[np.ndarray, np.ndarray]:
+        """Every class node that stays alive fed from ``state``, with its end configuration:
+        ``(nodes, configs)``, int64 ``(k,)`` each, nodes as global ids of the trie in ``tw``
+        (from :meth:`_trie_for`; default the grammar's trie). Caller holds the lock.
+
+        One level of the trie at a time: ``end[child] = table[end[parent], class[child]]``, as one
+        dense gather over the level while many nodes are alive, or over the children of the live
+        nodes only (kept as index lists) once few are; entries of configurations whose row is not
+        computed yet read ``-1``: those rows are computed and the gather repeated."""
+        trie, _tc, out, buf = tw if tw is not None else (self._trie, self._token_cnode, self._ends, self._walk_buf)
         levels = trie.levels
         if not levels:
-            return out
+            return _EMPTY_I64, _EMPTY_I64
         W = self.n_classes
         self._ensure_rows([state])
+        table = self._table
+        res_n: list[np.ndarray] = []
+        res_v: list[np.ndarray] = []
         base, par, cls, bounds = levels[0]
-        n0 = cls.shape[0]
-        dst = out[base: base + n0]
-        dst[:] = self._table[state].take(cls)
-        prev = dst
+        n = cls.shape[0]
+        dense = out[base: base + n]
+        table[state].take(cls, out=dense)
+        alive = np.flatnonzero(dense)
+        alive_v = dense[alive]
+        if alive.size:
+            res_n.append(alive + base)
+            res_v.append(alive_v)
+        prev_n = n
+        prune_min, prune_below = self.PRUNE_MIN_NODES, self.PRUNE_BELOW
         for d in range(1, len(levels)):
-            base, par, cls, bounds = levels[d]
-            n = cls.shape[0]
-            dst = out[base: base + n]
-            alive = np.flatnonzero(prev)
             if alive.size == 0:
                 break
-            if n >= self.PRUNE_MIN_NODES and alive.size < self.PRUNE_BELOW * prev.shape[0]:
+            base, par, cls, bounds = levels[d]
+            n = cls.shape[0]
+            if n >= prune_min and alive.size < prune_below * prev_n:
                 st = bounds[alive]
                 cnt = bounds[alive + 1] - st
                 cs = np.cumsum(cnt)
@@ -760,25 +846,63 @@ class PushdownIndex:
                 if tot == 0:
                     break
                 idx = np.repeat(st - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
-                pstate = prev[par[idx]]
-                flat = pstate.astype(np.int64) * W + cls[idx]
-                vals = self._table.ravel().take(flat)
-                neg = vals < 0
-                if neg.any():
-                    self._ensure_rows(np.unique(pstate[neg]))
-                    vals = self._table.ravel().take(flat)
-                dst[idx] = vals
+                fl = np.repeat(alive_v, cnt)
+                fl *= W
+                fl += cls[idx]
+                vals = table.ravel().take(fl)
+                if vals.min() < 0:
+                    self._ensure_rows(np.unique(fl[vals < 0] // W))
+                    table = self._table
+                    vals = table.ravel().take(fl)
+                nz = vals != 0
+                alive = idx[nz]
+                alive_v = vals[nz]
+                dense = None
             else:
-                pstate = prev.take(par)
-                flat = pstate.astype(np.int64) * W + cls
-                vals = self._table.ravel().take(flat)
-                neg = vals < 0
-                if neg.any():
-                    self._ensure_rows(np.unique(pstate[neg]))
-                    vals = self._table.ravel().take(flat)
-                dst[:] = vals
-            prev = dst
-        return out
+                if dense is None:  # the previous level was kept sparse: spread it out
+                    dense = np.zeros(prev_n, dtype=np.int64)
+                    dense[alive] = alive_v
+                dst = out[base: base + n]
+                fl = buf[:n]
+                dense.take(par, out=fl)
+                fl *= W
+                fl += cls
+                table.ravel().take(fl, out=dst)
+                if dst.min() < 0:
+                    neg = dst < 0
+                    self._ensure_rows(np.unique(fl[neg] // W))
+                    table = self._table
+                    table.ravel().take(fl, out=dst)
+                alive = np.flatnonzero(dst)
+                alive_v = dst[alive]
+                dense = dst
+            if alive.size:
+                res_n.append(alive + base)
+                res_v.append(alive_v)
+            prev_n = n
+        if not res_n:
+            return _EMPTY_I64, _EMPTY_I64
+        return np.concatenate(res_n), np.concatenate(res_v)
+
+    def _allowed_row(self, trie: _ClassTrie, nodes: np.ndarray, tok_c: np.ndarray | None = None) -> np.ndarray:
+        """Packed row of the tokens ending on ``nodes`` (EOS never set). Many nodes: one gather of
+        a dense node mask through ``tok_c`` (token → class node, EOS and specials on the dead
+        slot); few: the tokens of each node from the node-sorted token list."""
+        if tok_c is not None and nodes.size * 8 > trie.n_nodes:
+            live = np.zeros(trie.n_nodes + 1, dtype=bool)
+            live[nodes] = True
+            return _pack(live.take(tok_c))
+        ts = trie.node_tok_start
+        a = ts[nodes]
+        cnt = ts[nodes + 1] - a
+        tot = int(cnt.sum())
+        allowed = np.zeros(self.vocab.vocab_size, dtype=bool)
+        if tot:
+            cs = np.cumsum(cnt)
+            idx = np.repeat(a - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
+            allowed[trie.tokens_by_node[idx]] = True
+            allowed[self._eos] = False
+        return _pack(allowed)
 
     def _clear_eos(self, row: np.ndarray) -> None:
         u = row.view(np.uint32)
@@ -885,30 +1009,25 @@ class PushdownIndex:
         hit = self._rel_cache.get(cr)
         if hit is not None:
             return hit
-        ends = self._walk(cr)
-        live = ends != 0
-        allowed = live.take(self._token_cnode)
-        row = _pack(allowed)
+        tw = self._trie_for(cr)
+        nodes, cfgs = self._walk(cr, tw)
+        row = self._allowed_row(tw[0], nodes, tw[1])
         # class nodes whose configuration is complete (the base rule returned) after >= 1 byte
-        acc_node = self._accepting.take(ends)
-        acc_node[-1] = False
-        toks, offs = self._uncertain(acc_node)
+        toks, offs = self._uncertain(nodes[self._accepting.take(cfgs)], tw[0])
         info = (row, toks, offs, bool(self._accepting[cr]))
         self._rel_cache[cr] = info
         return info
 
-    def _uncertain(self, acc_node: np.ndarray):
-        """(token ids, offsets) of every token with a proper prefix ending on a node of
-        ``acc_node`` (a prefix of ``offset`` bytes completes the base rule; the rest must be
-        checked against the stack)."""
-        trie = self._trie
-        if not acc_node[:-1].any():
+    def _uncertain(self, acc_nodes: np.ndarray, trie):
+        """(token ids, offsets) of every token with a proper prefix ending on one of
+        ``acc_nodes`` (global node ids: a prefix of ``offset`` bytes completes the base rule; the
+        rest must be checked against the stack)."""
+        if acc_nodes.size == 0:
             return _EMPTY_I64, _EMPTY_I64
+        lv = np.searchsorted(trie.level_base, acc_nodes, side="right") - 1
         pairs_t, pairs_o = [], []
-        for d, (base, par, cls, bounds) in enumerate(trie.levels):
-            hits = np.flatnonzero(acc_node[base: base + cls.shape[0]])
-            if hits.size == 0:
-                continue
+        for d in np.unique(lv).tolist():
+            hits = acc_nodes[lv == d] - trie.level_base[d]
             sub = trie.subtree_tokens(d, hits)
             if sub.size:
                 pairs_t.append(sub)
@@ -944,27 +1063,49 @@ class PushdownIndex:
         return st != 0
 
     def _compute(self, state: int) -> int:
+        """Compute and cache the row of ``state``; returns its slot. Caller holds the lock.
+
+        A configuration's items are grouped by their stack. Several groups: the row is the union
+        of the groups' rows (each a configuration of its own, cached). One group on a non-empty
+        stack ``k``: the items re-rooted on the empty stack form a configuration whose walk is the
+        same whatever lies below ``k`` (cached once, :meth:`_rel_info`); the tokens that complete
+        it mid-token are checked from the configuration after returning from ``k``. One group on the
+        empty stack: one walk.
+        """
         if state == DEAD:
             return self._store_row(DEAD, np.zeros(self.width, dtype=np.int32), 0, 0)
         items = self._cfg_keys[state]
-        base = self._base_stack(items) if self._stk_ids else 0
-        if base == 0:
-            row, toks, offs, acc0 = self._rel_info(state)
-            row = row.copy()
+        N = self._N
+        groups: dict[int, list[int]] = {}
+        for it in items:
+            groups.setdefault(it // N if it >= 0 else 0, []).append(it)
+        if len(groups) > 1:
+            row = np.zeros(self.width, dtype=np.int32)
+            for k, its in groups.items():
+                sub = self._intern(frozenset(its))
+                sl = self._slot_of(sub)  # may grow self._rows: index after
+                row |= self._rows[sl]
+            self._clear_eos(row)
         else:
-            cr = self._intern(self._relativize(items, base))
-            rrow, toks, offs, acc0 = self._rel_info(cr)
-            row = rrow.copy()
-            p = self._intern(self._closure(self._stk_ret[base], self._stk_parent[base]))
-            if acc0 and p:
-                row |= self._rows[self._slot_of(p)]
-                self._clear_eos(row)
-            if toks.size and p:
-                ok = self._suffix_ok(p, toks, offs)
-                if ok.any():
-                    good = toks[ok]
-                    u = row.view(np.uint32)
-                    np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+            (k,) = groups
+            if k == 0:
+                row, toks, offs, acc0 = self._rel_info(state)
+                row = row.copy()
+            else:
+                cr = self._intern(self._relativize(items, k))
+                rrow, toks, offs, acc0 = self._rel_info(cr)
+                row = rrow.copy()
+                p = self._intern(self._closure(self._stk_ret[k], self._stk_parent[k]))
+                if acc0 and p:
+                    sl = self._slot_of(p)
+                    row |= self._rows[sl]
+                    self._clear_eos(row)
+                if toks.size and p:
+                    ok = self._suffix_ok(p, toks, offs)
+                    if ok.any():
+                        good = toks[ok]
+                        u = row.view(np.uint32)
+                        np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
         n_non_eos = int(np.unpackbits(row.view(np.uint8)).sum())
         n_allowed = n_non_eos
         if self._accepting[state]:
@@ -1084,8 +1225,8 @@ class PushdownIndex:
         """The row of ``state`` from one walk of the whole configuration, without the
         stack-relative split (a reference for tests of :meth:`fill_row`; not cached)."""
         with self._lock:
-            live = self._walk(state) != 0
-            row = _pack(live.take(self._token_cnode))
+            nodes, _cfgs = self._walk(state)
+            row = self._allowed_row(self._trie, nodes, self._token_cnode)
             if self._accepting[state]:
                 self._set_eos(row)
             return row

@@ -390,8 +390,8 @@ class TokenIndex:
         """
         state = self._check_state(state)
         slot = self._slot_of(state)
-        r = self._rows[slot]
-        r.flags.writeable = False if r.base is None else r.flags.writeable
+        r = self._rows[slot].view()
+        r.flags.writeable = False  # a view of the shared cache: callers must not write through it
         return r
 
     def fill_row(self, state: int, out: np.ndarray) -> bool:
