@@ -10,8 +10,10 @@ Mapping
   not used: one tokenizer per backend);
 * kinds: ``json_schema`` / ``json_object`` → ``LLMatcher.grammar_from_json_schema`` with
   overrides from the options (``whitespace="flexible"`` → ``whitespace_pattern =
-  [\\x20\\x0A\\x0D\\x09]{0,max_whitespace}``; ``"compact"`` → ``whitespace_flexible=False`` with
-  separators ``","`` / ``":"``); ``additional_properties=False`` rewrites the schema so object
+  [\\x20\\x0A\\x0D\\x09]{0,max_whitespace}``, a skip pattern llguidance may repeat, so the
+  adapter also bounds each run of whitespace outside strings to ``max_whitespace`` bytes with
+  :class:`WhitespaceBound`; ``"compact"`` → ``whitespace_flexible=False`` with separators ``","`` /
+  ``":"``); ``additional_properties=False`` rewrites the schema so object
   schemas without ``additionalProperties`` get ``false`` (llguidance follows the spec otherwise);
   ``regex`` → ``grammar_from_regex``; ``choice`` → a Lark ``start: "a" | "b"``; ``grammar`` →
   Lark (default) or GBNF (``grammar_format="gbnf"/"ebnf"``, converted by llguidance);
@@ -115,13 +117,98 @@ def _map_error(msg: str, kind: str, text: str, shift: int = 0) -> Exception:
     return GrammarSyntaxError(f"llguidance: {err}", text, pos)
 
 
+_WS = frozenset(b" \t\n\r")
+_INTERESTING = b' \t\n\r"\\'
+
+
+class WhitespaceBound:
+    """Bounds runs of JSON whitespace (outside strings) to ``max_ws`` bytes, on top of llguidance.
+
+    llguidance's ``whitespace_pattern`` is a lexer *skip* pattern that may repeat, so
+    ``[ \t\n\r]{0,4}`` still allows any number of whitespace bytes in a row (measured on 1.7.6:
+    200 tokens of 128 spaces after ``{``); a model with random weights then writes whitespace until
+    ``max_tokens``. This tracks a 3-state JSON lexer (outside a string, inside, after a backslash)
+    plus the current whitespace run over the accepted tokens, and forbids every token that would
+    make a run outside strings longer than ``max_ws`` (native's and XGrammar's
+    ``max_whitespace`` semantics).
+
+    Per token and start state it precomputes ``lead`` (whitespace bytes before the first other byte,
+    outside a string), ``inner_bad`` (a longer run later inside the token), the end state and the
+    trailing run; the packed forbidden rows per (state, run) are built once per vocabulary.
+    """
+
+    def __init__(self, vocab: Vocabulary, max_ws: int):
+        self.max_ws = max_ws
+        n = vocab.vocab_size
+        self.lead = np.zeros((3, n), dtype=np.int64)
+        self.inner_bad = np.zeros((3, n), dtype=bool)
+        self.all_ws = np.zeros(n, dtype=bool)  # start state 0 only
+        self.end: dict[tuple[int, int], tuple[int, int]] = {}  # (state, token) -> (state, trailing run)
+        for t, b in enumerate(vocab.token_bytes):
+            if not b or len(b.translate(None, _INTERESTING)) == len(b):  # no whitespace, quote, backslash
+                continue
+            if len(b) > 1 and b[0] == 0x20 and len(b.translate(None, _INTERESTING)) == len(b) - 1:
+                self.lead[0, t] = 1  # " word": one leading space, then plain bytes (most BPE tokens)
+                continue
+            for s0 in (0, 1, 2):
+                st, run, lead, leading, worst = s0, 0, 0, s0 == 0, 0
+                for c in b:
+                    if st == 0:
+                        if c in _WS:
+                            if leading:
+                                lead += 1
+                            else:
+                                run += 1
+                                worst = max(worst, run)
+                            continue
+                        leading = False
+                        run = 0
+                        if c == 0x22:
+                            st = 1
+                    elif st == 1:
+                        st = 2 if c == 0x5C else (0 if c == 0x22 else 1)
+                    else:
+                        st = 1
+                self.lead[s0, t] = lead
+                self.inner_bad[s0, t] = worst > max_ws
+                if s0 == 0 and leading:
+                    self.all_ws[t] = True
+                self.end[(s0, t)] = (st, run)
+        words = (n + 31) // 32
+        self._rows: dict[tuple[int, int], np.ndarray] = {}
+        for s0 in (0, 1, 2):
+            for r in range(max_ws + 1 if s0 == 0 else 1):
+                bad = self.inner_bad[s0] | ((self.lead[s0] + r) > max_ws)
+                pad = np.zeros(words * 32, dtype=bool)
+                pad[:n] = bad
+                self._rows[(s0, r)] = np.packbits(pad.reshape(-1, 32), axis=1, bitorder="little").view(np.int32).ravel()
+
+    def forbidden_row(self, state: tuple[int, int]) -> np.ndarray:
+        """Packed int32 row of the tokens forbidden in lexer state ``(state, run)``."""
+        return self._rows[state]
+
+    def allows(self, state: tuple[int, int], t: int) -> bool:
+        s0, run = state
+        return not (self.inner_bad[s0, t] or self.lead[s0, t] + (run if s0 == 0 else 0) > self.max_ws)
+
+    def step(self, state: tuple[int, int], t: int, nbytes: int) -> tuple[int, int]:
+        s0, run = state
+        if s0 == 0 and self.all_ws[t]:
+            return (0, run + nbytes)
+        # tokens without whitespace/quote/backslash (or " word" tokens) keep the state; after a
+        # backslash any byte is the escaped one, back inside the string
+        return self.end.get((s0, t), (1 if s0 == 2 else s0, 0))
+
+
 class LLGuidanceMatcher(AdapterMatcher):
-    """One request's state over an ``llguidance.LLMatcher``."""
+    """One request's state over an ``llguidance.LLMatcher`` (plus the JSON whitespace bound)."""
 
     def __init__(self, compiled: "LLGuidanceCompiledGrammar", max_rollback_tokens: int = -1):
         super().__init__(compiled.vocab, compiled._masks, max_rollback_tokens)
         self._m = compiled._template.deep_copy()
         self._nbytes = compiled._engine_words * 4
+        self._ws = compiled._ws_bound
+        self._lex: list[tuple[int, int]] = [(0, 0)]  # lexer state before each engine token, then now
 
     def _e_fill(self, row: np.ndarray) -> None:
         if row.shape[0] * 4 == self._nbytes:
@@ -132,20 +219,40 @@ class LLGuidanceMatcher(AdapterMatcher):
             n = min(row.shape[0], tmp.shape[0])
             row[:n] = tmp[:n]
             row[n:] = 0
+        if self._ws is not None:
+            bad = self._ws.forbidden_row(self._lex[-1])
+            np.bitwise_and(row, ~bad[: row.shape[0]], out=row)
 
     def _e_accept(self, token: int) -> bool:
+        if self._ws is not None and not self._ws.allows(self._lex[-1], token):
+            return False
         if self._m.validate_tokens([token]) != 1:
             return False
-        return bool(self._m.consume_token(token))
+        if not self._m.consume_token(token):
+            return False
+        if self._ws is not None:
+            self._lex.append(self._ws.step(self._lex[-1], token, len(self.vocab.token_bytes[token])))
+        return True
+
+    def _e_rollback_lex(self, k: int) -> None:
+        if self._ws is not None and k:
+            del self._lex[-k:]
 
     def _e_rollback(self, k: int) -> None:
         self._m.rollback(k)
+        self._e_rollback_lex(k)
 
     def _e_accepting(self) -> bool:
         return bool(self._m.is_accepting())
 
     def _e_reset(self) -> None:
         self._m.reset()
+        del self._lex[1:]
+
+    def _e_forced_bytes(self) -> bytes | None:
+        # llguidance's fast-forward bytes; its compute_ff_tokens re-tokenizes them (its own safe
+        # boundaries), which is not "exactly one allowed token", so forced_tokens stays generic
+        return bytes(self._m.compute_ff_bytes())
 
 
 class LLGuidanceCompiledGrammar(CompiledGrammar):
@@ -158,6 +265,7 @@ class LLGuidanceCompiledGrammar(CompiledGrammar):
         self._template = template
         self._masks = backend._masks
         self._engine_words = backend._engine_words
+        self._ws_bound = backend._whitespace_bound() if constraint.kind in ("json_schema", "json_object") else None
 
     def matcher(self, *, max_rollback_tokens: int = -1) -> LLGuidanceMatcher:
         return LLGuidanceMatcher(self, max_rollback_tokens)
@@ -188,6 +296,15 @@ class LLGuidanceBackend(Backend):
         self._engine_words = (int(self._tok.vocab_size) + 31) // 32
         self._masks = VocabMasks(vocab)
         self._executor = None
+        self._ws_bound_cache: WhitespaceBound | None = None
+
+    def _whitespace_bound(self) -> "WhitespaceBound | None":
+        """The JSON whitespace bound for ``whitespace="flexible"`` (None for compact: no whitespace)."""
+        if self.options.whitespace == "compact":
+            return None
+        if self._ws_bound_cache is None:
+            self._ws_bound_cache = WhitespaceBound(self.vocab, max(1, int(self.options.max_whitespace)))
+        return self._ws_bound_cache
 
     def _json_overrides(self) -> dict:
         o = self.options
@@ -280,6 +397,8 @@ class LLGuidanceBackend(Backend):
                 if m._terminated:
                     row[:] = m._masks.eos_row
                 else:
+                    if m._ws is not None:
+                        np.bitwise_and(row, ~m._ws.forbidden_row(m._lex[-1])[: row.shape[0]], out=row)
                     m._masks.sanitise(row, m._e_accepting())
             return
         for m, r, row in rows:

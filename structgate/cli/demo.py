@@ -10,9 +10,13 @@ Starts ``vllm serve`` on the embedded tiny model (:mod:`structgate.plugin.model`
 * completions with ``structured_outputs: {"regex": ...}`` and ``{"choice": [...]}``;
 
 validates every output (``jsonschema`` for schemas, ``re.fullmatch`` for regexes, membership for
-choices), prints a table (request, backend, tokens, latency, valid?), and always shuts the server
-down (also on errors and Ctrl-C). Exit status: 0 all valid, 1 an output was invalid or a request
-failed, 2 a usage error (bad ``--schemas`` file, unknown backend), 130 interrupted.
+choices) and classifies it (:data:`OUTCOMES`): ``valid``; ``cut`` (the model ran out of
+``max_tokens`` with an output that is a valid *prefix*, checked byte by byte with the native engine;
+a random model writing a long unbounded string does this); ``invalid``; ``error`` (the request
+failed). It prints a table (request, backend, tokens, latency, result), and always shuts the server
+down (also on errors and Ctrl-C). Exit status: 0 no output invalid and no request failed (``cut``
+outputs are reported, not failures), 1 otherwise, 2 a usage error (bad ``--schemas`` file, unknown
+backend), 130 interrupted.
 
 The model has random weights: it writes nonsense inside the structure, and every output must still
 be valid.
@@ -112,6 +116,9 @@ DEMO_CHOICES: list[tuple[str, list[str]]] = [
 
 MAX_TOKENS = 512
 
+#: what each output is, in report order
+OUTCOMES = ("valid", "cut", "invalid", "error")
+
 
 @dataclass
 class DemoResult:
@@ -123,6 +130,7 @@ class DemoResult:
     tokens: int | None = None
     latency_ms: float | None = None
     valid: bool = False
+    outcome: str = "error"
     output: str | None = None
     error: str | None = None
     finish_reason: str | None = None
@@ -233,9 +241,43 @@ def send(client, base_url: str, req: dict, backend: str, model: str) -> DemoResu
     res.finish_reason = choice.get("finish_reason")
     res.tokens = (data.get("usage") or {}).get("completion_tokens")
     res.valid, why = check_output(req["check"], text or "")
+    res.outcome = classify(req["check"], text or "", res.valid, res.finish_reason)
     if not res.valid:
         res.error = f"{why} (finish_reason={res.finish_reason})"
+        if res.outcome == "cut":
+            res.error = f"cut at max_tokens ({res.tokens} tokens) with a valid prefix"
     return res
+
+
+def is_viable_prefix(check: tuple[str, Any], text: str) -> bool | None:
+    """Whether ``text`` can still be completed to a valid output (native engine on a byte-level
+    vocabulary, byte by byte); None when native cannot compile the constraint."""
+    from ..backends.interface import Constraint
+    from ..backends.registry import get_backend
+    from ..errors import StructgateError
+    from ..vocab import Vocabulary
+
+    kind, spec = check
+    constraint = {"json_schema": Constraint.json_schema, "regex": Constraint.regex,
+                  "choice": Constraint.choice}[kind](spec)
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    try:
+        g = get_backend("native", vocab).compile(constraint)
+    except StructgateError:
+        return None
+    m = g.matcher()
+    return all(m.advance(b) for b in text.encode("utf-8"))
+
+
+def classify(check: tuple[str, Any], text: str, valid: bool, finish_reason: str | None) -> str:
+    """One of :data:`OUTCOMES` for a finished request (``error`` is set by :func:`send` itself):
+    ``cut`` when the output is invalid only because it stopped at ``max_tokens`` (finish reason
+    ``length`` and a viable prefix; a constraint native cannot compile counts its prefix as viable)."""
+    if valid:
+        return "valid"
+    if finish_reason == "length" and is_viable_prefix(check, text) is not False:
+        return "cut"
+    return "invalid"
 
 
 def run(args) -> int:
@@ -302,13 +344,18 @@ def run(args) -> int:
                 pass
     if rc:
         return rc
-    n_ok = sum(r.valid for r in results)
+    counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
     if args.json:
-        print(json.dumps({"backend": backend, "valid": n_ok, "total": len(results),
+        print(json.dumps({"backend": backend, **counts, "total": len(results),
                           "results": [asdict(r) for r in results]}, indent=2))
     else:
         _print_table(results, backend)
-    return 0 if n_ok == len(results) else 1
+    return exit_status(results)
+
+
+def exit_status(results: list[DemoResult]) -> int:
+    """0 when no output is invalid and no request failed (``cut`` outputs do not fail the demo)."""
+    return 1 if any(r.outcome in ("invalid", "error") for r in results) else 0
 
 
 def _print_table(results: list[DemoResult], backend: str) -> None:
@@ -317,7 +364,7 @@ def _print_table(results: list[DemoResult], backend: str) -> None:
 
     t = Table(title=f"structgate demo — vllm serve --structured-output-backend {backend}")
     for col, kw in (("request", {}), ("kind", {}), ("backend", {}), ("tokens", {"justify": "right"}),
-                    ("latency", {"justify": "right"}), ("valid?", {}), ("output", {"overflow": "fold", "max_width": 60})):
+                    ("latency", {"justify": "right"}), ("result", {}), ("output", {"overflow": "fold", "max_width": 60})):
         t.add_column(col, **kw)
     from rich.markup import escape
 
@@ -328,10 +375,15 @@ def _print_table(results: list[DemoResult], backend: str) -> None:
             shown = (shown + "\n" if shown else "") + f"[red]{escape(r.error)}[/red]"
         t.add_row(escape(r.request), r.kind, r.backend, "-" if r.tokens is None else str(r.tokens),
                   "-" if r.latency_ms is None else f"{r.latency_ms:.0f} ms",
-                  "[green]yes[/green]" if r.valid else "[red]NO[/red]", shown)
+                  _STYLE[r.outcome], shown)
     c = Console()
     c.print(t)
-    n_ok = sum(r.valid for r in results)
-    colour = "green" if n_ok == len(results) else "red"
-    c.print(f"[{colour}]{n_ok}/{len(results)} outputs valid[/{colour}] (outputs shown with whitespace collapsed; "
-            "--json prints them exactly)")
+    counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
+    colour = "red" if exit_status(results) else "green"
+    c.print(f"[{colour}]{len(results)} outputs: " + ", ".join(f"{n} {o}" for o, n in counts.items())
+            + f"[/{colour}] (cut = stopped at max_tokens with a valid prefix; outputs shown with whitespace "
+            "collapsed; --json prints them exactly)")
+
+
+_STYLE = {"valid": "[green]valid[/green]", "cut": "[yellow]cut[/yellow]", "invalid": "[red]INVALID[/red]",
+          "error": "[red]ERROR[/red]"}

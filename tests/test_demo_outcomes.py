@@ -1,0 +1,92 @@
+"""``structgate demo`` (issue 13, item 2): outputs are reported as valid / cut at max_tokens /
+invalid / error, only invalid outputs and errors fail the demo; the llguidance adapter bounds JSON
+whitespace runs (llguidance's own whitespace_pattern does not), so random-weight outputs end."""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from structgate import Constraint, get_backend, load_vocabulary
+from structgate.backends.registry import get_backend_spec
+from structgate.cli.demo import DEMO_SCHEMAS, DemoResult, classify, exit_status
+
+OBJ = {"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}, "required": ["a"]}
+
+
+def test_outcomes():
+    check = ("json_schema", OBJ)
+    assert classify(check, '{"a": "x"}', True, "stop") == "valid"
+    # a long unbounded string stopped by max_tokens: a valid prefix, so "cut", not "invalid"
+    assert classify(check, '{"a": "' + "xy" * 300, False, "length") == "cut"
+    # stopped by max_tokens but already off the schema: invalid
+    assert classify(check, '{"b": 1', False, "length") == "invalid"
+    # complete but wrong (a backend bug) is invalid whatever the finish reason
+    assert classify(("regex", "[0-9]{3}"), "12", False, "stop") == "invalid"
+    assert classify(("regex", "[0-9]{3}"), "12", False, "length") == "cut"
+    assert classify(("choice", ["yes", "no"]), "ye", False, "length") == "cut"
+    assert classify(("choice", ["yes", "no"]), "ya", False, "length") == "invalid"
+
+
+def test_exit_status_fails_only_on_invalid_and_errors():
+    def r(outcome):
+        return DemoResult(request="r", kind="json_schema", backend="b", outcome=outcome)
+
+    assert exit_status([r("valid"), r("cut")]) == 0
+    assert exit_status([r("valid"), r("invalid")]) == 1
+    assert exit_status([r("cut"), r("error")]) == 1
+
+
+def _max_ws_run_outside_strings(text: str) -> int:
+    """Independent oracle: strip complete and trailing open JSON strings, then the longest run."""
+    stripped = re.sub(r'"(?:[^"\\]|\\.)*("|$)', '""', text, flags=re.S)
+    return max((len(m) for m in re.findall(r"[ \t\n\r]+", stripped)), default=0)
+
+
+needs_llg = pytest.mark.skipif(not get_backend_spec("structgate-llguidance").availability()[0],
+                               reason="llguidance not installed")
+
+
+@pytest.mark.engines
+@needs_llg
+def test_llguidance_bounds_json_whitespace_runs():
+    vocab = load_vocabulary("llama3")
+    backend = get_backend("structgate-llguidance", vocab, max_whitespace=4)
+    ws_ids = np.array([i for i, b in enumerate(vocab.token_bytes[: vocab.n_tokens])
+                       if b and i not in vocab.special_token_ids and b.strip(b" \t\n\r") == b""])
+    rng = np.random.default_rng(7)
+    for _, schema in DEMO_SCHEMAS + [("obj", OBJ)]:
+        g = backend.compile(Constraint.json_schema(schema))
+        for _walk in range(3):
+            m = g.matcher()
+            out = b""
+            for _step in range(60):
+                allowed = m.allowed_token_ids()
+                allowed = allowed[allowed < vocab.n_tokens]
+                if len(allowed) == 0 or m.is_final():
+                    break
+                wsa = np.intersect1d(allowed, ws_ids)
+                # prefer whitespace (what made random models loop), else any allowed token
+                t = int(rng.choice(wsa) if len(wsa) and rng.random() < 0.7 else rng.choice(allowed))
+                if t in vocab.eos_token_ids:
+                    break
+                assert m.advance(t)
+                out += vocab.token_bytes[t]
+                text = out.decode("utf-8", "replace")
+                assert _max_ws_run_outside_strings(text) <= 4, text
+            # the whitespace tokens the mask forbids, advance rejects too (mask == advance)
+            allowed = set(m.allowed_token_ids().tolist())
+            for t in ws_ids[:50]:
+                assert m.validate([int(t)]) == (1 if int(t) in allowed else 0)
+        # json.dumps output (", " / ": " separators, indent=2 at depth 1) and compact output still match
+        inst = {"a": "x y", "n": 3}
+        for text in (json.dumps(inst), json.dumps(inst, indent=2), json.dumps(inst, separators=(",", ":"))):
+            m = backend.compile(Constraint.json_schema(OBJ)).matcher()
+            assert m.advance(vocab.encode(text)) and m.is_accepting(), text
+    # 5 spaces in a row between tokens are refused, 4 accepted; inside a string any run is content
+    m = backend.compile(Constraint.json_schema(OBJ)).matcher()
+    assert m.validate(vocab.encode('{    "a": "')) == len(vocab.encode('{    "a": "'))
+    assert not m.advance(vocab.encode('{     "a"'))
+    assert m.advance(vocab.encode('{"a": "          x"}')) and m.is_accepting()
