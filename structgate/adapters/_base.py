@@ -190,6 +190,23 @@ class AdapterMatcher(Matcher):
     def is_accepting(self) -> bool:
         return self._terminated or self._e_accepting()
 
+    def _e_forced_bytes(self) -> bytes | None:
+        """The engine's own forced byte string (XGrammar's ``find_jump_forward_string``, llguidance's
+        ``compute_ff_bytes``), or None when it has none."""
+        return None
+
+    def forced_bytes(self) -> bytes:
+        """The engine's forced bytes, checked against the mask: they must agree with the bytes of
+        :meth:`forced_tokens` (one a prefix of the other), else the mask's bytes are returned (and
+        the longer of the two when they agree)."""
+        tb = super().forced_bytes()
+        if self._terminated:
+            return b""
+        eb = self._e_forced_bytes()
+        if not eb or not (eb.startswith(tb) or tb.startswith(eb)):
+            return tb
+        return eb if len(eb) >= len(tb) else tb
+
     def is_terminated(self) -> bool:
         return self._terminated
 

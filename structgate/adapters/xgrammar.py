@@ -107,6 +107,13 @@ class XGrammarMatcher(AdapterMatcher):
     def _e_reset(self) -> None:
         self._m.reset()
 
+    def _e_forced_bytes(self) -> bytes | None:
+        try:
+            s = self._m.find_jump_forward_string()
+        except UnicodeDecodeError:  # the forced bytes split a UTF-8 character: XGrammar cannot return them
+            return None
+        return s.encode("utf-8", "surrogateescape") if isinstance(s, str) else bytes(s)
+
 
 class XGrammarCompiledGrammar(CompiledGrammar):
     """An ``xgrammar.CompiledGrammar`` (immutable, thread-safe) for one vocabulary."""
