@@ -80,6 +80,7 @@ PATCH_MODULES: tuple[str, ...] = (
     "structgate.plugin.sampler_hook",
     "structgate.plugin.scheduler_hook",
     "structgate.plugin.request_backend",
+    "structgate.plugin.drafter",
 )
 
 #: entries whose failure turns only their own feature off (structgate keeps working on vLLM's code
@@ -96,6 +97,7 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
     "cpu-env-defaults",                 # the user sets VLLM_CPU_KVCACHE_SPACE
     "request-backend-validate",         # per-request engine choice (vllm_xargs) off
     "request-backend-compile",
+    "forced-drafts",                    # --speculative-config with the forced-token proposer drafts nothing
 })
 
 #: ``prerequisite -> dependants``: a dependant is skipped when its prerequisite failed

@@ -24,6 +24,7 @@ name                                   type       labels / meaning
 ``mask_fill_rows_total``               counter    ``backend``: rows filled
 ``fallbacks_total``                    counter    ``reason``: structgate took vLLM's slower path
 ``cache_hits_total`` / ``_misses_``    counter    ``backend``: compiled-grammar cache lookups
+``forced_draft_tokens_total``          counter    ``backend``: grammar-forced speculative drafts
 ``cache_hit_rate``                     gauge      ``backend``: hits / (hits + misses)
 ``cache_entries`` / ``cache_bytes``    gauge      ``backend``: compiled grammars kept, their size
 ``info``                               gauge (1)  ``version``, ``backends``, ``patches``
@@ -133,6 +134,11 @@ def record_fill(backend: str, seconds: float, rows: int) -> None:
 def record_fallback(reason: str, n: int = 1) -> None:
     """structgate took vLLM's (slower) path, for ``reason``."""
     _inc("fallbacks_total", (reason,), n)
+
+
+def record_forced_drafts(backend: str, n: int) -> None:
+    """``n`` grammar-forced tokens were proposed as speculative drafts (:mod:`structgate.plugin.drafter`)."""
+    _inc("forced_draft_tokens_total", (backend,), n)
 
 
 def record_cache(backend: str, hit: bool) -> None:
@@ -245,10 +251,12 @@ _HELP = {
     "fallbacks_total": "structgate: times structgate took vLLM's slower path, by reason",
     "cache_hits_total": "structgate: compiled-grammar cache hits",
     "cache_misses_total": "structgate: compiled-grammar cache misses",
+    "forced_draft_tokens_total": "structgate: grammar-forced tokens proposed as speculative drafts",
 }
 _LABELS = {"compile_seconds": ("backend", "kind"), "compile_failures_total": ("backend", "kind", "error"),
            "mask_fill_seconds": ("backend",), "mask_fill_rows_total": ("backend",),
-           "fallbacks_total": ("reason",), "cache_hits_total": ("backend",), "cache_misses_total": ("backend",)}
+           "fallbacks_total": ("reason",), "cache_hits_total": ("backend",), "cache_misses_total": ("backend",),
+           "forced_draft_tokens_total": ("backend",)}
 _BUCKETS = {"compile_seconds": COMPILE_BUCKETS, "mask_fill_seconds": FILL_BUCKETS}
 
 
@@ -307,7 +315,7 @@ class StructgateCollector:
                 fam.add_metric(list(k[1:]), cum, v[-1])
             yield fam
         for name in ("compile_failures_total", "mask_fill_rows_total", "fallbacks_total", "cache_hits_total",
-                     "cache_misses_total"):
+                     "cache_misses_total", "forced_draft_tokens_total"):
             fam = CounterMetricFamily(f"structgate_{name[:-len('_total')]}", _HELP[name], labels=_LABELS[name])
             for k, v in sorted(counters.items()):
                 if k[0] == name:
