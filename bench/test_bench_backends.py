@@ -54,7 +54,7 @@ def _backend_names() -> list[str]:
     env = os.environ.get("STRUCTGATE_BENCH_BACKENDS")
     if env:
         return [x.strip() for x in env.split(",") if x.strip()]
-    from structgate.bench.runner import resolve_backends
+    from structgate_bench.runner import resolve_backends
 
     names, _ = resolve_backends(None, kind="json_schema")
     return names
@@ -65,7 +65,7 @@ BACKENDS = _backend_names()
 
 @pytest.fixture(scope="module")
 def vocab():
-    from structgate.bench._vocab import load_bench_vocabulary
+    from structgate_bench._vocab import load_bench_vocabulary
 
     return load_bench_vocabulary(os.environ.get("STRUCTGATE_BENCH_TOKENIZER", "llama3"))
 

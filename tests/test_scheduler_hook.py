@@ -185,7 +185,7 @@ def native_matcher(ti):
 
 
 def harness():
-    from structgate.bench import maskstep
+    from structgate_bench import maskstep
 
     return maskstep
 

@@ -13,8 +13,11 @@ import sys
 
 from ..errors import StructgateError
 
-#: subcommand modules, in help order
-SUBCOMMANDS = ("backends", "check", "diff", "bench", "demo")
+#: subcommand modules of this package, in help order
+SUBCOMMANDS = ("backends", "check", "diff", "demo")
+#: entry-point group through which other distributions add subcommands (a module with
+#: ``add_parser(subparsers)``); the benchmark harness (``bench/``, not in the wheel) adds ``bench``
+ENTRY_POINT_GROUP = "structgate.cli"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +35,30 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         mod.add_parser(sub)
+    added = set()
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in SUBCOMMANDS or ep.name in added:
+            continue
+        ep.load().add_parser(sub)
+        added.add(ep.name)
+    if "bench" not in added:
+        _add_missing_bench(sub)
     return parser
+
+
+def _add_missing_bench(sub) -> None:
+    """``structgate bench`` when the harness is not installed: one line saying where it lives."""
+    p = sub.add_parser("bench", help="benchmarks (needs the harness from a source checkout: pip install -e bench)",
+                       add_help=True)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(args) -> int:
+        raise UsageError("the benchmark harness is not part of the structgate package; from a source checkout "
+                         "install it with `pip install -e bench` (see bench/README.md)")
+
+    p.set_defaults(func=run)
 
 
 class UsageError(StructgateError):

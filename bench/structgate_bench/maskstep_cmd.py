@@ -1,6 +1,6 @@
 """``structgate bench maskstep``: engine-core mask time per step through vLLM's
 StructuredOutputManager, vLLM's loop vs structgate's scheduler hook (see
-:mod:`structgate.bench.maskstep`).
+:mod:`structgate_bench.maskstep`).
 
 Wiring: the ``bench`` command calls :func:`add_bench_subparser` with its subparsers object.
 """
@@ -41,7 +41,7 @@ def add_bench_subparser(bench_sub) -> argparse.ArgumentParser:
 
 
 def _systems():
-    from ..bench.maskstep import SYSTEMS
+    from structgate_bench.maskstep import SYSTEMS
 
     return SYSTEMS
 
@@ -53,7 +53,7 @@ def add_parser(sub) -> None:  # standalone use: `structgate maskstep` if wired a
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..bench.maskstep import format_e2e_table, format_table, run_e2e, run_maskstep
+    from structgate_bench.maskstep import format_e2e_table, format_table, run_e2e, run_maskstep
 
     if args.e2e:
         configs = [c.strip() for c in args.e2e_configs.split(",") if c.strip()]

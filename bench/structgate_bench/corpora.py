@@ -26,7 +26,7 @@ Regex corpora (auto-detected per file):
 * generic JSONL: ``{"id"?, "pattern"|"regex", "strings"|"accept"+"reject"|"tests": [{"data"}]}``.
 
 For regex items the expected verdict is *not* taken from the corpus: it is Python ``re.fullmatch``
-(computed by :mod:`structgate.bench.oracle`), so ``valid`` is filled in later.
+(computed by :mod:`structgate_bench.oracle`), so ``valid`` is filled in later.
 """
 from __future__ import annotations
 
@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import StructgateError
+from structgate.errors import StructgateError
 
 __all__ = ["BenchItem", "CorpusError", "load_maskbench", "load_jsts", "load_regex_corpus", "tokenize_items",
            "round_robin_limit", "DEFAULT_JSTS_DRAFTS"]
 
 DEFAULT_JSTS_DRAFTS = ("draft2020-12", "draft7")
+
+#: the sample corpora shipped with the harness (the defaults of ``structgate bench``; data/README.md)
+SAMPLES = Path(__file__).resolve().parent / "data"
 
 
 class CorpusError(StructgateError, ValueError):

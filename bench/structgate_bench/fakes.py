@@ -15,7 +15,7 @@ and invalid ones are *accepted*: invalidation errors), unless the JSON Schema ca
 ``"reject-all"``    compiles; the mask allows only EOS (valid instances → validation errors)
 =================  ===========================================================================
 
-Use it as ``--backends structgate.bench.fakes:FaultyBackend``.
+Use it as ``--backends structgate_bench.fakes:FaultyBackend``.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from ..backends.interface import Backend, CompiledGrammar, Matcher
-from ..errors import MatcherStateError, UnsupportedFeatureError
+from structgate.backends.interface import Backend, CompiledGrammar, Matcher
+from structgate.errors import MatcherStateError, UnsupportedFeatureError
 
 __all__ = ["FaultyBackend", "EnumBackend"]
 
@@ -43,12 +43,12 @@ class _FakeMatcher(Matcher):
             allowed[: vocab.n_tokens] = True
             for i in vocab.special_token_ids:
                 allowed[i] = False
-            from ..bitmask import bool_to_bitmask
+            from structgate.bitmask import bool_to_bitmask
 
             words = bool_to_bitmask(allowed)
         self._words = words
         self._eos_only = np.zeros_like(words)
-        from ..bitmask import bool_to_bitmask
+        from structgate.bitmask import bool_to_bitmask
 
         eos = np.zeros(vocab.vocab_size, dtype=bool)
         eos[list(vocab.eos_token_ids)] = True
@@ -160,7 +160,7 @@ class _EnumMatcher(Matcher):
                     allowed[t] = True
         if self._term or self._out in self._texts:
             allowed[list(self.vocab.eos_token_ids)] = True
-        from ..bitmask import bool_to_bitmask
+        from structgate.bitmask import bool_to_bitmask
 
         row[:] = bool_to_bitmask(allowed)
         return True

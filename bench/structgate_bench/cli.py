@@ -7,7 +7,7 @@ resume a stopped run), ``--max-wall-s`` (time box; ``0`` with a checkpoint: only
 ``--json``, ``--markdown``, ``--details``
 (per-schema JSONL), ``--plot`` (PNG), ``--no-progress`` (a rich bar on a terminal, a line every 30 s otherwise), ``--quiet``; maskbench also
 ``--shuffle SEED`` and ``--common-items``. The markdown table goes to
-stdout. Other modules may add sub-subcommands: if ``structgate.cli.maskstep_cmd`` exists, its
+stdout. Other modules may add sub-subcommands: if ``structgate_bench.maskstep_cmd`` exists, its
 ``add_bench_subparser(bench_sub)`` is called.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import StructgateError
+from structgate.errors import StructgateError
 
 #: ``structgate bench --help`` text (plain, not reStructuredText)
 HELP = """Head-to-head benchmarks of the registered backends, each in isolated worker processes.
@@ -28,11 +28,14 @@ HELP = """Head-to-head benchmarks of the registered backends, each in isolated w
 Common options: --backends, --tokenizer, --limit, --timeout-s, --jobs, --checkpoint, --json,
 --markdown, --details, --plot. Run `structgate bench COMMAND --help` for each command's options."""
 
-DEFAULT_MASKBENCH = "/work/shared/data/maskbench"
-DEFAULT_JSTS = "/work/shared/data/json-schema-test-suite"
+from .corpora import SAMPLES
+
+#: defaults: the small samples shipped with the harness (full corpora: --corpus / --suite)
+DEFAULT_MASKBENCH = str(SAMPLES / "maskbench")
+DEFAULT_JSTS = str(SAMPLES / "jsts")
 
 #: modules that may contribute ``bench`` sub-subcommands through ``add_bench_subparser(sub)``
-EXTENSION_MODULES = ("structgate.cli.maskstep_cmd",)
+EXTENSION_MODULES = ("structgate_bench.maskstep_cmd",)
 
 
 def _csv(s: str) -> list[str]:
@@ -105,7 +108,9 @@ def add_parser(sub) -> None:
     bsub = p.add_subparsers(dest="bench_command", metavar="BENCH")
 
     m = bsub.add_parser("maskbench", help="MaskBench method on MaskBench-format JSONL (folder or file)")
-    m.add_argument("--corpus", default=DEFAULT_MASKBENCH, help=f"folder of *.jsonl or one file (default {DEFAULT_MASKBENCH})")
+    m.add_argument("--corpus", default=DEFAULT_MASKBENCH,
+                   help="folder of *.jsonl or one file (default: a 5-schema sample shipped with the harness; the full "
+                        "corpus is guidance-ai/jsonschemabench maskbench/data, see bench/README.md)")
     m.add_argument("--splits", type=_csv, default=None, help="comma-separated split names (file stems)")
     m.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                    help="run items in a seeded random order; --limit then takes a uniform random sample "
@@ -117,7 +122,9 @@ def add_parser(sub) -> None:
     m.set_defaults(func=run_maskbench)
 
     j = bsub.add_parser("jsts", help="JSON-Schema-Test-Suite coverage per backend and keyword file")
-    j.add_argument("--suite", default=DEFAULT_JSTS, help=f"suite root, tests/ or a draft folder (default {DEFAULT_JSTS})")
+    j.add_argument("--suite", default=DEFAULT_JSTS,
+                   help="suite root, tests/ or a draft folder (default: a sample of 3 keyword files; the full suite is "
+                        "a json-schema-org/JSON-Schema-Test-Suite checkout)")
     j.add_argument("--drafts", type=_csv, default=None, help="comma-separated drafts (default draft2020-12,draft7)")
     j.add_argument("--optional", choices=("none", "format", "all"), default="format",
                    help="optional tests to include (default: optional/format)")
@@ -127,7 +134,8 @@ def add_parser(sub) -> None:
 
     r = bsub.add_parser("regex", help="regex corpora: compile/mask time, agreement with Python re")
     r.add_argument("--corpus", action="append", default=None, metavar="PATH",
-                   help="regex corpus file or folder (repeatable; default: interegular, outlines-core, dottxt samples)")
+                   help="regex corpus file or folder (repeatable; default: the interegular and outlines-core samples "
+                        "shipped with the harness)")
     r.add_argument("--re-timeout-s", type=_positive_float, default=2.0, help="Python re time limit per string (default 2)")
     _add_common(r, timeout=60.0)
     r.set_defaults(func=run_regex)
@@ -189,7 +197,7 @@ def _common_kwargs(args) -> dict:
 
 
 def run_maskbench(args) -> int:
-    from ..bench.commands import bench_maskbench
+    from structgate_bench.commands import bench_maskbench
 
     bench_maskbench(args.corpus, splits=args.splits, shuffle=args.shuffle, common_items=args.common_items,
                     options=_options(args, True),
@@ -198,7 +206,7 @@ def run_maskbench(args) -> int:
 
 
 def run_jsts(args) -> int:
-    from ..bench.commands import bench_jsts
+    from structgate_bench.commands import bench_jsts
 
     bench_jsts(args.suite, drafts=args.drafts, optional=args.optional, files=args.files, options=_options(args, True),
                **_common_kwargs(args))
@@ -206,7 +214,7 @@ def run_jsts(args) -> int:
 
 
 def run_regex(args) -> int:
-    from ..bench.commands import bench_regex
+    from structgate_bench.commands import bench_regex
 
     bench_regex(args.corpus, re_timeout_s=args.re_timeout_s, options=_options(args, False), **_common_kwargs(args))
     return 0

@@ -90,7 +90,7 @@ def _is_oom_exc(e: BaseException) -> bool:
 
 
 def _error_kind(e: BaseException) -> str:
-    from ..errors import StructgateError
+    from structgate.errors import StructgateError
 
     if isinstance(e, StructgateError):
         return getattr(e, "kind", "error")
@@ -104,7 +104,7 @@ def _make_backend(name: str, vocab, options: dict):
 
         mod, _, attr = name.partition(":")
         return getattr(importlib.import_module(mod), attr)(vocab, **options)
-    from ..backends.registry import get_backend
+    from structgate.backends.registry import get_backend
 
     return get_backend(name, vocab, **options)
 
@@ -178,7 +178,7 @@ def _worker_main(conn, config: dict) -> None:  # pragma: no cover - runs in the 
             import torch
 
             torch.set_num_threads(int(config.get("threads", 1)))
-        from ..vocab import Vocabulary
+        from structgate.vocab import Vocabulary
 
         payload = conn.recv()
         vocab = Vocabulary(**payload)
@@ -191,7 +191,7 @@ def _worker_main(conn, config: dict) -> None:  # pragma: no cover - runs in the 
     except BaseException as e:  # noqa: BLE001
         conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}"))
         return
-    from ..backends.interface import Constraint
+    from structgate.backends.interface import Constraint
 
     width = (vocab.vocab_size + 31) // 32
     eos = tuple(vocab.eos_token_ids)

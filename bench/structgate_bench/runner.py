@@ -1,6 +1,6 @@
-"""Run a list of :class:`~structgate.bench.corpora.BenchItem` on several backends, isolated.
+"""Run a list of :class:`~structgate_bench.corpora.BenchItem` on several backends, isolated.
 
-Each backend gets one persistent :class:`~structgate.bench.worker.BackendWorker`; items run one at a
+Each backend gets one persistent :class:`~structgate_bench.worker.BackendWorker`; items run one at a
 time in it, each with a wall-clock limit (compile + walk) and the worker's address-space limit. With
 ``jobs > 1`` several backends run at once (one worker each; numbers are then noisier).
 """
@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import StructgateError
+from structgate.errors import StructgateError
 from .corpora import BenchItem
 from .worker import BackendWorker, WorkerStartError
 
@@ -183,7 +183,7 @@ class BackendRun:
     error : str | None
         Why the backend could not run at all (results then empty).
     results : list[dict]
-        Worker results (see :mod:`structgate.bench.worker`), in item order, each with ``split``.
+        Worker results (see :mod:`structgate_bench.worker`), in item order, each with ``split``.
     init_s : list[float]
         Backend creation times (vocabulary preprocessing), one per worker (re)start, seconds.
     restarts : int
@@ -222,7 +222,7 @@ def resolve_backends(names: list[str] | None, kind: str | None = None) -> tuple[
     BackendNotFoundError
         An explicitly named backend is not registered.
     """
-    from ..backends.registry import get_backend_spec, list_backends
+    from structgate.backends.registry import get_backend_spec, list_backends
 
     skipped: dict[str, str] = {}
     if not names:
@@ -260,10 +260,10 @@ def resolve_backends(names: list[str] | None, kind: str | None = None) -> tuple[
 
 def _version_of(name: str) -> str | None:
     if ":" in name:
-        from .. import __version__
+        from structgate import __version__
 
         return f"structgate {__version__} ({name})"
-    from ..backends.registry import get_backend_spec
+    from structgate.backends.registry import get_backend_spec
 
     spec = get_backend_spec(name)
     return spec.version()
@@ -283,7 +283,7 @@ def run_backends(items: list[BenchItem], backends: list[str], vocab, *, timeout_
 
     Parameters
     ----------
-    items : tokenised items (:func:`~structgate.bench.corpora.tokenize_items`)
+    items : tokenised items (:func:`~structgate_bench.corpora.tokenize_items`)
     backends : names (see :func:`resolve_backends`)
     vocab : Vocabulary (only its bytes/EOS/width travel to the workers)
     timeout_s : limit per item (compile + walk of all its instances), seconds
@@ -523,8 +523,8 @@ def engine_versions() -> dict:
     """Versions of structgate, every registered backend and the engine/support packages."""
     import importlib.metadata as md
 
-    from .. import __version__
-    from ..backends.registry import list_backends
+    from structgate import __version__
+    from structgate.backends.registry import list_backends
 
     out = {"structgate": __version__}
     for info in list_backends():

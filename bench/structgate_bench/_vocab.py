@@ -1,8 +1,8 @@
 """Vocabulary loading for the benchmarks (:func:`structgate.load_vocabulary` plus an encoder check)."""
 from __future__ import annotations
 
-from ..errors import VocabularyError
-from ..vocab import Vocabulary, load_vocabulary
+from structgate.errors import VocabularyError
+from structgate.vocab import Vocabulary, load_vocabulary
 
 __all__ = ["load_bench_vocabulary", "vocabulary_info"]
 

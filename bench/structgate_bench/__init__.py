@@ -8,7 +8,7 @@
 * :mod:`.oracle` — Python ``re`` in a subprocess with a time limit;
 * :mod:`.commands` — :func:`bench_maskbench`, :func:`bench_jsts`, :func:`bench_regex`.
 
-Heavy modules are imported lazily: ``import structgate.bench`` is cheap.
+Heavy modules are imported lazily: ``import structgate_bench`` is cheap.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The three head-to-head benchmarks as functions (the CLI in :mod:`structgate.cli.bench` calls them).
+"""The three head-to-head benchmarks as functions (the CLI in :mod:`structgate_bench.cli` calls them).
 
 Each returns the result document ``{"meta": ..., "backends": ...}`` and writes the requested
 outputs (JSON, markdown, per-schema details JSONL, PNG plot).
@@ -18,8 +18,10 @@ from .runner import build_meta, jsonable, resolve_backends, run_backends
 __all__ = ["bench_maskbench", "bench_jsts", "bench_regex", "DEFAULT_REGEX_CORPORA"]
 
 #: regex corpora used when ``--corpus`` is not given (those that exist are used)
-DEFAULT_REGEX_CORPORA = ("/work/shared/data/regex/interegular", "/work/shared/data/regex/outlines-core",
-                         "/work/shared/data/dottxt-benchmarks/cases.json")
+from .corpora import SAMPLES  # noqa: E402
+
+#: the regex samples shipped with the harness (full corpora: --corpus)
+DEFAULT_REGEX_CORPORA = (str(SAMPLES / "regex" / "interegular"), str(SAMPLES / "regex" / "outlines-core"))
 
 
 def _write_outputs(doc: dict, md: str, runs, items: list[BenchItem], *, json_out=None, markdown_out=None,
@@ -141,7 +143,7 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
                     jobs: int = 1, options: dict | None = None, json_out=None, markdown_out=None, details_out=None,
                     plot_out=None, progress: bool = True, quiet: bool = False, argv=None, checkpoint=None,
                     max_wall_s=None, shuffle: int | None = None, common_items: bool = False) -> dict:
-    """MaskBench method on a folder/file of MaskBench JSONL. See :mod:`structgate.bench.report` for
+    """MaskBench method on a folder/file of MaskBench JSONL. See :mod:`structgate_bench.report` for
     the JSON shape and the outcome partition.
 
     ``shuffle``: a seed; items then run in that seeded random order (``random.Random(seed)``), and

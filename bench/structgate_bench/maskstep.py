@@ -190,7 +190,7 @@ class _System:
 def _llama3_hf_tokenizer(vocab: Any):
     from transformers import AutoTokenizer
 
-    from .. import tokenizers as tk
+    from structgate import tokenizers as tk
 
     return AutoTokenizer.from_pretrained(str(tk.bundled_tokenizer_dir(vocab.name or "llama3")))
 
@@ -215,13 +215,13 @@ def build_system(name: str, vocab: Any, max_num_seqs: int, tokenizer: Any = None
         for i in range(len(SCHEMAS)):
             compiled[i] = new_grammar(i)
         return _System(name, mgr, new_grammar, time.perf_counter() - t)
-    from ..backends.interface import Constraint
-    from ..backends.registry import get_backend
+    from structgate.backends.interface import Constraint
+    from structgate.backends.registry import get_backend
 
     sg = get_backend(name, vocab)
     HB = __getattr__("HarnessBackend")
     try:  # the plugin's real grammar class (what vLLM runs), else the harness's equivalent
-        from ..plugin.bridge import StructgateVllmGrammar
+        from structgate.plugin.bridge import StructgateVllmGrammar
 
         eos = frozenset(vocab.eos_token_ids)
 
@@ -312,8 +312,8 @@ def run_maskstep(systems: Sequence[str], batch_sizes: Sequence[int], steps: int,
     """Run every system at every batch size; one result dict per (system, batch)."""
     import os
 
-    from .. import load_vocabulary
-    from ..plugin import scheduler_hook
+    from structgate import load_vocabulary
+    from structgate.plugin import scheduler_hook
 
     os.environ[scheduler_hook.ENV_DISABLE] = "1" if hook else "0"
     scheduler_hook.install()
@@ -415,7 +415,7 @@ def run_e2e(configs: Sequence[str], *, n_requests: int = 32, max_tokens: int = 6
 
     import jsonschema
 
-    from ..plugin.model import embedded_model_dir
+    from structgate.plugin.model import embedded_model_dir
 
     model = str(embedded_model_dir())
     schemas = [s for s, _ in SCHEMAS]
