@@ -215,7 +215,7 @@ class Grammar:
         i = 0
         while i < len(order):
             for r in sorted(self.references(order[i])):
-                if r not in seen:
+                if r not in seen and r in self.rules:  # undefined names: reported by check()
                     seen[r] = None
                     order.append(r)
             i += 1

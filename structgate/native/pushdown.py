@@ -110,13 +110,17 @@ class GrammarNFA:
         self.rule_classes: list[np.ndarray] = []
 
 
-def _size(node, memo: dict) -> int:
-    """NFA-size estimate of an expression, references counted as 1 (iterative)."""
+def _size(node, memo: dict, ref_size: dict | None = None) -> int:
+    """NFA-size estimate of an expression (iterative); a reference counts ``ref_size[name]``
+    (the size of the callee when it is inlined), else 1."""
     stack = [(node, False)]
     out: list[int] = []
     while stack:
         nd, done = stack.pop()
-        if isinstance(nd, (Chars, ByteSet, Ref, Anchor)):
+        if isinstance(nd, Ref):
+            out.append(ref_size.get(nd.name, 1) if ref_size else 1)
+            continue
+        if isinstance(nd, (Chars, ByteSet, Anchor)):
             out.append(1 if not isinstance(nd, Chars) else max(1, len(nd.ranges)))
             continue
         k = id(nd)
@@ -200,10 +204,33 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                     continue  # a shared subtree (the parser hash-conses): walked once
                 seen.add(id(n))
                 stack.extend((x, mult) for x in n.items)
-    memo_size: dict = {}
+    # decide callee by callee, callees first: a rule is inlined when it is used once, or when its
+    # size *with its own inlined callees expanded* is small (so DAGs of shared rules stay calls)
     keep = getattr(grammar, "keep_calls", ()) or ()
-    call_rule = {r for r in order if r in recursive or r == grammar.root or r in keep
-                 or (uses.get(r, 0) > 1 and _size(rules[r], memo_size) > inline_max_size)}
+    call_rule: set[str] = {r for r in order if r in recursive or r == grammar.root or r in keep}
+    eff: dict[str, int] = {}
+    post: list[str] = []
+    state: dict[str, int] = {}
+    for r0 in order:
+        if state.get(r0):
+            continue
+        stack = [(r0, iter(sorted(grammar.references(r0))))]
+        state[r0] = 1
+        while stack:
+            r, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[r] = 2
+                post.append(r)
+            elif nxt in rules and not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(sorted(grammar.references(nxt)))))
+    for r in post:  # callees before callers (cycles broken arbitrarily; those rules are calls anyway)
+        sz = _size(rules[r], {}, {x: eff[x] for x in grammar.references(r) if x in eff and x not in call_rule})
+        if r not in call_rule and uses.get(r, 0) > 1 and sz > inline_max_size:
+            call_rule.add(r)
+        eff[r] = sz
     index = {grammar.root: 0}
     g.rule_names = [grammar.root]
     for r in order:

@@ -1,0 +1,241 @@
+"""The native v2 pushdown engine (structgate.native.pushdown) against independent oracles:
+
+* regular constraints: masks equal the v1 engine's eager minimal DFA + TokenIndex at every step of
+  random walks (two independent constructions of the same language);
+* recursive grammars: the stack-relative masks (context-independent walk + uncertain tokens checked
+  against the real stack) equal one direct walk of the whole configuration at every step;
+* free-form JSON: documents nested 30+ deep are accepted, ``json.loads`` decides random corruptions;
+* limits and errors: the stack bound, left recursion, undefined rules, a small row budget.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from structgate import Constraint, get_backend
+from structgate.errors import GrammarSyntaxError, InvalidConstraintError
+from structgate.native.ir import Grammar, alt, lit, opt, ref, seq, star
+from structgate.native.pushdown import PushdownIndex, build_grammar_nfa
+from structgate.native.regex import compile_regex, parse_regex
+from structgate.native.token_index import TokenIndex
+
+
+def _ids(row, vocab):
+    return np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
+
+
+def _index(rules, vocab, root="root", **kw):
+    g = Grammar(rules, root).check()
+    return PushdownIndex(build_grammar_nfa(g), vocab, **kw)
+
+
+@pytest.mark.parametrize("rx", [r"[0-9]{1,3}", r"(a|b)*c", r"\w+@\w+\.com", r"[α-ω]+x", "(?:yes|no|maybe)",
+                                r'"[^"]*"', r"(?:ab|a)(?:bc|c)*", r"[\u4e00-\u9fff]{2,4}", r"(?i)straße|ǅ"])
+def test_regular_masks_equal_the_eager_dfa(rx, llama3_vocab):
+    v = llama3_vocab
+    pi = _index({"root": parse_regex(rx)}, v)
+    ti = TokenIndex(compile_regex(rx), v)
+    a = np.empty(pi.width, np.int32)
+    b = np.empty(pi.width, np.int32)
+    rng = random.Random(rx)
+    for walk in range(3):
+        s1 = s2 = 1
+        for _ in range(25):
+            pi.fill_row(s1, a)
+            ti.fill_row(s2, b)
+            assert (a == b).all(), f"{rx!r}: {np.count_nonzero(a != b)} words differ"
+            assert pi.is_accepting(s1) == ti.is_accepting(s2)
+            assert pi.has_non_eos(s1) == ti.has_non_eos(s2)
+            ids = [t for t in _ids(b, v).tolist() if t not in v.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)
+            assert s1 > 0 and s2 > 0
+
+
+def _json_rules(ws=r"[ \t\n\r]{0,4}"):
+    w = parse_regex(ws)
+    s = parse_regex(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+    num = parse_regex(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+    member = seq(ref("str"), w, lit(":"), w, ref("value"))
+    return {
+        "root": ref("obj"),
+        "value": alt(lit("null"), lit("true"), lit("false"), num, ref("str"), ref("arr"), ref("obj")),
+        "arr": seq(lit("["), w, opt(seq(ref("value"), star(seq(w, lit(","), w, ref("value"))), w)), lit("]")),
+        "obj": seq(lit("{"), w, opt(seq(member, star(seq(w, lit(","), w, member)), w)), lit("}")),
+        "str": s,
+    }
+
+
+def _accepts(pi, vocab, text):
+    s = 1
+    for t in vocab.encode(text):
+        s = pi.next_state(s, t)
+        if s == 0:
+            return False
+    return pi.is_accepting(s)
+
+
+def test_stack_relative_masks_equal_a_direct_walk(llama3_vocab):
+    v = llama3_vocab
+    rules = _json_rules()
+    g = Grammar(rules, "root", keep_calls={"str"}).check()
+    pi = PushdownIndex(build_grammar_nfa(g), v)
+    row = np.empty(pi.width, np.int32)
+    rng = random.Random(1)
+    opening = {b'{"', b"[", b"[{", b"{", b"[[", b' {"', b' ['}
+    for doc in range(4):
+        s = 1
+        for _ in range(150):
+            pi.fill_row(s, row)
+            assert (row == pi.direct_row(s)).all(), f"doc {doc}: the stack-relative mask differs"
+            ids = [t for t in _ids(row, v).tolist() if t not in v.eos_token_ids]
+            if not ids:
+                break
+            deep = [t for t in ids if v.token_bytes[t] in opening]
+            t = rng.choice(deep) if deep and rng.random() < 0.35 else rng.choice(ids)
+            s = pi.next_state(s, t)
+            assert s > 0
+    assert pi.n_states > 50
+
+
+def test_deep_documents_and_their_corruptions(llama3_vocab):
+    v = llama3_vocab
+    pi = _index(_json_rules(), v)
+    tree = {"leaf": 1}
+    for i in range(30):
+        tree = {"k": [tree, i, "x", None, True]}
+    chain = None
+    for i in range(50):
+        chain = {"next": chain, "v": i}
+    deep_any = {"a": {}}
+    for _ in range(30):
+        deep_any = {"a": [deep_any]}
+    for doc in (tree, chain, deep_any):
+        text = json.dumps(doc)
+        assert _accepts(pi, v, text)
+        assert not _accepts(pi, v, text[:-1]), "a truncated document is not complete"
+    bad = json.dumps(tree).replace('"x"', "x", 1)  # a wrong value deep inside
+    assert not _accepts(pi, v, bad)
+
+
+def test_stack_bound_excludes_deeper_nesting(llama3_vocab):
+    v = llama3_vocab
+    pi = _index(_json_rules(), v, max_depth=12)
+    ok = "[" * 5 + "]" * 5
+    assert _accepts(pi, v, '{"a": ' + ok + "}")
+    assert not _accepts(pi, v, '{"a": ' + "[" * 40 + "]" * 40 + "}")
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+    max_leaves=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=st.dictionaries(st.text(max_size=6), _json_values, max_size=4), seed=st.integers(0, 2**16))
+def test_json_object_property(doc, seed, llama3_vocab):
+    """json_object accepts every json.dumps'ed object, and a random one-character corruption iff
+    json.loads (strict, no NaN) still reads an object from it."""
+    v = llama3_vocab
+    g = get_backend("native", v).compile(Constraint.json_object())
+    text = json.dumps(doc)
+
+    def verdict(t: str) -> bool:
+        m = g.matcher()
+        return m.advance(v.encode(t)) and m.is_accepting()
+
+    assert verdict(text)
+    rng = random.Random(seed)
+    i = rng.randrange(len(text))
+    op = rng.choice("dri")
+    ch = rng.choice('{}[]",:0123456789-+.eEtrufalsn\\ab')
+    bad = text[:i] + text[i + 1:] if op == "d" else text[:i] + ch + text[i + (op == "r"):]
+
+    def oracle(t: str) -> bool:
+        if t != t.strip(" \t\n\r"):
+            return False  # the grammar has no leading or trailing whitespace
+        try:
+            val = json.loads(t, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(val, dict)
+
+    if bad != text and not any(c in bad for c in "\t\n\r"):
+        assert verdict(bad) == oracle(bad), bad
+
+
+def test_grammar_errors_are_typed(llama3_vocab):
+    with pytest.raises(GrammarSyntaxError, match="left recursion"):
+        Grammar({"root": alt(seq(ref("root"), lit("a")), lit("b"))}, "root").check()
+    with pytest.raises(GrammarSyntaxError, match="undefined rule 'nope'"):
+        Grammar({"root": seq(lit("a"), ref("nope"))}, "root").check()
+    with pytest.raises(InvalidConstraintError, match="matches nothing"):
+        Grammar({"root": seq(lit("a"), ref("loop")), "loop": seq(lit("b"), ref("loop"))}, "root").check()
+
+
+def test_unproductive_alternatives_are_pruned(llama3_vocab):
+    """A branch that can never complete must not be allowed (every state stays live)."""
+    v = llama3_vocab
+    pi = _index({"root": alt(lit("ok"), seq(lit("x"), ref("loop"))), "loop": seq(lit("y"), ref("loop"))}, v)
+    allowed = {v.token_bytes[t] for t in _ids(pi.row(1), v)}
+    assert b"ok" in allowed or b"o" in allowed
+    assert not any(b.startswith(b"x") for b in allowed)
+
+
+def test_row_is_read_only_and_small_budget_gives_the_same_masks(llama3_vocab):
+    v = llama3_vocab
+    big = _index(_json_rules(), v)
+    small = _index(_json_rules(), v, row_budget_bytes=20 * ((v.vocab_size + 31) // 32) * 4)
+    r = big.row(1)
+    with pytest.raises(ValueError):
+        r[0] = 0
+    text = json.dumps({"a": [1, {"b": "c"}, [True, None]], "d": {"e": [[], {}]}})
+    s1 = s2 = 1
+    a = np.empty(big.width, np.int32)
+    b = np.empty(big.width, np.int32)
+    for t in v.encode(text):
+        big.fill_row(s1, a)
+        small.fill_row(s2, b)
+        assert (a == b).all()
+        s1, s2 = big.next_state(s1, t), small.next_state(s2, t)
+    assert len(small._slot_state) <= 24  # the budget held (20 rows + the terminated row + slack)
+
+
+def test_native_backend_recursive_schema_and_shared_refs(llama3_vocab):
+    v = llama3_vocab
+    b = get_backend("native", v)
+    tree = {"type": "object", "properties": {"v": {"type": "integer"},
+                                             "kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["v"], "additionalProperties": False}
+    g = b.compile(Constraint.json_schema(tree))
+    doc = {"v": 0}
+    for i in range(30):
+        doc = {"v": i, "kids": [doc]}
+
+    def ok(t):
+        m = g.matcher()
+        return m.advance(v.encode(t)) and m.is_accepting()
+
+    assert ok(json.dumps(doc))
+    bad = json.loads(json.dumps(doc))
+    node = bad
+    for _ in range(20):
+        node = node["kids"][0]
+    node["v"] = "twenty"
+    assert not ok(json.dumps(bad))
+    # a $ref DAG that doubles at each level: 2**24 paths if expanded in place
+    defs = {"d0": {"type": "integer"}}
+    for i in range(1, 25):
+        defs[f"d{i}"] = {"type": "object", "properties": {"a": {"$ref": f"#/$defs/d{i-1}"}, "b": {"$ref": f"#/$defs/d{i-1}"}},
+             "required": ["a", "b"], "additionalProperties": False}
+    g2 = b.compile(Constraint.json_schema({"$defs": defs, "$ref": "#/$defs/d24"}))
+    m = g2.matcher()
+    assert m.advance(v.encode('{"a": {"a": {"a": ')) and not m.is_accepting()
