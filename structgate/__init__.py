@@ -18,14 +18,16 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .backends.interface import Backend, CompiledGrammar, CompileOptions, Constraint, Matcher
-from .backends.registry import BackendSpec, get_backend, list_backends
+from .backends.hookspecs import hookimpl
+from .backends.registry import BackendSpec, get_backend, list_backends, register_backend
 from .bitmask import allocate_bitmask, bitmask_shape
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 from .vocab import Vocabulary, load_vocabulary
 
 __all__ = ["__version__", "Backend", "CompiledGrammar", "CompileOptions", "Constraint", "Matcher",
-           "BackendSpec", "get_backend", "list_backends", "allocate_bitmask", "bitmask_shape",
+           "BackendSpec", "hookimpl", "get_backend", "list_backends", "register_backend", "allocate_bitmask",
+           "bitmask_shape",
            "Vocabulary", "load_vocabulary", *_errors_all]
 
 # Offline vLLM use: make vLLM accept structgate backend names (patches applied when vLLM is imported;

@@ -3,14 +3,12 @@ entry points (``pyproject.toml``) — the same path a third-party backend uses."
 from __future__ import annotations
 
 from .hookspecs import hookimpl
-from .registry import BackendSpec
+from .spec import BackendSpec
 
 #: entry-point name → module (used only as a fallback when the package metadata is missing)
 BUILTIN_PLUGINS = {
     "structgate": "structgate.backends.builtins",
 }
-
-_ADAPTER_KINDS = ("regex", "json_schema", "json_object", "choice", "grammar")
 
 
 @hookimpl
@@ -21,7 +19,6 @@ def structgate_register_backends(register):
         requires=("numpy",),
         distribution="structgate",
         description="structgate's own byte-level DFA + TokenIndex engine",
-        kinds=("regex", "json_schema", "choice", "json_object"),
         options=("compile_cache_size", "inline_max_size", "row_budget_bytes", "formats", "max_regex_size",
                  "regex_unroll_depth", "rule_inline_max_chars"),
         plugin="structgate",
@@ -32,7 +29,6 @@ def structgate_register_backends(register):
         requires=("xgrammar",),
         install_hint="pip install 'structgate[xgrammar]'",
         description="XGrammar (mlc-ai) pushdown automaton engine, through structgate's interface",
-        kinds=_ADAPTER_KINDS + ("structural_tag",),
         aliases=("sg-xgrammar",),
         options=("xgrammar_any_order", "xgrammar_indent"),
         plugin="structgate",
@@ -43,7 +39,6 @@ def structgate_register_backends(register):
         requires=("llguidance",),
         install_hint="pip install 'structgate[llguidance]'",
         description="llguidance (Microsoft) Earley + lexer engine, through structgate's interface",
-        kinds=_ADAPTER_KINDS,
         aliases=("sg-llguidance", "llguidance"),
         options=("llguidance_lenient", "llguidance_coerce_one_of"),
         plugin="structgate",
@@ -55,7 +50,6 @@ def structgate_register_backends(register):
         distribution="structgate",
         description="native first; a constraint native refuses (unsupported feature or kind) goes to the next "
                     "installed engine of auto_chain (default native, structgate-llguidance, structgate-xgrammar)",
-        kinds=("regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"),
         aliases=("sg-auto",),
         options=("auto_chain", "auto_fallback_on"),
         plugin="structgate",
@@ -67,7 +61,6 @@ def structgate_register_backends(register):
         distribution="outlines_core",
         install_hint="pip install 'structgate[outlines-core]'",
         description="outlines-core (dottxt) regex → full token index engine, through structgate's interface",
-        kinds=("regex", "json_schema", "choice"),
         aliases=("sg-outlines-core", "outlines-core"),
         options=("outlines_max_recursion_depth", "outlines_whitespace_pattern"),
         plugin="structgate",

@@ -3,95 +3,23 @@
 >>> from structgate import get_backend, load_vocabulary
 >>> backend = get_backend("native", load_vocabulary("llama3"))          # doctest: +SKIP
 >>> [b.name for b in list_backends()]                                    # doctest: +SKIP
-['llguidance', 'native', 'outlines-core', 'xgrammar']
+['native', 'structgate-auto', 'structgate-llguidance', 'structgate-outlines-core', 'structgate-xgrammar']
 """
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import importlib.util
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pluggy
 
 from ..errors import BackendNotFoundError, BackendUnavailableError, StructgateError
 from . import hookspecs
+from .spec import BackendSpec
 
 __all__ = ["BackendSpec", "BackendInfo", "get_plugin_manager", "get_backend", "get_backend_spec",
            "list_backends", "backend_names", "register_backend", "check_option_names"]
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """How to build one backend, registered through :func:`hookspecs.structgate_register_backends`.
-
-    Attributes
-    ----------
-    name : str
-        Registry name, e.g. ``"native"``. Must not collide with vLLM's built-in backend names
-        (``auto``, ``xgrammar``, ``guidance``, ``outlines``, ``lm-format-enforcer``) to be usable with
-        ``vllm serve --structured-output-backend``; adapters use ``structgate-xgrammar`` etc. as
-        aliases (see docs/backends.md).
-    factory : str | Callable
-        ``"module:Class"`` (imported lazily) or a callable ``(vocab, **options) -> Backend``.
-    requires : tuple[str, ...]
-        Import names that must be importable for the backend to be available.
-    distribution : str | None
-        Distribution whose version is reported (defaults to the first of ``requires``).
-    install_hint : str
-        Shown when unavailable, e.g. ``pip install 'structgate[xgrammar]'``.
-    description : str
-    kinds : tuple[str, ...]
-        Constraint kinds supported (informational; the backend class is authoritative).
-    aliases : tuple[str, ...]
-        Other names this backend answers to.
-    options : tuple[str, ...]
-        Engine-specific option names the backend reads from ``CompileOptions.extra`` (beyond the
-        :class:`~structgate.backends.interface.CompileOptions` fields). Declared names (here or as
-        the backend class's ``extra_options``) make the backend refuse any other unknown option
-        with a did-you-mean (:func:`check_option_names`).
-    """
-
-    name: str
-    factory: Any
-    requires: tuple[str, ...] = ()
-    distribution: str | None = None
-    install_hint: str = ""
-    description: str = ""
-    kinds: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
-    options: tuple[str, ...] = ()
-    plugin: str = field(default="", compare=False)
-
-    def availability(self) -> tuple[bool, str]:
-        """``(available, reason)`` without importing the engine."""
-        for mod in self.requires:
-            try:
-                if importlib.util.find_spec(mod) is None:
-                    return False, f"python package {mod!r} is not installed"
-            except (ImportError, ValueError) as e:
-                return False, f"python package {mod!r} cannot be found ({e})"
-        return True, ""
-
-    def version(self) -> str | None:
-        dist = self.distribution or (self.requires[0] if self.requires else None)
-        if dist is None:
-            dist = "structgate"
-        for cand in (dist, dist.replace("_", "-")):
-            try:
-                return importlib.metadata.version(cand)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        return None
-
-    def load_factory(self) -> Callable[..., Any]:
-        if callable(self.factory):
-            return self.factory
-        mod_name, _, attr = str(self.factory).partition(":")
-        mod = importlib.import_module(mod_name)
-        return getattr(mod, attr)
 
 
 @dataclass(frozen=True)
@@ -158,10 +86,6 @@ def _collect() -> dict[str, BackendSpec]:
         pm.hook.structgate_register_backends(register=register)
         for s in _extra:
             found[s.name] = s
-        # remember which plugin registered which spec, for listings
-        names = {}
-        for plugin_name, plugin in pm.list_name_plugin():
-            names[id(plugin)] = plugin_name
         _specs = found
         return _specs
 
@@ -322,6 +246,6 @@ def list_backends() -> list[BackendInfo]:
     for name, s in sorted(_collect().items()):
         ok, reason = s.availability()
         out.append(BackendInfo(name=name, version=s.version() if ok else None, available=ok, reason=reason,
-                               description=s.description, install_hint=s.install_hint, kinds=tuple(s.kinds),
+                               description=s.description, install_hint=s.install_hint, kinds=s.supported_kinds(),
                                aliases=tuple(s.aliases), plugin=s.plugin))
     return out
