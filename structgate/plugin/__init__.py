@@ -96,9 +96,9 @@ def set_cpu_defaults(environ=None, *, is_cpu: bool | None = None) -> dict[str, s
         if k not in env:
             env[k] = v
             done[k] = v
-    if done:
-        logger.info("structgate: vLLM CPU platform: set %s (not set by the user)",
-                    ", ".join(f"{k}={v}" for k, v in done.items()))
+    if done:  # on vLLM's logger: shown with vLLM's startup lines
+        logging.getLogger("vllm.structgate").info("structgate: vLLM CPU platform: set %s (not set by the user)",
+                                                  ", ".join(f"{k}={v}" for k, v in done.items()))
     return done
 
 
