@@ -26,8 +26,8 @@ from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_rang
 from ._numeric import _group as _g  # group r only when it has a top-level alternation
 from ._pattern import parse_pattern, pattern_body_regex
 
-__all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "NEVER", "FORMAT_REGEX",
-           "LENIENT_ANNOTATIONS"]
+__all__ = ["schema_to_regex", "json_object_regex", "json_value_regex", "schema_to_grammar",
+           "json_object_grammar", "json_value_grammar", "NEVER", "FORMAT_REGEX", "LENIENT_ANNOTATIONS"]
 
 #: a regex that matches nothing (a class over no code point) — returned for unsatisfiable schemas
 NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
@@ -38,6 +38,18 @@ _NOT_BOOL = "\x00structgate:not-booleans"
 
 #: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
 DEFAULT_MAX_REGEX_SIZE = 4_000_000
+#: regex mode (:func:`schema_to_regex`): recursion unrolling depth when
+#: ``CompileOptions.extra["regex_unroll_depth"]`` is not given (``min(max_recursion_depth, this)``)
+DEFAULT_REGEX_UNROLL_DEPTH = 3
+#: grammar mode: rule texts longer than this stay rules even when used once
+#: (``CompileOptions.extra["rule_inline_max_chars"]``)
+DEFAULT_RULE_INLINE_MAX_CHARS = 20_000
+#: grammar mode: most ``$ref`` schemas being compiled inside each other (a chain of references whose
+#: merged schemas never repeat); ``CompileLimitError("max_ref_nesting")`` beyond
+MAX_REF_NESTING = 100
+#: grammar mode: the rule names of the root and of "any JSON value"
+ROOT_RULE = "root"
+JSON_VALUE_RULE = "json:value"
 
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
@@ -158,9 +170,25 @@ def _json_equal(a, b) -> bool:
 
 
 class _Compiler:
-    def __init__(self, root: Any, options: CompileOptions):
+    def __init__(self, root: Any, options: CompileOptions, grammar: bool = False):
         self.root = root
         self.opt = options
+        #: grammar mode (:func:`schema_to_grammar`): unconstrained values, recursive and shared
+        #: ``$ref``s become ``(?&rule)`` calls to the rules in :attr:`rules`; regex mode
+        #: (:func:`schema_to_regex`): everything inline, recursion unrolled to :attr:`depth`
+        self.grammar = grammar
+        #: regex mode only: unrolling depth of recursive ``$ref`` and free-form values
+        self.depth = int(options.extra.get("regex_unroll_depth", min(options.max_recursion_depth,
+                                                                      DEFAULT_REGEX_UNROLL_DEPTH)))
+        #: grammar mode: rule name -> regex text (with ``(?&name)`` calls), and its JSON pointer
+        self.rules: dict[str, str] = {}
+        self.rule_where: dict[str, str] = {}
+        self._rule_of: dict[str, str] = {}  # canonical merged schema -> rule name
+        self._inline: dict[str, str | None] = {}  # canonical merged schema -> text, inlined once so far
+        self._progress: dict[str, str] = {}  # canonical merged schemas being compiled -> reserved name
+        self._recursive: set[str] = set()  # of those, the ones that met themselves
+        #: grammar mode: a rule text longer than this (characters) is kept as a rule even when used once
+        self.inline_max = int(options.extra.get("rule_inline_max_chars", DEFAULT_RULE_INLINE_MAX_CHARS))
         if options.whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {options.whitespace!r}")
         k = int(options.max_whitespace)
@@ -185,8 +213,19 @@ class _Compiler:
 
     # -- helpers ----------------------------------------------------------------------------------
     def any_value(self, depth: int | None = None) -> str:
-        """Any JSON value with at most ``depth`` nested container levels."""
-        d = self.opt.max_recursion_depth if depth is None else depth
+        """Any JSON value: in grammar mode a call of the recursive rule :data:`JSON_VALUE_RULE` (any
+        depth; ``depth`` ignored), in regex mode with at most ``depth`` (default :attr:`depth`)
+        nested container levels."""
+        if self.grammar:
+            if JSON_VALUE_RULE not in self.rules:
+                call = f"(?&{JSON_VALUE_RULE})"
+                self.rules[JSON_VALUE_RULE] = ""  # reserved before the body refers to it
+                self.rules[JSON_VALUE_RULE] = ("(?:" + "|".join(["null", "true", "false", JSON_NUMBER, STRING,
+                                                                 self._array_of(call),
+                                                                 self._object_of(STRING, call)]) + ")")
+                self.rule_where[JSON_VALUE_RULE] = "any JSON value"
+            return f"(?&{JSON_VALUE_RULE})"
+        d = self.depth if depth is None else depth
         if d in self._any:
             return self._any[d]
         scalars = ["null", "true", "false", JSON_NUMBER, STRING]
@@ -459,8 +498,10 @@ class _Compiler:
             flat = self.flatten([(schema, where)], where, refs, set())
             if flat is False:
                 return None
+            if self.grammar and refs:
+                return self._ref_value(self.merge(flat, where), where, refs)
             for r in refs:
-                if self.active.get(r, 0) >= self.opt.max_recursion_depth:
+                if self.active.get(r, 0) >= self.depth:
                     self.cut = True
                     return None
             for r in refs:
@@ -484,6 +525,61 @@ class _Compiler:
         if "const" in schema or "enum" in schema:
             return self.enum(schema, where)
         return self.typed(schema, where)
+
+    def _new_rule_name(self, refs: list[str]) -> str:
+        """A deterministic, unused rule name for the schema that ``refs`` (its ``$ref`` strings,
+        outermost first) lead to: ``ref:`` + the last pointer, characters outside
+        ``[A-Za-z0-9_.:/-]`` as ``_``, ``.2``, ``.3``... on a clash."""
+        base = "ref:" + re.sub(r"[^A-Za-z0-9_.:/-]", "_", unquote(refs[-1].lstrip("#")) or "root")
+        name, i = base, 1
+        while name in self.rules or name in self._progress.values() or name == ROOT_RULE:
+            i += 1
+            name = f"{base}.{i}"
+        return name
+
+    def _ref_value(self, merged, where: str, refs: list[str]) -> str | None:
+        """Grammar mode: the text for a schema reached through ``$ref`` (``merged`` = the schema
+        and its references intersected). Keyed by the canonical JSON of ``merged`` (its language
+        depends on nothing else: references resolve from the root, the options are global): met
+        again while it is being compiled (recursion) or a second time after (a shared reference),
+        or longer than :attr:`inline_max`, it becomes the rule it names and the site a call."""
+        if isinstance(merged, bool):
+            return self.value(merged, where)
+        key = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=repr)
+        name = self._rule_of.get(key)
+        if name is not None:
+            return f"(?&{name})"
+        name = self._progress.get(key)
+        if name is not None:  # recursion: the rule is registered when its body is done
+            self._recursive.add(key)
+            return f"(?&{name})"
+        if key in self._inline:  # second use: promote the text to a rule
+            text = self._inline.pop(key)
+            if text is None:
+                return None
+            name = self._new_rule_name(refs)
+            self.rules[name] = text
+            self.rule_where[name] = where or "#"
+            self._rule_of[key] = name
+            return f"(?&{name})"
+        if len(self._progress) >= MAX_REF_NESTING:
+            raise CompileLimitError("max_ref_nesting", len(self._progress) + 1, MAX_REF_NESTING,
+                                    f"$ref chain at {where or 'the root'} keeps producing new schemas "
+                                    f"(last reference {refs[-1]!r})")
+        name = self._new_rule_name(refs)
+        self._progress[key] = name
+        try:
+            text = self.value(merged, where)
+        finally:
+            del self._progress[key]
+        if key in self._recursive or (text is not None and len(text) > self.inline_max):
+            self._recursive.discard(key)
+            self.rules[name] = NEVER if text is None else text  # calls inside it then match nothing
+            self.rule_where[name] = where or "#"
+            self._rule_of[key] = name
+            return None if text is None else f"(?&{name})"
+        self._inline[key] = text
+        return text
 
     def union(self, schema, where):
         key = "anyOf" if "anyOf" in schema else "oneOf"
@@ -970,7 +1066,7 @@ class _Compiler:
             pre.append(r)
         k = len(prefix)
         if not prefix and "items" not in schema and mn == 0 and mx is None:
-            return self._array_of(self.any_value(max(self.opt.max_recursion_depth - 1, 0)))
+            return self._array_of(self.any_value(max(self.depth - 1, 0)))
         if len(pre) == k:
             items = schema.get("items", True)
             item = self.value(items, _ptr(where, "items")) if "items" in schema else self.any_value()
@@ -1063,6 +1159,49 @@ class _Compiler:
             return "" if lo == 0 else (g if lo == 1 else g + f"{{{lo}}}")
         return g + ("?" if (lo, hi) == (0, 1) else f"{{{lo},{hi}}}")
 
+    def _pattern_extras(self, pprops, pkeys, matching, names, where) -> str | None:
+        """The extra members a ``patternProperties`` object may have: ``key : value`` for the keys
+        of each pattern, the value being the ``allOf`` of exactly the patterns that key matches.
+
+        Pattern key languages are compared pairwise (:func:`._overlap.relation` on their DFAs):
+        for pattern *p*, a pattern *q* whose keys are disjoint from *p*'s never applies to them,
+        one whose keys contain all of *p*'s always does (its schema joins the ``allOf``). If some
+        *q* shares only part of *p*'s keys (its keys lie strictly inside *p*'s, or the two overlap
+        partially), *p*'s keys fall into classes that need different schemas and that a regex
+        cannot separate without a product automaton: *p*'s own keys are then not generated (extra
+        keys are optional; a *q* inside *p* still generates its keys, with both schemas). So a key
+        is never given a schema of a pattern it does not match, nor denied one it does. An
+        undecided comparison (automata too large) raises ``UnsupportedFeatureError``. Keys
+        matched by no pattern, and the keys of a pattern that may match a listed property name,
+        are not generated either (sound: extra keys are optional)."""
+        from ._overlap import relation
+
+        live = [p for p, kr in pkeys.items() if kr is not None]
+        alts: list[str] = []
+        for p in live:
+            if any(p in matching(k) for k in names):
+                continue
+            group, skip = [p], False
+            for q in live:
+                if q == p:
+                    continue
+                rel = relation(pkeys[p], pkeys[q])
+                if rel in ("subset", "equal"):
+                    group.append(q)
+                elif rel in ("superset", "overlap"):
+                    skip = True
+                elif rel is None:
+                    raise UnsupportedFeatureError(
+                        "patternProperties", f"could not decide how the keys of patterns {p!r} and {q!r} "
+                        "overlap (automaton too large)", _ptr(where, "patternProperties"))
+            if skip:
+                continue
+            subs = [pprops[x] for x in group]
+            v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", p))
+            if v is not None:  # an unsatisfiable combination: those keys can never appear (exact)
+                alts.append(f"{pkeys[p]}{self.colon}{v}")
+        return alt(alts)
+
     def object(self, schema, where):
         for kw in ("patternProperties", "propertyNames", "dependentSchemas", "unevaluatedProperties",
                    "dependencies", "dependentRequired", "minProperties", "maxProperties"):
@@ -1144,30 +1283,15 @@ class _Compiler:
                 listed.append((r, self.value(member_schema(r, base), _ptr(where, "additionalProperties")), True))
         # extras policy
         if pprops:
-            # keys matching a pattern (never a listed name); a key matching several patterns must
-            # satisfy them all, so every pattern key gets all pattern schemas. Keys matched by no
-            # pattern are not generated (sound: extra keys are optional).
             extra_v = None
-            alts = []
-            allv = None
-            for pat, kr in pkeys.items():
-                if kr is None or any(matching_k for matching_k in
-                                     (pat in matching(k) for k in props.keys() | set(required))):
-                    continue
-                if allv is None:
-                    both = list(pprops.values())
-                    allv = self.value(both[0] if len(both) == 1 else {"allOf": both},
-                                      _ptr(where, "patternProperties"))
-                if allv is not None:
-                    alts.append(kr)
-            pattern_extra = None if not alts or allv is None else f"{alt(alts)}{self.colon}{allv}"
+            pattern_extra = self._pattern_extras(pprops, pkeys, matching, list(props) + list(required), where)
         if pprops:
             pass
         elif has_addl:
             extra_v = self.value(addl, _ptr(where, "additionalProperties")) if addl is not False else None
         elif not props and not required:
             # {"type": "object"}: any object, as deep as any_value() allows
-            extra_v = self.any_value(max(self.opt.max_recursion_depth - 1, 0))
+            extra_v = self.any_value(max(self.depth - 1, 0))
         elif self.opt.additional_properties:
             extra_v = self.any_value()
         else:
@@ -1284,7 +1408,10 @@ def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) 
         ``whitespace`` ("flexible": ``[ \\t\\n\\r]{0,max_whitespace}`` between tokens, "compact":
         none), ``additional_properties`` (policy when a schema with ``properties`` omits
         ``additionalProperties``), ``max_recursion_depth`` (recursive ``$ref`` unrolling and the
-        nesting depth of unconstrained JSON values).
+        nesting depth of unconstrained JSON values, capped at ``extra["regex_unroll_depth"]``,
+        default :data:`DEFAULT_REGEX_UNROLL_DEPTH` = 3: a flat regex doubles with every level).
+        A recursive schema keeps this unrolled, sound approximation here;
+        :func:`schema_to_grammar` is exact.
 
     Returns
     -------
@@ -1305,11 +1432,7 @@ def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) 
         exponentially).
     """
     options = options or CompileOptions()
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
+    schema = _load(schema)
     c = _Compiler(schema, options)
     r = c.value(schema, "")
     if r is None:
@@ -1327,10 +1450,155 @@ def json_value_regex(options: CompileOptions | None = None, depth: int | None = 
     return c.any_value(depth)
 
 
+# -- grammar mode ------------------------------------------------------------------------------------
+def schema_to_grammar(schema: dict | bool | str, options: CompileOptions | None = None):
+    """Compile a JSON Schema into a :class:`structgate.native.ir.Grammar` with rule references.
+
+    Like :func:`schema_to_regex` (same keywords, policies and errors), except that nothing is
+    unrolled: every unconstrained value (``{}``, ``true``, ``{"type": "object"}``, extra property
+    values) is a call of one recursive rule ``json:value`` (any JSON value, any depth); a
+    recursive ``$ref`` is a call of the rule for its (merged) schema; a ``$ref`` target met twice
+    (or whose text exceeds ``options.extra["rule_inline_max_chars"]``, default 20,000) is a rule
+    too, so ``$ref`` DAGs are not expanded. Rules are keyed by the canonical JSON of the merged
+    schema they stand for and named ``ref:<pointer>`` (``.2``, ``.3``... on a clash), in the
+    order the compiler meets them (deterministic). The nesting depth is then bounded only by the
+    engine's stack limit (``options.max_recursion_depth``), not by this compiler.
+
+    Parameters
+    ----------
+    schema : dict | bool | str
+        Draft 2020-12 schema (a JSON string is parsed).
+    options : CompileOptions | None
+        As for :func:`schema_to_regex`; ``max_recursion_depth`` is not used here.
+
+    Returns
+    -------
+    Grammar
+        ``root = "root"``; every rule body is the regex AST with :class:`~structgate.native.ir.Ref`
+        leaves (parsed with ``parse_regex(text, calls=True)``); ``origin`` gives each rule's JSON
+        pointer. Rules that can produce no string are removed and their calls replaced by
+        :data:`~structgate.native.ir.NOTHING`; an unsatisfiable schema (``false``, or a required
+        self-reference: every valid value would be infinitely deep) gives a root that matches
+        nothing (``Grammar.check`` then raises ``InvalidConstraintError``).
+
+    Raises
+    ------
+    GrammarSyntaxError, UnsupportedFeatureError
+        As :func:`schema_to_regex`.
+    CompileLimitError
+        ``max_regex_size`` (one rule's text), ``max_ref_nesting`` (a chain of more than
+        :data:`MAX_REF_NESTING` ``$ref`` schemas that never repeat).
+    """
+    options = options or CompileOptions()
+    schema = _load(schema)
+    c = _Compiler(schema, options, grammar=True)
+    if isinstance(schema, dict) and (schema.keys() - ANNOTATIONS):
+        # the root as the target of "#", so that a recursive "$ref": "#" calls the root's own rule
+        r = c._ref_value(schema, "", ["#"]) if "$ref" not in schema and "allOf" not in schema \
+            else c.value(schema, "")
+    else:
+        r = c.value(schema, "")
+    return _grammar(c, NEVER if r is None else r, "#")
+
+
+def json_value_grammar(options: CompileOptions | None = None):
+    """Any JSON value, any nesting depth, whitespace per ``options``: a
+    :class:`~structgate.native.ir.Grammar` whose root is the recursive rule ``json:value``."""
+    c = _Compiler(True, options or CompileOptions(), grammar=True)
+    c.any_value()
+    return _grammar(c, None, "")
+
+
+def json_object_grammar(options: CompileOptions | None = None):
+    """Any JSON *object* (the ``json_object`` constraint), values of any depth (exact): a
+    :class:`~structgate.native.ir.Grammar` with root ``root`` calling ``json:value``."""
+    c = _Compiler(True, options or CompileOptions(), grammar=True)
+    return _grammar(c, c._object_of(STRING, c.any_value()), "json_object")
+
+
+def _load(schema):
+    if isinstance(schema, (str, bytes)):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
+    return schema
+
+
+def _grammar(c: _Compiler, root_text: str | None, root_where: str):
+    from ..ir import Grammar
+    from ..regex.parser import parse_regex
+
+    texts = dict(c.rules)
+    where = dict(c.rule_where)
+    root = JSON_VALUE_RULE
+    m = re.fullmatch(r"\(\?&([^)]*)\)", root_text or "")
+    if m:  # the root is one call: that rule is the root
+        root, root_text = m.group(1), None
+    if root_text is not None:
+        root = ROOT_RULE
+        texts = {ROOT_RULE: root_text, **texts}
+        where[ROOT_RULE] = root_where
+    rules = {name: parse_regex(t, calls=True, where=where.get(name)) for name, t in texts.items()}
+    g = Grammar(rules, root, origin=where)
+    return _prune(g)
+
+
+def _prune(g):
+    """Drop rules that produce no string (their calls become NOTHING, simplified away) and rules
+    the root no longer reaches."""
+    from ..ir import NOTHING, Grammar, Ref
+    from ..regex.parser import EMPTY, Alt, Concat, Repeat
+
+    prod = g.productive_rules()
+    if g.root not in prod:
+        return Grammar({g.root: NOTHING}, g.root, origin={g.root: g.origin.get(g.root, "")})
+    reach = g.reachable()
+    if all(r in prod for r in reach):
+        if len(reach) == len(g.rules):
+            return g
+        return Grammar({r: g.rules[r] for r in reach}, g.root, origin={r: g.origin[r] for r in reach if r in g.origin})
+    memo: dict[int, Any] = {}
+
+    def simplify(node):
+        # iterative post-order over the (hash-consed) AST
+        stack = [(node, False)]
+        while stack:
+            n, done = stack.pop()
+            if id(n) in memo:
+                continue
+            kids = n.items if isinstance(n, (Concat, Alt)) else (n.item,) if isinstance(n, Repeat) else ()
+            if not done and kids:
+                stack.append((n, True))
+                stack.extend((k, False) for k in kids if id(k) not in memo)
+                continue
+            if isinstance(n, Ref):
+                out = n if n.name in prod else NOTHING
+            elif isinstance(n, Concat):
+                xs = [memo[id(k)] for k in n.items]
+                out = NOTHING if any(x == NOTHING for x in xs) else Concat(tuple(xs))
+            elif isinstance(n, Alt):
+                xs = tuple({id(x): x for x in (memo[id(k)] for k in n.items) if x != NOTHING}.values())
+                out = NOTHING if not xs else xs[0] if len(xs) == 1 else Alt(xs)
+            elif isinstance(n, Repeat):
+                x = memo[id(n.item)]
+                out = (EMPTY if n.min == 0 else NOTHING) if x == NOTHING else Repeat(x, n.min, n.max)
+            else:
+                out = n
+            memo[id(n)] = out
+        return memo[id(node)]
+
+    rules = {r: simplify(g.rules[r]) for r in reach if r in prod}
+    g2 = Grammar(rules, g.root, origin={r: g.origin[r] for r in rules if r in g.origin})
+    reach2 = g2.reachable()
+    g2.rules = {r: g2.rules[r] for r in reach2}
+    return g2
+
+
 def json_object_regex(options: CompileOptions | None = None) -> str:
     """Any JSON *object* (the ``json_object`` constraint, as vLLM / OpenAI ``response_format``
     define it) whose values nest at most ``options.max_recursion_depth`` further container levels.
     Sound approximation: every match is a JSON object; deeper objects are excluded."""
     opt = options or CompileOptions()
     c = _Compiler(True, opt)
-    return c._object_of(STRING, c.any_value(opt.max_recursion_depth))
+    return c._object_of(STRING, c.any_value(c.depth))
