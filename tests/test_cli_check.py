@@ -149,9 +149,23 @@ def test_native_backend_end_to_end(capsys):
     assert rc == 2 and "GrammarSyntaxError" in err and "Traceback" not in err
 
 
-def test_native_rejects_grammar_kind(capsys, tmp_path):
+def test_native_grammar_kind_both_dialects(capsys, tmp_path):
+    """native compiles grammars (Lark and GBNF, detected from the text): verdicts per text."""
+    g = tmp_path / "g.lark"
+    g.write_text('start: "a"+ "b"\n')
+    rc = main(["check", "--grammar", str(g), "--text", "aab", "--text", "aa", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["accepted"] for r in out["results"]] == [True, False], out
+    g2 = tmp_path / "g.gbnf"
+    g2.write_text('root ::= "(" root ")" | "x"\n')
+    rc2 = main(["check", "--grammar", str(g2), "--text", "((x))", "--text", "((x)", "--json"])
+    out2 = json.loads(capsys.readouterr().out)
+    assert rc == rc2 and [r["accepted"] for r in out2["results"]] == [True, False], out2
+
+
+def test_grammar_kind_refused_by_a_backend_without_it(capsys, tmp_path):
     g = tmp_path / "g.lark"
     g.write_text('start: "a"\n')
-    rc = main(["check", "--grammar", str(g), "--text", "a"])
+    rc = main(["check", "--backend", "structgate-outlines-core", "--grammar", str(g), "--text", "a"])
     err = capsys.readouterr().err
     assert rc == 2 and "ConstraintKindError" in err and "'grammar'" in err

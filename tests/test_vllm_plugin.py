@@ -346,7 +346,11 @@ def test_validation_unsupported_kind_is_per_request(plugin, hf_tokenizer, model_
     from vllm.exceptions import VLLMValidationError
 
     with pytest.raises(VLLMValidationError, match="does not support constraint kind 'grammar'"):
-        _validate({"grammar": "start: \"a\"+"}, "native", hf_tokenizer, model_config)
+        _validate({"grammar": "start: \"a\"+"}, "structgate-outlines-core", hf_tokenizer, model_config)
+    # native has every kind: a grammar request validates (and a bad one is a typed error)
+    _validate({"grammar": "start: \"a\"+"}, "native", hf_tokenizer, model_config)
+    with pytest.raises(VLLMValidationError, match="undefined rule"):
+        _validate({"grammar": "start: a\n"}, "native", hf_tokenizer, model_config)
 
 
 def test_validation_keeps_vllm_generic_checks(plugin, hf_tokenizer, model_config):
@@ -437,6 +441,7 @@ def test_bridge_accept_validate_rollback_terminate(vllm_backend, tmp_path, monke
 def test_bridge_request_kinds(vllm_backend):
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
+    from structgate import Constraint
     from structgate.errors import ConstraintKindError
     from structgate.plugin.bridge import constraint_from_key
 
@@ -449,8 +454,12 @@ def test_bridge_request_kinds(vllm_backend):
     assert st.kind == "structural_tag" and st.value["type"] == "structural_tag"
     g = vllm_backend.compile_grammar(StructuredOutputOptions.JSON_OBJECT, "")
     assert not g.is_terminated()
+    gg = vllm_backend.compile_grammar(StructuredOutputOptions.GRAMMAR, 'start: "a"')  # native has grammars
+    assert gg.matcher.advance(vllm_backend.sg_backend.vocab.encode("a")) and gg.matcher.is_accepting()
     with pytest.raises(ConstraintKindError, match="grammar"):
-        vllm_backend.compile_grammar(StructuredOutputOptions.GRAMMAR, 'start: "a"')
+        vllm_backend.sg_backend.__class__.compile(
+            type("NoGrammar", (vllm_backend.sg_backend.__class__,), {"supported_kinds": frozenset({"regex"})})(
+                vllm_backend.sg_backend.vocab), Constraint.grammar('start: "a"'))
     # compile cache: same constraint -> same compiled grammar, fresh matcher
     a = vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, "x+")
     b = vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, "x+")

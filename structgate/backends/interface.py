@@ -272,6 +272,21 @@ class Matcher(ABC):
         out = as_numpy_row(bitmask, row, self.vocab.vocab_size)
         return self._fill_row(out)
 
+    #: True when :meth:`row_source` is implemented: the matcher's mask is a cached row that a
+    #: batch hook can gather together with other requests' rows in one vectorised copy
+    supports_row_gather: ClassVar[bool] = False
+
+    def row_source(self) -> tuple[Any, int]:
+        """``(source, state)`` for batched fills (only when :attr:`supports_row_gather`).
+
+        ``source.slots(states)`` (int64 ``(k,)`` states in, int64 ``(k,)`` row indices out,
+        computing missing rows) indexes ``source.rows`` (int32 ``(capacity, ceil(V/32))``, read
+        it right after ``slots``); ``state == -1`` means terminated (the row then allows EOS
+        only). Requests sharing one ``source`` are filled by ``bitmask[rows] =
+        source.rows[source.slots(states)]``, which is how the vLLM scheduler hook fills native
+        requests. Raises NotImplementedError when unsupported."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose cached rows")
+
     def allowed_token_ids(self) -> np.ndarray:
         """Sorted ids allowed now (int64, for tests and debugging; slow path)."""
         from ..bitmask import allowed_ids

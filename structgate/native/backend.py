@@ -190,6 +190,11 @@ class NativeBackend(Backend):
         self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
         self._cache: "OrderedDict[str, NativeCompiledGrammar]" = OrderedDict()
         self._lock = threading.Lock()
+        # per-vocabulary preprocessing, once per process (as XGrammar's TokenizerInfo): the token
+        # trie and its quotient by the standard byte classes every grammar walks
+        from .pushdown import STANDARD_BYTE_CLASSES, class_trie
+
+        class_trie(vocab, STANDARD_BYTE_CLASSES)
 
     # -- stages -----------------------------------------------------------------------------------
     def to_grammar(self, constraint: Constraint):

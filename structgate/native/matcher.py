@@ -51,6 +51,12 @@ class NativeMatcher(Matcher):
         self._is_accepting = token_index.is_accepting
         self._history: list[int] = [START]
 
+    supports_row_gather = True
+
+    def row_source(self):
+        """``(token_index, state)``: see :meth:`Matcher.row_source`."""
+        return self.token_index, self._history[-1]
+
     # -- state ------------------------------------------------------------------------------------
     @property
     def state(self) -> int:

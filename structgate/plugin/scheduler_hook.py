@@ -5,7 +5,8 @@ one ``grammar.fill_bitmask(bitmask, i)`` call per request and per speculative po
 pool of 16-request chunks above 128 requests without speculation). For structgate backends this
 hook replaces that loop with one batched operation per step:
 
-* **native** matchers (they expose ``.token_index`` and an int ``.state``): the row of each state is
+* **row-gather** matchers (``Matcher.supports_row_gather``; ``row_source()`` gives the row source and
+  an int state — native's): the row of each state is
   precomputed and cached in the grammar's :class:`~structgate.native.token_index.TokenIndex`, so the
   step is one vectorised gather per distinct grammar, ``bitmask[rows] = ti.rows[ti.slots(states)]``;
 * **adapters**: rows prefetched in the background are copied; the others go through the engine's
@@ -140,10 +141,8 @@ def _kind(m: Any) -> int:
         if not isinstance(m, _MATCHER_CLS):
             k = 0
         else:
-            ti = getattr(m, "token_index", None)
-            native = (ti is not None and hasattr(ti, "slots") and hasattr(ti, "rows")
-                      and isinstance(getattr(m, "state", None), (int, np.integer)))
-            k = 1 if native else 2
+            # the interface's batched-fill declaration (Matcher.supports_row_gather / row_source)
+            k = 1 if getattr(type(m), "supports_row_gather", False) else 2
         _KIND[type(m)] = k
     return k
 
@@ -152,7 +151,8 @@ def _native_parts(matcher: Any):
     """``(token_index, state)`` for a native-style matcher, else None."""
     if _kind(matcher) != 1:
         return None
-    return matcher.token_index, int(matcher.state)
+    ti, st = matcher.row_source()
+    return ti, int(st)
 
 
 def _row_cached(ti: Any, state: int) -> bool:
@@ -275,11 +275,10 @@ class BatchFill:
         m = getattr(grammar, "matcher", None)
         kind = _kind(m)
         if kind == 1:  # native: record (token index, state); terminated (state -1) -> full row
-            st = m.state
+            ti, st = m.row_source()
             if st < 0:
                 self.full_rows.append(row)
                 return
-            ti = m.token_index
             entry = self.native.get(id(ti))
             if entry is None:
                 entry = self.native[id(ti)] = (ti, [], [])
