@@ -131,14 +131,52 @@ def _share_json_string(grammar):
     global _JSON_STRING_AST
     from .ir import share_subtree
 
+    if "__json_string" in grammar.rules:
+        return grammar
+    return share_subtree(grammar, _json_string_ast(), "__json_string")
+
+
+_warmed: "weakref.WeakSet" = None  # vocabularies whose JSON-string trie is built
+
+
+def _warm_json_string_trie(vocab: Vocabulary) -> None:
+    """Build the trie of the JSON string rule's byte partition for ``vocab`` (once per process and
+    vocabulary; every JSON schema's strings walk it)."""
+    global _warmed
+    import weakref
+
+    if _warmed is None:
+        _warmed = weakref.WeakSet()
+    if vocab in _warmed:
+        return
+    from .ir import Grammar
+    from .pushdown import STANDARD_BYTE_CLASSES, build_grammar_nfa, class_trie
+
+    g = _share_json_string(Grammar({"root": _json_string_ast()}, "root"))
+    if "__json_string" not in g.rules:
+        g = Grammar({"root": Ref_("__json_string"), "__json_string": _json_string_ast()}, "root",
+                    keep_calls={"__json_string"})
+    gn = build_grammar_nfa(g.check())
+    for r, name in enumerate(gn.rule_names):
+        if name == "__json_string":
+            class_trie(vocab, gn.rule_classes[r], gn.byte_classes)
+    _warmed.add(vocab)
+
+
+def _json_string_ast():
+    global _JSON_STRING_AST
     if _JSON_STRING_AST is None:
         from .json_schema import STRING
         from .regex import parse_regex
 
         _JSON_STRING_AST = parse_regex(STRING)
-    if "__json_string" in grammar.rules:
-        return grammar
-    return share_subtree(grammar, _JSON_STRING_AST, "__json_string")
+    return _JSON_STRING_AST
+
+
+def Ref_(name):
+    from .ir import Ref
+
+    return Ref(name)
 
 
 def _has_inner_anchor(node) -> bool:
@@ -194,7 +232,11 @@ class NativeBackend(Backend):
         # trie and its quotient by the standard byte classes every grammar walks
         from .pushdown import STANDARD_BYTE_CLASSES, class_trie
 
+        from .pushdown import _flat_tokens
+
         class_trie(vocab, STANDARD_BYTE_CLASSES)
+        _flat_tokens(vocab)
+        _warm_json_string_trie(vocab)
 
     # -- stages -----------------------------------------------------------------------------------
     def to_grammar(self, constraint: Constraint):
@@ -285,6 +327,12 @@ class NativeBackend(Backend):
                 if hit is not None:
                     self._cache.move_to_end(key)
                     return hit
+        from .pushdown import no_gc
+
+        with no_gc():
+            return self._compile_uncached(constraint, key)
+
+    def _compile_uncached(self, constraint: Constraint, key: str) -> NativeCompiledGrammar:
         t0 = time.monotonic()
         lim = self.options.compile_timeout_s
         deadline = t0 + lim if lim and lim > 0 else None
