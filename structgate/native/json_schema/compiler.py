@@ -44,6 +44,9 @@ DEFAULT_REGEX_UNROLL_DEPTH = 3
 #: grammar mode: rule texts longer than this stay rules even when used once
 #: (``CompileOptions.extra["rule_inline_max_chars"]``)
 DEFAULT_RULE_INLINE_MAX_CHARS = 20_000
+#: grammar mode: a ``$ref`` target written more than once is inlined only when its text is at most this
+#: long (``CompileOptions.extra["shared_inline_max_chars"]``): copies of small texts stay linear
+DEFAULT_SHARED_INLINE_MAX_CHARS = 512
 #: grammar mode: most ``$ref`` schemas being compiled inside each other (a chain of references whose
 #: merged schemas never repeat); ``CompileLimitError("max_ref_nesting")`` beyond
 MAX_REF_NESTING = 100
@@ -189,6 +192,10 @@ class _Compiler:
         self._recursive: set[str] = set()  # of those, the ones that met themselves
         #: grammar mode: a rule text longer than this (characters) is kept as a rule even when used once
         self.inline_max = int(options.extra.get("rule_inline_max_chars", DEFAULT_RULE_INLINE_MAX_CHARS))
+        #: grammar mode: how often each ``$ref`` string is written in the document; the target of one
+        #: written more than once becomes a rule unless its text is at most ``shared_inline_max``
+        self._ref_count: dict[str, int] = _count_refs(root) if grammar else {}
+        self.shared_inline_max = int(options.extra.get("shared_inline_max_chars", DEFAULT_SHARED_INLINE_MAX_CHARS))
         if options.whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {options.whitespace!r}")
         k = int(options.max_whitespace)
@@ -553,10 +560,11 @@ class _Compiler:
         if name is not None:  # recursion: the rule is registered when its body is done
             self._recursive.add(key)
             return f"(?&{name})"
-        if key in self._inline:  # second use: promote the text to a rule
-            text = self._inline.pop(key)
-            if text is None:
-                return None
+        if key in self._inline:  # second use: promote the text to a rule (unless it is small)
+            text = self._inline[key]
+            if text is None or len(text) <= self.shared_inline_max:
+                return text
+            del self._inline[key]
             name = self._new_rule_name(refs)
             self.rules[name] = text
             self.rule_where[name] = where or "#"
@@ -572,7 +580,9 @@ class _Compiler:
             text = self.value(merged, where)
         finally:
             del self._progress[key]
-        if key in self._recursive or (text is not None and len(text) > self.inline_max):
+        shared = any(self._ref_count.get(r, 0) > 1 for r in refs)
+        if key in self._recursive or (text is not None and (
+                len(text) > self.inline_max or (shared and len(text) > self.shared_inline_max))):
             self._recursive.discard(key)
             self.rules[name] = NEVER if text is None else text  # calls inside it then match nothing
             self.rule_where[name] = where or "#"
@@ -1366,6 +1376,22 @@ class _Compiler:
         if not req_after:
             return rf"\{{{ws}(?:{nxt}{ws})?\}}"
         return rf"\{{{ws}{nxt}{ws}\}}"
+
+
+def _count_refs(doc) -> dict[str, int]:
+    """``$ref`` string -> number of times it is written anywhere in ``doc`` (iterative walk)."""
+    out: dict[str, int] = {}
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            r = x.get("$ref")
+            if isinstance(r, str):
+                out[r] = out.get(r, 0) + 1
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return out
 
 
 def _key_not_in(names: list[str]) -> str:
