@@ -171,6 +171,37 @@ class _Flags:
         return _Flags(self.dotall, self.verbose, self.multiline, self.ignorecase)
 
 
+import re as _re
+
+#: one scan of a pattern: escapes (skipped), character classes, and parentheses
+_SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", _re.S)
+#: parsed classes and ``(?:...)`` groups by their text and flags, shared by every parse: generated
+#: patterns (JSON Schema rules) repeat the same pieces hundreds of times
+_PIECES: dict[tuple, Node] = {}
+_VERBOSE_FLAG = _re.compile(r"\(\?[a-zA-Z-]*x")
+_PIECES_MAX = 50_000
+#: pieces shorter than this are parsed directly (a lookup would not pay)
+_PIECE_MIN = 12
+
+
+def _scan(pattern: str) -> tuple[dict[int, int], dict[int, int]]:
+    """(class start -> index after its ``]``, ``(`` index -> matching ``)`` index), from one
+    regex scan (C speed); unbalanced parentheses are left out (the parser reports them)."""
+    classes: dict[int, int] = {}
+    groups: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _SCAN.finditer(pattern):
+        t = m.group()
+        if t == "(":
+            stack.append(m.start())
+        elif t == ")":
+            if stack:
+                groups[stack.pop()] = m.start()
+        elif t[0] == "[":
+            classes[m.start()] = m.end()
+    return classes, groups
+
+
 class _Parser:
     def __init__(self, pattern: str, where: str | None, calls: bool = False):
         if not isinstance(pattern, str):
@@ -180,6 +211,11 @@ class _Parser:
         self.where = where
         self.calls = calls
         self._intern: dict[tuple, Node] = {}
+        # piece cache: not with (?x) anywhere (comments and spaces change what a piece means)
+        self._cache_ok = self.n >= 64 and _VERBOSE_FLAG.search(pattern) is None
+        if self._cache_ok:
+            self._classes, self._groups = _scan(pattern)
+        self._pending: dict[int, tuple] = {}
 
     # -- errors -----------------------------------------------------------------------------------
     def err(self, msg: str, pos: int) -> GrammarSyntaxError:
@@ -217,6 +253,20 @@ class _Parser:
             atom: Node | None = None
             if c == "(" and self.calls and p.startswith("(?&", i):
                 atom, i = self._call(i)
+            elif c == "(" and self._cache_ok and p.startswith("(?:", i) and i in self._groups \
+                    and self._groups[i] - i >= _PIECE_MIN and not flags.verbose:
+                key = (p[i:self._groups[i] + 1], flags.dotall, flags.ignorecase, flags.multiline, self.calls)
+                hit = _PIECES.get(key)
+                if hit is not None:
+                    atom = hit
+                    i = self._groups[i] + 1
+                else:
+                    self._pending[i] = key
+                    frames.append((alts, items, flags, i))
+                    alts, items = [], []
+                    flags = flags.copy()
+                    i += 3
+                    continue
             elif c == "(":
                 j, kind, new_flags = self._group_open(i, flags)
                 if kind == "skip":  # comment
@@ -234,6 +284,9 @@ class _Parser:
                 alts, items, flags, _open_pos = frames.pop()
                 atom = node
                 i += 1
+                key = self._pending.pop(_open_pos, None)
+                if key is not None and len(_PIECES) < _PIECES_MAX:
+                    _PIECES[key] = node
             elif c == "|":
                 alts.append(self._concat(items))
                 items = []
@@ -254,7 +307,19 @@ class _Parser:
                 self._no_quant_after_anchor(i, flags)
                 continue
             elif c == "[":
-                atom, i = self._parse_class(i, flags.ignorecase)
+                end = self._classes.get(i, -1) if self._cache_ok else -1
+                if end - i >= _PIECE_MIN:
+                    key = (p[i:end], flags.ignorecase)
+                    hit = _PIECES.get(key)
+                    if hit is None:
+                        hit, i2 = self._parse_class(i, flags.ignorecase)
+                        if i2 == end and len(_PIECES) < _PIECES_MAX:
+                            _PIECES[key] = hit
+                        atom, i = hit, i2
+                    else:
+                        atom, i = hit, end
+                else:
+                    atom, i = self._parse_class(i, flags.ignorecase)
             elif c == ".":
                 atom = Chars(_ANY if flags.dotall else _DOT)
                 i += 1
