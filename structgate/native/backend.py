@@ -110,10 +110,10 @@ class NativeCompiledGrammar(CompiledGrammar):
 
     @property
     def memory_size_bytes(self) -> int:
-        n = self.token_index.memory_size_bytes
-        if self.dfa is not None:
-            n += self.dfa.memory_size_bytes
-        return int(n)
+        """Bytes held by this grammar: its index's tables and cached rows (which include the eager
+        path's transition tables; the DFA's own copy is not counted twice). The per-vocabulary
+        tries shared by every grammar are not included."""
+        return int(self.token_index.memory_size_bytes)
 
     def __repr__(self) -> str:
         ti = self.token_index
