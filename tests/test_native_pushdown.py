@@ -239,3 +239,28 @@ def test_native_backend_recursive_schema_and_shared_refs(llama3_vocab):
     g2 = b.compile(Constraint.json_schema({"$defs": defs, "$ref": "#/$defs/d24"}))
     m = g2.matcher()
     assert m.advance(v.encode('{"a": {"a": {"a": ')) and not m.is_accepting()
+
+
+def test_stack_relative_masks_respect_the_depth_bound(llama3_vocab):
+    """Right recursion (llama.cpp's ``ws ::= ([ \\t\\n] ws)?``) pushes one frame per byte: a mask
+    computed once for a frame must not allow, deep in the stack, tokens whose pushes the real stack
+    would refuse (found by a random walk of json.gbnf: a whitespace-run token allowed, then rejected)."""
+    v = llama3_vocab
+    ws = alt(seq(parse_regex(r"[ \t\n]"), ref("ws")), lit(""))
+    rules = {"root": seq(lit("{"), ref("item"), lit("}")), "item": seq(ref("ws"), opt(seq(lit("a"), ref("item")))),
+             "ws": ws}
+    pi = _index(rules, v, max_depth=24)
+    row = np.empty(pi.width, np.int32)
+    spaces = sorted((t for t, b in enumerate(v.token_bytes) if b and set(b) <= {0x20}), key=lambda t: len(v.token_bytes[t]))
+    s = pi.next_state(1, v.encode("{")[0])
+    a = [t for t in v.encode("a") if v.token_bytes[t] == b"a"][0]
+    for step in range(30):
+        pi.fill_row(s, row)
+        assert (row == pi.direct_row(s)).all(), f"step {step}: the mask disagrees with a direct walk"
+        allowed = set(_ids(row, v).tolist())
+        for t in spaces:
+            assert (t in allowed) == (pi.next_state(s, t) != 0)
+        nxt = pi.next_state(s, a) if step % 3 else pi.next_state(s, spaces[0])
+        if nxt == 0:
+            break
+        s = nxt

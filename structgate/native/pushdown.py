@@ -58,6 +58,7 @@ __all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CL
 
 CALL, RET = 6, 7
 TERMINATED = -1
+_VBASE = -2  # return state of a stack that stands for a re-rooted frame
 
 #: the standard byte-class partition: every ASCII byte alone, then the UTF-8 blocks
 #: 80-8F 90-9F A0-BF (continuations, split where E0/ED/F0/F4 restrict the second byte),
@@ -668,6 +669,7 @@ class PushdownIndex:
         self._cfg_ids: dict[frozenset, int] = {frozenset(): 0}
         self._cfg_keys: list[frozenset] = [frozenset()]
         self._accepting = np.zeros(1024, dtype=bool)
+        self._cfg_depth = np.zeros(1024, dtype=np.int64)  # deepest stack among a configuration's items
         self._table = np.full((1024, W), -1, dtype=np.int64)
         self._table[0] = 0
         self._closure_memo: dict[tuple[int, int], frozenset] = {}
@@ -777,7 +779,7 @@ class PushdownIndex:
                             seen.add(p)
                             work.append(p)
                 else:  # RET
-                    if k == 0:
+                    if k == 0 or self._stk_ret[k] == _VBASE:  # the root, or a re-rooted frame, completes
                         res.add(self._ACCEPT)
                     else:
                         p = (self._stk_ret[k], self._stk_parent[k])
@@ -795,6 +797,7 @@ class PushdownIndex:
         if c is not None:
             return c
         c = len(self._cfg_keys)
+        N = self._N
         if c >= self.max_states:
             raise CompileLimitError("max_dfa_states", c, self.max_states,
                                     "the grammar's configuration automaton grew too large")
@@ -811,7 +814,12 @@ class PushdownIndex:
             s = np.full(n, -1, dtype=np.int64)
             s[:c] = self._slot[:c]
             self._slot = s
+            dd = np.zeros(n, dtype=np.int64)
+            dd[:c] = self._cfg_depth[:c]
+            self._cfg_depth = dd
         self._accepting[c] = self._ACCEPT in items
+        sd = self._stk_depth
+        self._cfg_depth[c] = max((sd[it // N] for it in items if it >= 0), default=0)
         return c
 
     def _compute_row(self, c: int) -> None:
@@ -1046,10 +1054,24 @@ class PushdownIndex:
                 return 0
         return max(base, 0)
 
-    def _relativize(self, items: frozenset, base: int) -> frozenset:
-        """The items with ``base`` cut off their stacks (re-rooted at the empty stack)."""
+    def _vbase(self, depth: int) -> int:
+        """A stack standing for "some frame at ``depth``" (return state ``_VBASE``): a frame re-rooted
+        on it completes into the accept item, and pushes above it see the real depth budget."""
+        key = (_VBASE, depth)
+        k = self._stk_ids.get(key)
+        if k is None:
+            k = len(self._stk_ret)
+            self._stk_ids[key] = k
+            self._stk_ret.append(_VBASE)
+            self._stk_parent.append(0)
+            self._stk_depth.append(depth)
+        return k
+
+    def _relativize(self, items: frozenset, base: int, to: int = 0) -> frozenset:
+        """The items with ``base`` cut off their stacks (re-rooted at stack ``to``: the empty stack
+        or a :meth:`_vbase`)."""
         N = self._N
-        memo: dict[int, int] = {base: 0}
+        memo: dict[int, int] = {base: to}
         out = set()
         for it in items:
             k, leaf = divmod(it, N)
@@ -1077,7 +1099,11 @@ class PushdownIndex:
         row = self._allowed_row(tw[0], nodes, tw[1])
         # class nodes whose configuration is complete (the base rule returned) after >= 1 byte
         toks, offs = self._uncertain(nodes[self._accepting.take(cfgs)], tw[0])
-        info = (row, toks, offs, bool(self._accepting[cr]))
+        # deepest stack any walked configuration reached: the walk holds for a frame at depth d
+        # iff d + that <= max_depth (otherwise pushes it took would be refused on the real stack)
+        reach = int(self._cfg_depth.take(cfgs).max()) if cfgs.size else 0
+        reach = max(reach, int(self._cfg_depth[cr]))
+        info = (row, toks, offs, bool(self._accepting[cr]), reach)
         self._rel_cache[cr] = info
         return info
 
@@ -1152,11 +1178,16 @@ class PushdownIndex:
         else:
             (k,) = groups
             if k == 0:
-                row, toks, offs, acc0 = self._rel_info(state)
+                row, toks, offs, acc0, _reach = self._rel_info(state)
                 row = row.copy()
             else:
                 cr = self._intern(self._relativize(items, k))
-                rrow, toks, offs, acc0 = self._rel_info(cr)
+                rrow, toks, offs, acc0, reach = self._rel_info(cr)
+                d = self._stk_depth[k]
+                if d + reach > self.max_depth:
+                    # near the depth bound: the walk re-rooted at the real depth (exact, cached per depth)
+                    cr = self._intern(self._relativize(items, k, self._vbase(d)))
+                    rrow, toks, offs, acc0, _reach = self._rel_info(cr)
                 row = rrow.copy()
                 p = self._intern(self._closure(self._stk_ret[k], self._stk_parent[k]))
                 if acc0 and p:
