@@ -646,7 +646,11 @@ def _apply_metrics_fill(mod) -> None:
         metrics.record_fill(getattr(be, "backend_name", "?"), time.perf_counter() - t0, rows)
         return out
 
-    cls.grammar_bitmask = ledger.mark(grammar_bitmask, cur, "metrics-mask-fill")
+    # __structgate_original__ stays vLLM's own function (what callers and tests compare against);
+    # __wrapped__ is the layer below (the batched hook when it is installed)
+    ledger.mark(grammar_bitmask, getattr(cur, "__structgate_original__", cur), "metrics-mask-fill")
+    grammar_bitmask.__wrapped__ = cur
+    cls.grammar_bitmask = grammar_bitmask
 
 
 register_patch(Patch(
