@@ -221,31 +221,26 @@ class Grammar:
             i += 1
         return order
 
-    def nullable_rules(self) -> set[str]:
-        """Rules that match the empty string (least fixpoint)."""
+    def _fixpoint(self, holds) -> set[str]:
+        """Least fixpoint: the reachable rules ``r`` with ``holds(body, found_so_far)``."""
         names = self.reachable()
-        null: set[str] = set()
+        found: set[str] = set()
         changed = True
         while changed:
             changed = False
             for r in names:
-                if r not in null and _nullable(self.rules[r], null):
-                    null.add(r)
+                if r not in found and holds(self.rules[r], found):
+                    found.add(r)
                     changed = True
-        return null
+        return found
+
+    def nullable_rules(self) -> set[str]:
+        """Rules that match the empty string (least fixpoint)."""
+        return self._fixpoint(_nullable)
 
     def productive_rules(self) -> set[str]:
         """Rules that match at least one string (least fixpoint)."""
-        names = self.reachable()
-        prod: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in names:
-                if r not in prod and _productive(self.rules[r], prod):
-                    prod.add(r)
-                    changed = True
-        return prod
+        return self._fixpoint(_productive)
 
     def recursive_rules(self) -> set[str]:
         """Rules on a reference cycle (Tarjan SCCs of size > 1, or self-references)."""

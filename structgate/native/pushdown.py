@@ -315,14 +315,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                         g.n_calls += 1
                     value = v
                     continue
-                child = rules[child.name]  # inline
-                k = (id(child), cnxt)
-                value = memo.get(k)
-                if value is None:
-                    keep.append(child)
-                    stack.append(_compile_ext(nfa, child, cnxt))
-                    keys.append(k)
-                continue
+                child = rules[child.name]  # inline: compile the callee's body with this continuation
             k = (id(child), cnxt)
             value = memo.get(k)
             if value is None:

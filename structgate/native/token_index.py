@@ -11,7 +11,8 @@ How it is fast (the toktrie idea of llguidance ``docs/toktrie.md``, vectorised w
    trie over every non-empty token, stored level by level (breadth first). Node ``n`` of level
    ``d`` has a byte label and a parent in level ``d-1``; each token points at the node of its last
    byte. Llama 3 (128,256 tokens, 831 kB of token bytes) gives about 330k nodes.
-2. **Per grammar, once** (:class:`TokenIndex` constructor): the byte labels are mapped to the DFA's
+2. **Per byte partition, once** (:func:`structgate.native.pushdown.class_trie`, cached per vocabulary and
+   partition, shared with the pushdown engine): the byte labels are mapped to the DFA's
    byte equivalence classes and the trie is *quotiented*: two nodes with the same parent class node
    and the same class label merge (one ``np.unique`` per level). All tokens with the same
    class string share one class node, so the trie to walk shrinks to the distinct class strings
@@ -187,7 +188,6 @@ class TokenIndex:
         self.dfa = dfa
         self.vocab = vocab
         self.width = (vocab.vocab_size + 31) // 32
-        trie = vocab_trie(vocab)
         nc = dfa.n_classes
         ns = dfa.n_states
         if ns < 2 or np.asarray(dfa.table[0]).any() or dfa.accepting[0]:
@@ -203,38 +203,14 @@ class TokenIndex:
         self._table = np.ascontiguousarray(dfa.table, dtype=np.int32)
         self._byte_class_list = [int(c) for c in dfa.byte_classes]
 
-        # -- quotient the byte trie by the byte classes, level by level --------------------------
-        cls_of_node = self._byte_classes[trie.node_byte] if trie.n_nodes else np.zeros(0, np.int64)
-        bnode_to_cnode = np.empty(trie.n_nodes, dtype=np.int64)
+        # -- the trie quotiented by the DFA's byte classes (shared per vocabulary and partition) ---
+        from .pushdown import class_trie
+
+        ct = class_trie(vocab, np.asarray(dfa.byte_classes, dtype=np.uint8))
         levels: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
-        prev_map = np.zeros(1, dtype=np.int64)  # byte node (local, prev level) -> class node (local)
-        cbase = 0
-        n_prev = 1
-        for d in range(trie.depth):
-            lo, hi = int(trie.level_bounds[d]), int(trie.level_bounds[d + 1])
-            cpar = prev_map[trie.node_parent[lo:hi]]
-            key = cpar * nc + cls_of_node[lo:hi]
-            span = n_prev * nc
-            if span <= 4 * (hi - lo) + 4096:
-                mark = np.zeros(span, dtype=bool)
-                mark[key] = True
-                uniq = np.flatnonzero(mark)
-                rank = np.cumsum(mark) - 1
-                inv = rank[key]
-            else:
-                uniq, inv = np.unique(key, return_inverse=True)
-            par = (uniq // nc).astype(np.intp)
-            cls = (uniq % nc).astype(np.intp)
-            cls_off = (cls * ns).astype(np.int32)  # offset into the transposed table
-            # child ranges of each parent (class nodes of a level are sorted by parent)
-            # children of parent p are bounds[p] .. bounds[p+1]-1 (only the pruned walk uses them)
-            bounds = np.zeros(n_prev + 1, dtype=np.int32)
-            np.cumsum(np.bincount(par, minlength=n_prev), out=bounds[1:])
-            levels.append((cbase, par, cls_off, bounds))
-            bnode_to_cnode[lo:hi] = cbase + inv
-            prev_map = inv
-            n_prev = uniq.shape[0]
-            cbase += n_prev
+        for base, par, cls, bounds in ct.levels:
+            levels.append((base, par, (cls * ns).astype(np.int32), bounds.astype(np.int32)))
+        cbase = ct.n_nodes
         self._levels = levels
         self.n_class_nodes = cbase
         self._buf = np.empty(max([lv[1].shape[0] for lv in levels] or [1]), dtype=np.int32)
@@ -242,11 +218,9 @@ class TokenIndex:
         # per level: (base, output view, parents, class offsets, child bounds, scratch view)
         self._plan = [(lv[0], self._ends[lv[0]: lv[0] + lv[1].shape[0]], lv[1], lv[2], lv[3],
                        self._buf[: lv[1].shape[0]]) for lv in levels]
-        tn = trie.token_node
         # class node of each token; specials point at a slot (n_class_nodes) that is always dead
         tok_c = np.full(vocab.vocab_size, cbase, dtype=np.int32)
-        has = tn >= 0
-        tok_c[: vocab.n_tokens][has] = bnode_to_cnode[tn[has]]
+        tok_c[: vocab.n_tokens] = ct.token_cnode[: vocab.n_tokens]
         self._eos = np.asarray(sorted(set(vocab.eos_token_ids)), dtype=np.intp)
         tok_c[self._eos] = cbase  # EOS follows the accepting rule only, even if it has bytes
         self._token_cnode = tok_c
