@@ -264,3 +264,38 @@ def test_stack_relative_masks_respect_the_depth_bound(llama3_vocab):
         if nxt == 0:
             break
         s = nxt
+
+
+def test_tail_calls_take_no_frame(llama3_vocab):
+    """Right recursion written as a tail call repeats without growing the stack (found by a new
+    user: `item ::= "x" ("," item)?` stopped at 128 items, `ws ::= ([ ] ws)?` at max_recursion_depth
+    spaces); a call that is not in tail position still counts against the bound."""
+    v = llama3_vocab
+    b = get_backend("native", v, max_recursion_depth=5)
+    g = b.compile(Constraint.grammar('root ::= item\nitem ::= "x" ("," item)?', "gbnf"))
+    for n in (1, 6, 300):
+        m = g.matcher()
+        assert m.advance(v.encode(",".join(["x"] * n))) and m.is_accepting(), n
+    g2 = b.compile(Constraint.grammar('root ::= "a" ws "b"\nws ::= ([ ] ws)?', "gbnf"))
+    m = g2.matcher()
+    assert m.advance(v.encode("a" + " " * 40 + "b")) and m.is_accepting()
+    nested = b.compile(Constraint.grammar('root ::= p\np ::= "(" p? ")"', "gbnf"))  # not a tail call
+    ok = nested.matcher()
+    assert ok.advance(v.encode("((()))")) and ok.is_accepting()
+    deep = nested.matcher()
+    assert not (deep.advance(v.encode("(" * 12 + ")" * 12)) and deep.is_accepting())
+    row = np.empty(g2.token_index.width, np.int32)
+    m = g2.matcher()
+    for t in v.encode("a" + " " * 20 + "b"):
+        g2.token_index.fill_row(m.state, row)
+        assert (row == g2.token_index.direct_row(m.state)).all()
+        assert m.advance(t)
+
+
+def test_non_integer_token_ids_are_typed_errors(llama3_vocab):
+    from structgate.errors import MatcherStateError
+
+    m = get_backend("native", llama3_vocab).compile(Constraint.regex("ab")).matcher()
+    for bad in ("ab", 1.5, [1, "x"], [True]):
+        with pytest.raises(MatcherStateError):
+            m.advance(bad)

@@ -385,10 +385,16 @@ class Matcher(ABC):
 
     @staticmethod
     def _as_list(token_ids: int | Sequence[int]) -> list[int]:
-        if isinstance(token_ids, (int, np.integer)):
+        if isinstance(token_ids, (int, np.integer)) and not isinstance(token_ids, bool):
             ids = [int(token_ids)]
+        elif isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__iter__"):
+            raise MatcherStateError(f"token ids must be an int or a sequence of ints, got {type(token_ids).__name__}")
         else:
-            ids = [int(t) for t in token_ids]
+            ids = []
+            for t in token_ids:
+                if not isinstance(t, (int, np.integer)) or isinstance(t, bool):
+                    raise MatcherStateError(f"token id must be an int, got {type(t).__name__} {t!r}")
+                ids.append(int(t))
         for t in ids:
             if t < 0:
                 raise MatcherStateError(f"token id must be >= 0, got {t}")

@@ -645,6 +645,7 @@ class PushdownIndex:
         self._kind, self._out, self._lo = nfa.kind, nfa.out, nfa.lo
         self._closures = _GrammarClosures(gnfa)
         self._lc = self._closures.get
+        self._tail: dict[int, bool] = {}
         bc = gnfa.byte_classes
         self.byte_classes = bc
         self._bc_list = [int(c) for c in bc]
@@ -745,6 +746,15 @@ class PushdownIndex:
             self._stk_depth.append(d)
         return k
 
+    def _is_tail(self, call: int) -> bool:
+        """True when the continuation of CALL state ``call`` is only its rule's RET (through
+        epsilon moves): returning from the callee then completes the caller too."""
+        t = self._tail.get(call)
+        if t is None:
+            after = self._lc(self._out[call])
+            t = self._tail[call] = len(after) == 1 and self._kind[next(iter(after))] == RET
+        return t
+
     def _closure(self, v: int, k: int) -> frozenset:
         """Items ``stack * N + byte_state`` (and ``ACCEPT``) reachable from NFA state ``v`` on stack ``k``."""
         key = (v, k)
@@ -765,7 +775,10 @@ class PushdownIndex:
                 if kd == BYTE:
                     res.add(k * N + leaf)
                 elif kd == CALL:
-                    k2 = self._push(out[leaf], k)
+                    # a call in tail position (nothing but the caller's own return follows) takes no
+                    # frame: the callee returns straight to the caller's caller, so right recursion
+                    # (item ("," item)?, ws ::= ([ ] ws)?) repeats without growing the stack
+                    k2 = k if self._is_tail(leaf) else self._push(out[leaf], k)
                     if k2 >= 0:
                         p = (starts[lo[leaf]], k2)
                         if p not in seen:
