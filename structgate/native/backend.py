@@ -131,9 +131,27 @@ def _share_json_string(grammar):
     global _JSON_STRING_AST
     from .ir import share_subtree
 
-    if "__json_string" in grammar.rules:
-        return grammar
-    return share_subtree(grammar, _json_string_ast(), "__json_string")
+    if "__json_string" not in grammar.rules:
+        grammar = share_subtree(grammar, _json_string_ast(), "__json_string")
+    if "__json_key_tail" not in grammar.rules:
+        grammar = share_subtree(grammar, _key_tail_ast(), "__json_key_tail")
+    return grammar
+
+
+_KEY_TAIL_AST = None
+
+
+def _key_tail_ast():
+    """The end of an object key that is not one of the listed names (``KEY_TAIL``: any canonical
+    characters, then the closing quote): shared like the JSON string, so the free keys of
+    ``additionalProperties`` are walked once per grammar."""
+    global _KEY_TAIL_AST
+    if _KEY_TAIL_AST is None:
+        from .json_schema.compiler import KEY_TAIL
+        from .regex import parse_regex
+
+        _KEY_TAIL_AST = parse_regex(KEY_TAIL)
+    return _KEY_TAIL_AST
 
 
 _warmed: "weakref.WeakSet" = None  # vocabularies whose JSON-string trie is built

@@ -1402,25 +1402,30 @@ def _key_not_in(names: list[str]) -> str:
         for ch in n:
             node = node.setdefault(ch, {})
         node[None] = True
-    canon_any = json_char_regex(ANY, escapes=False)
+    tail = KEY_TAIL  # any canonical characters, then the closing quote
 
     def rec(node) -> str:
+        # every branch ends the string itself, so the open-ended branches all end in the same
+        # KEY_TAIL text: the native backend matches it through one shared rule
         parts = []
         chars = [c for c in node if c is not None]
         other = subtract(ANY, tuple((ord(c), ord(c)) for c in sorted(chars)))
         o = json_char_regex(tuple(sorted(set(other))), escapes=False) if other else None
         if o is not None:
-            parts.append(f"{o}(?:{canon_any})*")
+            parts.append(f"{o}{tail}")
         for c in chars:
             enc = json_char_regex(((ord(c), ord(c)),), escapes=False)
             if enc is not None:  # a lone surrogate in a name has no canonical spelling
                 parts.append(enc + rec(node[c]))
-        body = alt(parts) or ""
-        if None not in node:  # the string may end here
-            return f"(?:{body})?" if body else ""
-        return body if body else "(?!)"
+        if None not in node:  # not a listed name: the string may end here
+            parts.append('"')
+        return alt(parts) if parts else "(?!)"
 
-    return '"' + rec(trie) + '"'
+    return '"' + rec(trie)
+
+
+#: the end of a JSON string in canonical spelling: any characters, then the closing quote
+KEY_TAIL = f'(?:{json_char_regex(ANY, escapes=False)})*"'
 
 
 def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) -> str:
