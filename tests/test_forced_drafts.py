@@ -210,7 +210,10 @@ def test_forced_drafts_over_http_exact_valid_and_all_accepted(tmp_path):
         drafted = metric_sum(m_on, "vllm:spec_decode_num_draft_tokens_total")
         accepted = metric_sum(m_on, "vllm:spec_decode_num_accepted_tokens_total")
         assert forced > 0, m_on[-3000:]
-        assert drafted == forced and accepted == drafted, (forced, drafted, accepted)
+        # every draft vLLM scheduled was accepted (the exactness claim); structgate counts what it
+        # proposes, vLLM what it schedules: proposals vLLM drops (a request that finishes or is
+        # preempted in that step) appear only in structgate's count
+        assert 0 < drafted <= forced and accepted == drafted, (forced, drafted, accepted)
         assert metric_sum(m_off, "structgate_forced_draft_tokens_total") == 0
     finally:
         for s in (off, on):

@@ -49,9 +49,13 @@ def test_two_processes_are_summed(tmp_path):
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip().startswith(str(tmp_path))
     (tmp_path / "999999.json").write_text('{"pid": 999999, "hist": [')  # a torn file is skipped
-    from structgate.plugin import metrics
-
-    fams = _families(metrics.render_text(str(tmp_path)))
+    # render in a fresh process, as the API server does: this test process may hold metrics of its
+    # own from earlier tests, which read_all() adds to the files' (the test was order-dependent)
+    rendered = subprocess.run([sys.executable, "-c", "import sys; from structgate.plugin import metrics; "
+                               "sys.stdout.write(metrics.render_text(sys.argv[1]))", str(tmp_path)],
+                              capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    fams = _families(rendered.stdout)
     assert _sample(fams, "structgate_compile_seconds", "_count", backend="native", kind="regex") == 5
     want_sum = sum(0.003 * (i + 1) for i in range(2)) + sum(0.003 * (i + 1) for i in range(3))
     assert abs(_sample(fams, "structgate_compile_seconds", "_sum", backend="native", kind="regex") - want_sum) < 1e-9

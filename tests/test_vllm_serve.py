@@ -143,7 +143,8 @@ def test_json_object_and_plain_json_field(servers, llama3_vocab):
     ({"prompt": "x", "structured_outputs": {"regex": "[0-9"}}, "GrammarSyntaxError"),
     ({"prompt": "x", "structured_outputs": {"regex": "(ab"}}, "GrammarSyntaxError"),
     ({"prompt": "x", "structured_outputs": {"json": '{"type": "object",'}}, "not valid JSON"),
-    ({"prompt": "x", "structured_outputs": {"grammar": 'start: "a"+'}}, "does not support constraint kind 'grammar'"),
+    ({"prompt": "x", "structured_outputs": {"grammar": 'start: item\n'}}, "undefined rule 'item'"),
+    ({"prompt": "x", "structured_outputs": {"grammar": 'root ::= root "a" | "b"\n'}}, "left recursion"),
     ({"prompt": "x", "structured_outputs": {"choice": []}}, "cannot be an empty list"),
 ])
 def test_invalid_request_is_http_400_naming_the_problem(servers, body, needle):

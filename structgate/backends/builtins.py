@@ -18,9 +18,9 @@ def structgate_register_backends(register):
         factory="structgate.native.backend:NativeBackend",
         requires=("numpy",),
         distribution="structgate",
-        description="structgate's own byte-level DFA + TokenIndex engine",
+        description="structgate's own pushdown engine (grammar IR, lazy configurations, token masks)",
         options=("compile_cache_size", "inline_max_size", "row_budget_bytes", "formats", "max_regex_size",
-                 "regex_unroll_depth", "rule_inline_max_chars"),
+                 "regex_unroll_depth", "rule_inline_max_chars", "shared_inline_max_chars"),
         plugin="structgate",
     ))
     register(BackendSpec(
