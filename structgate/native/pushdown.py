@@ -1033,33 +1033,6 @@ class PushdownIndex:
     _pinned: frozenset = frozenset()
 
     # -- stack-relative masks (the context-independent / context-dependent split) ---------------------
-    def _base_stack(self, items: frozenset) -> int:
-        """Deepest stack that every item's stack extends (their lowest common ancestor); 0 when an
-        item is the root's accept item or lies on the empty stack."""
-        N = self._N
-        par, depth = self._stk_parent, self._stk_depth
-        base = -1
-        for it in items:
-            if it < 0:
-                return 0
-            k = it // N
-            if k == 0:
-                return 0
-            if base < 0:
-                base = k
-                continue
-            a, b = base, k
-            while depth[a] > depth[b]:
-                a = par[a]
-            while depth[b] > depth[a]:
-                b = par[b]
-            while a != b:
-                a, b = par[a], par[b]
-            base = a
-            if base == 0:
-                return 0
-        return max(base, 0)
-
     def _vbase(self, depth: int) -> int:
         """A stack standing for "some frame at ``depth``" (return state ``_VBASE``): a frame re-rooted
         on it completes into the accept item, and pushes above it see the real depth budget."""
