@@ -83,6 +83,10 @@ class VllmServer:
         # CPU builds: the launcher sets VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE (setup_cpu_env)
         self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                     "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+        if not (env or {}).get("STRUCTGATE_METRICS_DIR"):
+            # one metrics folder per server: a folder inherited from this process (set when the
+            # plugin loaded here) would make two servers sum each other's series
+            self._own_metrics_dir = self.env["STRUCTGATE_METRICS_DIR"] = tempfile.mkdtemp(prefix="structgate-metrics-")
         self.log_path = pathlib.Path(log_path) if log_path else pathlib.Path(
             tempfile.mkstemp(prefix="structgate-vllm-", suffix=".log")[1])
         self.proc: subprocess.Popen | None = None
@@ -129,6 +133,8 @@ class VllmServer:
         assert self.proc is not None
         return self.proc.wait(timeout=timeout_s)
 
+    _own_metrics_dir: str | None = None
+
     def stop(self, timeout_s: float = 30.0) -> int | None:
         """SIGINT the process group (vLLM's clean shutdown), then SIGTERM, then SIGKILL. Idempotent."""
         p = self.proc
@@ -154,6 +160,10 @@ class VllmServer:
         finally:
             if getattr(self, "_log", None) is not None:
                 self._log.close()
+            if self._own_metrics_dir:
+                import shutil
+
+                shutil.rmtree(self._own_metrics_dir, ignore_errors=True)
         return p.returncode
 
     def log_tail(self, n_chars: int = 4000) -> str:
