@@ -167,13 +167,11 @@ def _warm_json_string_trie(vocab: Vocabulary) -> None:
         _warmed = weakref.WeakSet()
     if vocab in _warmed:
         return
-    from .ir import Grammar
-    from .pushdown import STANDARD_BYTE_CLASSES, build_grammar_nfa, class_trie
+    from .ir import Grammar, Ref
+    from .pushdown import build_grammar_nfa, class_trie
 
-    g = _share_json_string(Grammar({"root": _json_string_ast()}, "root"))
-    if "__json_string" not in g.rules:
-        g = Grammar({"root": Ref_("__json_string"), "__json_string": _json_string_ast()}, "root",
-                    keep_calls={"__json_string"})
+    g = Grammar({"root": Ref("__json_string"), "__json_string": _json_string_ast()}, "root",
+                keep_calls={"__json_string"})
     gn = build_grammar_nfa(g.check())
     for r, name in enumerate(gn.rule_names):
         if name == "__json_string":
@@ -189,27 +187,6 @@ def _json_string_ast():
 
         _JSON_STRING_AST = parse_regex(STRING)
     return _JSON_STRING_AST
-
-
-def Ref_(name):
-    from .ir import Ref
-
-    return Ref(name)
-
-
-def _has_inner_anchor(node) -> bool:
-    from .regex.parser import Alt, Anchor, Concat, Repeat
-
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Anchor):
-            return True
-        if isinstance(n, (Concat, Alt)):
-            stack.extend(n.items)
-        elif isinstance(n, Repeat):
-            stack.append(n.item)
-    return False
 
 
 class NativeBackend(Backend):
@@ -358,7 +335,9 @@ class NativeBackend(Backend):
             grammar = self.to_grammar(constraint)
             self._check_deadline(t0)
             root = grammar.rules[grammar.root]
-            if len(grammar.rules) == 1 and _has_inner_anchor(root):
+            from .ir import has_anchor
+
+            if len(grammar.rules) == 1 and has_anchor(root):
                 # zero-width assertions inside the pattern: the eager DFA implements them
                 g = self._compile_eager(constraint, grammar, deadline, t0)
                 return self._remember(key, g)

@@ -33,7 +33,7 @@ from ..errors import GrammarSyntaxError, InvalidConstraintError
 from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
 
 __all__ = ["Ref", "ByteSet", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
-           "chars", "ref", "byteset", "share_subtree", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
+           "chars", "ref", "byteset", "share_subtree", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +141,17 @@ def byteset(ranges: Iterable[tuple[int, int]]) -> ByteSet:
 
 def ref(name: str) -> Ref:
     return Ref(name)
+
+
+def has_anchor(node: Expr) -> bool:
+    """True if an :class:`Anchor` occurs anywhere in ``node`` (iterative)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Anchor):
+            return True
+        stack.extend(_children(n))
+    return False
 
 
 def _children(node: Expr) -> tuple:

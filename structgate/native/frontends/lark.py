@@ -79,9 +79,9 @@ import re
 from dataclasses import dataclass
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ..ir import Expr, Grammar, alt, chars, lit, ref, rep, seq, star
+from ..ir import Expr, Grammar, alt, has_anchor, chars, lit, ref, rep, seq, star
 from ..regex.casefold import fold_ranges
-from ..regex.parser import Anchor, Alt, Concat, Repeat, parse_regex
+from ..regex.parser import parse_regex
 
 __all__ = ["parse_lark", "COMMON_TERMINALS", "START", "IGNORE_RULE"]
 
@@ -181,19 +181,6 @@ def _line_col(text: str, pos: int) -> str:
     line = text.count("\n", 0, pos) + 1
     col = pos - (text.rfind("\n", 0, pos) + 1) + 1
     return f"line {line}, column {col}"
-
-
-def _has_anchor(n) -> bool:
-    stack = [n]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Anchor):
-            return True
-        if isinstance(x, (Concat, Alt)):
-            stack.extend(x.items)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
-    return False
 
 
 class _Parser:
@@ -532,7 +519,7 @@ class _Parser:
         except UnsupportedFeatureError as e:
             raise self.unsupported(e.feature, f"in regex {t.text}" + (f": {e.detail}" if e.detail else ""),
                                    t.pos) from None
-        if _has_anchor(node):
+        if has_anchor(node):
             raise self.unsupported("regex anchor (^, $, \\A, \\Z) in a grammar terminal",
                                    f"in regex {t.text}: a terminal inside a grammar has no start/end of text",
                                    t.pos)
