@@ -50,7 +50,7 @@ from ..vocab import Vocabulary
 from .automaton import DEAD, START
 from .ir import ByteSet, Grammar, Ref
 from .regex.dfa import _Closures
-from .regex.nfa import BYTE, EPS, FAIL, NFA, _compile
+from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
 
 __all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CLASSES", "CALL", "RET",
@@ -278,51 +278,31 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     call_memo: dict[tuple[int, int], int] = {}
     byte = nfa.byte
 
+    def leaf(child, cnxt: int):
+        """The IR's leaves for :func:`drive`: byte sets, calls (a state) or inlined bodies (a node)."""
+        if isinstance(child, ByteSet):
+            return nfa.split([byte(lo, hi, cnxt) for lo, hi in child.ranges]) if child.ranges else nfa.fail()
+        if isinstance(child, Anchor):
+            raise GrammarSyntaxError(f"anchor {'^' if child.kind == 'start' else '$'} inside grammar rule "
+                                     f"{building[0]!r} is not supported", grammar.source,
+                                     grammar.positions.get(building[0], 0), f"rule {building[0]!r}")
+        if isinstance(child, Ref):
+            if child.name in index:
+                ck = (index[child.name], cnxt)
+                v = call_memo.get(ck)
+                if v is None:
+                    v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
+                    g.n_calls += 1
+                return v
+            return rules[child.name]  # inline: compile the callee's body with this continuation
+        return None
+
+    building = [""]
+
     def body(name: str, nxt: int) -> int:
-        """Build ``name``'s body with continuation ``nxt`` (explicit stack, no Python recursion)."""
-        memo: dict[tuple[int, int], int] = {}
-        keep: list = []
-        stack = [_compile_ext(nfa, rules[name], nxt)]
-        keys: list = [None]
-        value = None
-        while stack:
-            try:
-                req = stack[-1].send(value)
-            except StopIteration as e:
-                stack.pop()
-                value = e.value
-                k = keys.pop()
-                if k is not None:
-                    memo[k] = value
-                continue
-            child, cnxt = req
-            if isinstance(child, Chars):
-                value = nfa.chars(child.ranges, cnxt)
-                continue
-            if isinstance(child, ByteSet):
-                value = nfa.split([byte(lo, hi, cnxt) for lo, hi in child.ranges]) if child.ranges else nfa.fail()
-                continue
-            if isinstance(child, Anchor):
-                raise GrammarSyntaxError(f"anchor {'^' if child.kind == 'start' else '$'} inside grammar rule "
-                                         f"{name!r} is not supported", grammar.source,
-                                         grammar.positions.get(name, 0), f"rule {name!r}")
-            if isinstance(child, Ref):
-                if child.name in index:
-                    ck = (index[child.name], cnxt)
-                    v = call_memo.get(ck)
-                    if v is None:
-                        v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
-                        g.n_calls += 1
-                    value = v
-                    continue
-                child = rules[child.name]  # inline: compile the callee's body with this continuation
-            k = (id(child), cnxt)
-            value = memo.get(k)
-            if value is None:
-                keep.append(child)
-                stack.append(_compile_ext(nfa, child, cnxt))
-                keys.append(k)
-        return value
+        """Build ``name``'s body with continuation ``nxt``."""
+        building[0] = name
+        return drive(nfa, rules[name], nxt, leaf)
 
     owner: list[int] = []
     for name, i in list(index.items()):
@@ -359,18 +339,6 @@ def _rule_partitions(g: GrammarNFA) -> None:
             calls[r] = True
     g.rule_has_calls = calls
     g.rule_classes = [_classes_from_cuts(c) for c in cuts]
-
-
-def _compile_ext(nfa: NFA, node, nxt: int):
-    """The regex NFA construction's generator, with IR leaves delegated to the driver."""
-    if isinstance(node, (Concat, Alt, Repeat)):
-        return _compile(nfa, node, nxt)
-    return _leaf_gen(node, nxt)
-
-
-def _leaf_gen(node, nxt):
-    v = yield (node, nxt)
-    return v
 
 
 def _prune(g: GrammarNFA) -> None:

@@ -29,7 +29,7 @@ from ...errors import CompileLimitError
 from .parser import Alt, Anchor, Chars, Concat, Node, Repeat
 from .utf8 import utf8_sequences
 
-__all__ = ["NFA", "build_nfa", "BYTE", "EPS", "MATCH", "BOL", "EOL", "FAIL"]
+__all__ = ["NFA", "build_nfa", "drive", "BYTE", "EPS", "MATCH", "BOL", "EOL", "FAIL"]
 
 BYTE, EPS, MATCH, BOL, EOL, FAIL = range(6)
 
@@ -226,16 +226,35 @@ def build_nfa(node: Node, *, max_states: int = 2_000_000, strip_anchors: bool = 
     nfa = NFA(max_states)
     if strip_anchors:
         node = _strip_edge_anchors(node)
-    chars = nfa.chars
-    if isinstance(node, Chars):
-        nfa.start = chars(node.ranges, nfa.match)
-        return nfa
-    # (id(node), next) -> start: a subtree object compiled twice with the same continuation (the
-    # parser hash-conses equal subtrees) is built once. ``keep`` pins the nodes so ids stay unique.
+    nfa.start = drive(nfa, node, nfa.match)
+    return nfa
+
+
+def _yield_back(node, nxt):
+    """A generator that hands ``node`` straight back to the driver (for leaves at a root)."""
+    v = yield (node, nxt)
+    return v
+
+
+def drive(nfa: NFA, node, nxt: int, leaf=None) -> int:
+    """Build ``node`` with continuation ``nxt`` into ``nfa``; returns its start state.
+
+    The construction runs on an explicit stack of :func:`_compile` generators (no Python recursion),
+    and a subtree object compiled twice with the same continuation is built once (memo on
+    ``(id(node), next)``; the parser hash-conses equal subtrees). ``Chars`` leaves are built
+    directly. ``leaf(child, next)``, when given, sees every other child first and returns a state
+    (int) for it, a replacement node to build in its place (e.g. a rule body to inline), or None to
+    build the child as a regex node. Used by :func:`build_nfa` and by the grammar NFA of
+    :mod:`structgate.native.pushdown` (whose leaves are byte sets and rule references).
+    """
     memo: dict[tuple[int, int], int] = {}
-    keep: list[Node] = []
-    stack = [_compile(nfa, node, nfa.match)]
-    keys: list[tuple[int, int] | None] = [None]
+    keep: list = []  # pins the memoised nodes so their ids stay unique
+
+    def gen(n, c):
+        return _compile(nfa, n, c) if isinstance(n, (Concat, Alt, Repeat, Anchor)) else _yield_back(n, c)
+
+    stack = [_yield_back(node, nxt)]
+    keys: list = [None]
     value = None
     while stack:
         try:
@@ -247,15 +266,24 @@ def build_nfa(node: Node, *, max_states: int = 2_000_000, strip_anchors: bool = 
             if k is not None:
                 memo[k] = value
             continue
-        child, nxt = req
+        child, cnxt = req
         if isinstance(child, Chars):
-            value = chars(child.ranges, nxt)
+            value = nfa.chars(child.ranges, cnxt)
             continue
-        k = (id(child), nxt)
+        if leaf is not None:
+            r = leaf(child, cnxt)
+            if isinstance(r, int):
+                value = r
+                continue
+            if r is not None:
+                child = r
+                if isinstance(child, Chars):
+                    value = nfa.chars(child.ranges, cnxt)
+                    continue
+        k = (id(child), cnxt)
         value = memo.get(k)
         if value is None:
             keep.append(child)
-            stack.append(_compile(nfa, child, nxt))
+            stack.append(gen(child, cnxt))
             keys.append(k)
-    nfa.start = value
-    return nfa
+    return value
