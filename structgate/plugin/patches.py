@@ -283,11 +283,18 @@ def _apply_sampling(mod) -> None:
         # (c) structgate's own validation -> VLLMValidationError (HTTP 400 naming the problem)
         from ..errors import StructgateError
         from .bridge import constraint_from_params
+        from .validation import budget_s as validation_budget_s, validate_bounded
 
         try:
             constraint = constraint_from_params(so)
             backend = frontend_backend(str(name), tokenizer, model_config=model_config)
-            backend.validate(constraint)
+            # bounded: this runs on the API server's event loop; past the budget the request is
+            # deferred to the engine's compile, whose failures are HTTP 400s too (validation.py)
+            # (unbounded if that 400 channel is not applied here: a deferred error would be a 500)
+            bounded = "frontend-compile-error-400" in ledger.applied()
+            if not validate_bounded(backend, constraint, None if bounded else 0.0):
+                logger.debug("structgate: validation of a %s constraint deferred to the engine (over %s s)",
+                             constraint.kind, validation_budget_s())
         except StructgateError as e:
             raise VLLMValidationError(
                 f"structured-output backend {name!r} (structgate) rejected the request: "
@@ -314,7 +321,9 @@ register_patch(Patch(
     how="for a structgate name: run the original up to its per-backend dispatch (a str subclass "
         "whose startswith() stops it) so every generic vLLM check still runs, set "
         "structured_outputs._backend to the name, compile-check the constraint with the structgate "
-        "backend (Backend.validate) and turn a StructgateError into VLLMValidationError (HTTP 400); "
+        "backend (Backend.validate, within $STRUCTGATE_VALIDATE_BUDGET_S, default 50 ms, of the event "
+        "loop; past it the engine's compile checks it: validation.py) and turn a StructgateError into "
+        "VLLMValidationError (HTTP 400); "
         "vLLM's own names call the original unchanged",
     versions="0.32.0, 0.33.0 (function identical)",
     removal="when vLLM dispatches request validation to the backend class",
