@@ -18,12 +18,14 @@ accepting-state rule (see :mod:`structgate.backends.interface`).
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .errors import VocabularyError
 
-__all__ = ["Vocabulary", "load_vocabulary", "bundled_tokenizers"]
+__all__ = ["Vocabulary", "load_vocabulary", "bundled_tokenizers", "clear_vocabulary_cache"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,43 +122,85 @@ class Vocabulary:
             return f"{token_id}:{b!r}"
         return f"{token_id}:<padding>"
 
-    # -- constructors (implemented in structgate.tokenizers) -------------------------------------
+    # -- constructors: the format readers of structgate.tokenizers return the fields (VocabParts);
+    # they never import this module, so vocab and tokenizers do not import each other in a cycle
     @classmethod
     def from_hf(cls, tokenizer, *, vocab_size: int | None = None, name: str | None = None,
                 **kwargs) -> "Vocabulary":
         """From a Hugging Face tokenizer object (``transformers`` or ``tokenizers``) or a folder /
         ``tokenizer.json`` path. See :func:`structgate.tokenizers.from_hf` (``eos_token_ids=``)."""
-        from .tokenizers import from_hf
+        from .tokenizers.hf import read_hf
 
-        return from_hf(tokenizer, vocab_size=vocab_size, name=name, **kwargs)
+        return cls(*read_hf(tokenizer, vocab_size=vocab_size, name=name, **kwargs))
 
     @classmethod
     def from_gguf(cls, path, *, vocab_size: int | None = None, **kwargs) -> "Vocabulary":
         """From a GGUF file (vocab-only or a full model; ``.gguf.gz`` too). See
         :func:`structgate.tokenizers.from_gguf` (``eos_token_ids=``)."""
-        from .tokenizers import from_gguf
+        from .tokenizers.gguf import read_gguf
 
-        return from_gguf(path, vocab_size=vocab_size, **kwargs)
+        return cls(*read_gguf(path, vocab_size=vocab_size, **kwargs))
 
     @classmethod
     def from_tiktoken(cls, path, *, vocab_size: int | None = None, **kwargs) -> "Vocabulary":
         """From a tiktoken ``.tiktoken`` BPE ranks file. See :func:`structgate.tokenizers.from_tiktoken`
         (``special_tokens=``, ``pat_str=``, ``eos_token=``)."""
-        from .tokenizers import from_tiktoken
+        from .tokenizers.tiktoken_bpe import read_tiktoken
 
-        return from_tiktoken(path, vocab_size=vocab_size, **kwargs)
+        return cls(*read_tiktoken(path, vocab_size=vocab_size, **kwargs))
 
 
-def load_vocabulary(spec: str, *, vocab_size: int | None = None) -> Vocabulary:
-    """Resolve ``spec``: a bundled name (``llama3``, ...), a folder, ``tokenizer.json``, ``.gguf`` or
-    ``.tiktoken`` file. See :func:`structgate.tokenizers.load`."""
-    from .tokenizers import load
+_LOADED: dict[tuple, Vocabulary] = {}
+_LOAD_LOCK = threading.Lock()
 
-    return load(spec, vocab_size=vocab_size)
+
+def clear_vocabulary_cache() -> None:
+    """Forget the vocabularies :func:`load_vocabulary` has cached (``structgate.tokenizers.clear_cache``)."""
+    with _LOAD_LOCK:
+        _LOADED.clear()
+
+
+def load_vocabulary(spec, *, vocab_size: int | None = None) -> Vocabulary:
+    """Resolve a vocabulary spec (also ``structgate.tokenizers.load``).
+
+    Order: a bundled name (``llama3``, ``llama2``, ``cl100k``: :data:`structgate.tokenizers.BUNDLED`),
+    a folder with ``tokenizer.json``, a ``.json`` file, a ``.gguf`` file, a ``.tiktoken`` (or
+    ``.tiktoken.gz``) file; a ``Vocabulary`` is returned as is (widened to ``vocab_size``). Results
+    are cached per ``(spec, vocab_size)`` in this process (a path's cache entry is keyed by its
+    resolved path, size and mtime); a cached widening (``vocab_size``) reuses the unwidened
+    vocabulary.
+
+    Raises
+    ------
+    VocabularyError
+        Unknown name / missing path (the message lists the bundled names), unreadable file, or
+        ``vocab_size`` smaller than the tokenizer.
+    """
+    from .tokenizers.bundled import read_spec, spec_key
+
+    if isinstance(spec, Vocabulary):
+        return spec if vocab_size in (None, spec.vocab_size) else spec.with_vocab_size(vocab_size)
+    key = spec_key(spec)
+    with _LOAD_LOCK:
+        base = _LOADED.get(key)
+    if base is None:
+        base = Vocabulary(*read_spec(os.fspath(spec)))
+        with _LOAD_LOCK:
+            base = _LOADED.setdefault(key, base)
+    if vocab_size is None or vocab_size == base.vocab_size:
+        return base
+    if vocab_size < base.n_tokens:
+        raise VocabularyError(f"vocab_size {vocab_size} is smaller than {base.name!r}'s {base.n_tokens} tokens")
+    wkey = key + ("width", vocab_size)
+    with _LOAD_LOCK:
+        v = _LOADED.get(wkey)
+        if v is None:
+            v = _LOADED[wkey] = base.with_vocab_size(vocab_size)
+    return v
 
 
 def bundled_tokenizers() -> dict[str, str]:
     """Names of the tokenizers the package carries, with a one-line description each."""
-    from .tokenizers import BUNDLED
+    from .tokenizers.bundled import BUNDLED
 
     return {k: v["description"] for k, v in BUNDLED.items()}
