@@ -10,7 +10,7 @@ Run: ``.venv/bin/pytest bench/test_bench_native.py --benchmark-columns=min,media
 * batch fill: ``TokenIndex.fill_rows`` for 64 requests in one gather.
 
 Every benchmark checks the mask against a per-token byte walk first (correctness before timing).
-Targets (DESIGN.md, 2 CPU cores): first visit <= 2 ms, cached fill <= 10 us.
+Targets (the project's design notes, 2 CPU cores): first visit <= 2 ms, cached fill <= 10 us.
 Data: ``bench/data/structured_schema_1.json`` from vLLM's benchmarks (Apache-2.0, see bench/data/).
 """
 from __future__ import annotations

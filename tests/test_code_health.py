@@ -231,3 +231,51 @@ def test_tokenizer_modules_import_first_in_a_fresh_interpreter():
                  "clear_cache", "CL100K_PAT", "_R50K_PAT", "_LLAMA3_PAT", "_GGUFJsonBuilder"]:
         assert hasattr(T, name), name
     assert not (ROOT / "structgate/tokenizers.py").exists()
+
+
+def test_no_reference_to_a_design_file_that_is_not_in_the_repository():
+    """Docstrings pointed at an upper-case design file's section 2 that the repository does not have
+    (docs/design.md is the design page)."""
+    name = "DESIGN" + ".md"
+    assert not (ROOT / name).exists()
+    files = [ROOT / "README.md", *ROOT.glob("*.toml")]
+    for top in ("structgate", "bench", "docs", "tests", "scripts", "examples"):
+        files += [p for p in (ROOT / top).rglob("*") if p.suffix in (".py", ".md", ".toml", ".txt", ".sh")]
+    hits = [str(p.relative_to(ROOT)) for p in files
+            if p.is_file() and ".venv" not in p.parts and name in p.read_text(errors="replace")]
+    assert hits == []
+
+
+class _FakeModelConfig:
+    """The two vLLM ModelConfig members build_vocabulary reads."""
+
+    def __init__(self, width, gen_eos):
+        self._width, self._gen = width, gen_eos
+        self.hf_config = type("C", (), {"eos_token_id": None})()
+
+    def get_vocab_size(self):
+        return self._width
+
+    def try_get_generation_config(self):
+        return {"eos_token_id": self._gen}
+
+
+def test_bridge_build_vocabulary_has_no_dead_fallback_and_keeps_in_range_eos():
+    """bridge.build_vocabulary: no ImportError fallback for a module that always exists (dead code,
+    issue 13 item 8); the model's generation-config EOS ids inside the tokenizer are added, ids past it
+    are not; the width is the model's logits width."""
+    transformers = __import__("pytest").importorskip("transformers")
+    from structgate.plugin import bridge
+    from structgate.tokenizers import bundled_tokenizer_dir, load
+
+    src = ast.get_source_segment(pathlib.Path(bridge.__file__).read_text(),
+                                 next(n for n in ast.parse(pathlib.Path(bridge.__file__).read_text()).body
+                                      if isinstance(n, ast.FunctionDef) and n.name == "build_vocabulary"))
+    assert "ImportError" not in src and "colleague" not in src
+    hf = transformers.AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama2")))
+    base = load("llama2")
+    extra_in, extra_out = 13, 10 ** 6  # token 13 is "\n" (<0x0A>) in Llama 2: made an EOS id here
+    v = bridge.build_vocabulary(hf, model_config=_FakeModelConfig(32064, [extra_in, extra_out]))
+    assert v.vocab_size == 32064 and v.n_tokens == base.n_tokens
+    assert set(v.eos_token_ids) == set(base.eos_token_ids) | {extra_in}
+    assert v.token_bytes[extra_in] == b"" and base.token_bytes[extra_in] == b"\n"

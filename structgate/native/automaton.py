@@ -15,8 +15,8 @@ Layout (the contract between the regex compiler, the JSON-Schema compiler and th
 
 A state is *final* when it is accepting and every byte leads to 0 (``final_states``).
 
-A pushdown extension (a stack of rule automata, DESIGN.md §2) can reuse this layout per rule: the
-TokenIndex only needs ``table``, ``byte_classes`` and ``accepting``.
+The pushdown engine (a stack of rule automata, ``docs/design.md``, "The native engine") keeps its own
+lazy table; the TokenIndex of this eager path needs only ``table``, ``byte_classes`` and ``accepting``.
 """
 from __future__ import annotations
 

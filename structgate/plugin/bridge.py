@@ -168,19 +168,14 @@ def build_vocabulary(tokenizer: Any, vocab_size: int | None = None, model_config
     ------
     VocabularyError
     """
-    from ..vocab import Vocabulary
+    from ..tokenizers import from_hf
 
     if vocab_size is None and model_config is not None:
         vocab_size = model_config.get_vocab_size()
     hf = getattr(tokenizer, "tokenizer", None)  # some vLLM wrappers hold the HF tokenizer
     tok = tokenizer if hasattr(tokenizer, "backend_tokenizer") or hf is None else hf
-    extra = [i for i in _generation_eos_ids(model_config)]
-    try:
-        from ..tokenizers import from_hf
-    except ImportError:  # pragma: no cover - colleague module missing
-        return Vocabulary.from_hf(tok, vocab_size=vocab_size)
     n = len(tokenizer)
-    extra = [i for i in extra if 0 <= i < n]
+    extra = [i for i in _generation_eos_ids(model_config) if 0 <= i < n]  # ids past the tokenizer: none
     return from_hf(tok, vocab_size=vocab_size, eos_token_ids=extra)
 
 

@@ -18,7 +18,7 @@ States (parallel lists, index = state id):
 ``FAIL``   matches nothing (an empty character class)
 =========  ===========================================================================
 
-Counted repeats follow ``DESIGN.md`` §2: ``x{m,n}`` is ``m`` mandatory copies followed by
+Counted repeats: ``x{m,n}`` is ``m`` mandatory copies followed by
 ``n - m`` *nested* optional copies ``(x(x(x)?)?)?``, so every optional copy's exit goes straight
 to the continuation and epsilon closures stay O(1) in size; ``x{m,}`` is ``m - 1`` copies and
 ``x+``; ``x+`` is one copy of ``x`` looping back through one split state.
@@ -132,15 +132,32 @@ class NFA:
                 return self.byte(lo, hi, nxt)
         firsts: list[int] = []
         byte = self.byte
-        for lo, hi in ranges:
-            for seq in utf8_sequences(lo, hi):
-                s = nxt
-                for blo, bhi in reversed(seq):
-                    s = byte(blo, bhi, s)
-                firsts.append(s)
+        for seq in _byte_sequences(ranges):
+            s = nxt
+            for blo, bhi in seq:
+                s = byte(blo, bhi, s)
+            firsts.append(s)
         if not firsts:
             return self.fail()
         return self.split(firsts)
+
+
+_SEQ_CACHE: dict = {}
+_SEQ_CACHE_MAX = 4096
+
+
+def _byte_sequences(ranges) -> tuple:
+    """The UTF-8 byte-range sequences of a code-point class (:func:`utf8_sequences` of each
+    range), each reversed (last byte first, the order :meth:`NFA.chars` builds states in); memoised
+    per class for the process (classes repeat across rules and grammars: ``[^"\\]``, digits, hex)."""
+    key = ranges if isinstance(ranges, tuple) else tuple(map(tuple, ranges))
+    hit = _SEQ_CACHE.get(key)
+    if hit is None:
+        hit = tuple(tuple(reversed(seq)) for lo, hi in key for seq in utf8_sequences(lo, hi))
+        if len(_SEQ_CACHE) >= _SEQ_CACHE_MAX:
+            _SEQ_CACHE.clear()
+        _SEQ_CACHE[key] = hit
+    return hit
 
 
 def _strip_edge_anchors(node: Node) -> Node:

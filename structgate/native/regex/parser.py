@@ -14,8 +14,8 @@ AST
   start / end of the text (no multiline mode, and ``$`` does **not** match before a final
   newline, as in ECMAScript).
 
-Syntax and semantics (``DESIGN.md`` §2)
---------------------------------------
+Syntax and semantics
+--------------------
 * ``|``, concatenation, ``(...)``, ``(?:...)``, ``(?P<name>...)`` and ``(?<name>...)`` (all groups
   are plain groups), ``(?#comment)``;
 * quantifiers ``* + ? {m} {m,} {m,n} {,n}`` (Python's forms) and their lazy forms ``*? +? ?? {m,n}?``
