@@ -14,6 +14,7 @@ Oracles:
 from __future__ import annotations
 
 import itertools
+import json
 import pathlib
 import random
 import re
@@ -105,21 +106,10 @@ def test_reference_agrees_with_python_re_by_brute_force():
 
 
 # -- GBNF: every llama.cpp file ---------------------------------------------------------------------
-HAND = {
-    "arithmetic.gbnf": (["1+2=3\n", "(x1 +y)*2 = z\n1=1\n", "a_b/c= 4\t\n"],
-                        ["1+2=3", "1 + 2=3\n", "=3\n", "", "(1=2\n"]),
-    "c.gbnf": (["", "int main(){return 0;}",
-                "float f(int x){x = x+1;while(x<10){x = x*2;}}int g(){// hi\n}"],
-               ["int main() {return 0;}", "intmain(){}", "int main(){return 0}"]),
-    "chess.gbnf": (["1. e4 e5\n2. Nf3 Nc6\n", "1. O-O-O Qxd8#\n2. Kb1 a1=Q+\n"],
-                   ["1. e4 e5\n", "1. e9 e5\n2. a3 a6\n", "1. e4 e5\n2. Nf3 Nc6"]),
-    "english.gbnf": (["Hello, world!", "a\tb\nc", "[x]\\y"], ["Hello  world", " lead", "h\u00e9llo", ""]),
-    "japanese.gbnf": (["こんにちは 世界", "カタカナ。"], ["hello", "こんにちは  世界", ""]),
-    "json.gbnf": (['{"a": [1, -2, true], "b": {"c": "x\\n\\u00e9"}}', "{}", '{"\U0010FFFF": []}'],
-                  ['{"a" : 1}', "[1,]", '"top"', '{"a": 1.5}', '{"a": "\\x"}']),
-    "json_arr.gbnf": (['[\n{"a": 1},\n"x"]', "[\n]", '[\n-1.5e3 ,\nnull]'], ["[1]", "[\n1,2]", "[\n1,\n]"]),
-    "list.gbnf": (["- a\n- b c\n"], ["- a", "-a\n", "- a\u2028b\n", ""]),
-}
+#: hand-written strings, valid and invalid, per grammar file (also driven through ``structgate diff``
+#: by bench/grammar_diff.py); each label is checked against the reference below
+_HAND_JSON = json.loads((DATA / "hand_written.json").read_text(encoding="utf-8"))
+HAND = {k: (v["valid"], v["invalid"]) for k, v in _HAND_JSON.items() if k.endswith(".gbnf")}
 
 
 def test_every_llama_cpp_file_is_covered():
@@ -202,36 +192,70 @@ def test_gbnf_masks_same_as_xgrammar(name, vocab, xgr, native):
 
 # -- nesting 40 deep --------------------------------------------------------------------------------
 def _nested(depth: int) -> list[tuple[str, bool]]:
-    """JSON texts nested ``depth`` deep (json.gbnf's root is an object: arrays go inside one)."""
+    """JSON texts nested ``depth`` deep (json.gbnf's root is an object: arrays go inside one), with
+    their verdict; the verdict is json.loads's (checked in :func:`test_nested_texts_follow_json_loads`)."""
     arr = '{"a":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
     obj = '{"a":' * depth + "1" + "}" * depth
     mixed = '{"k":[' * (depth // 2) + "1" + "]}" * (depth // 2)
-    return [(arr, True), (obj, True), (mixed, True), (obj[:-1], False), (arr[:-2] + "}", False),
-            (obj + "}", False), (obj[:-1] + "]", False)]
+    spaced = '{"k": [' * (depth // 2) + "-7" + "]}" * (depth // 2)
+    return [(arr, True), (obj, True), (mixed, True), (spaced, True), (obj[:-1], False), (arr[:-2] + "}", False),
+            (obj + "}", False), (obj[:-1] + "]", False), (mixed[:-2] + "}]", False), (spaced.replace("]}", "}]", 1), False)]
+
+
+def _json_ok(s: str) -> bool:
+    try:
+        json.loads(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _depth(s: str) -> int:
+    d = m = 0
+    for c in s:
+        d += c in "[{"
+        d -= c in "]}"
+        m = max(m, d)
+    return m
+
+
+def test_nested_texts_follow_json_loads():
+    for depth in (40, 41, 64):
+        cases = _nested(depth)
+        assert max(_depth(s) for s, _ in cases) == depth
+        for s, want in cases:
+            assert _json_ok(s) is want, s
 
 
 @pytest.mark.engines
-def test_nesting_40_deep_gbnf(xgr, native):
+@pytest.mark.parametrize("depth", [40, 64])
+def test_nesting_40_deep_gbnf(xgr, native, depth):
+    """json.gbnf nested 40 (and 64) deep: native's verdict and longest viable prefix equal
+    XGrammar's and the reference's; every verdict is json.loads's (all texts are objects of
+    integers, inside json.gbnf's subset)."""
     text = gbnf_text("json.gbnf")
     ref = Reference(parse_gbnf(text))
     gx = xgr.compile(Constraint.grammar(text, "ebnf"))
     gn = native.compile(Constraint.grammar(text, "gbnf"))
-    for s, want in _nested(40):
+    for s, want in _nested(depth):
         r = ref.run(s)
-        assert r[0] is want, s
+        assert r[0] is want is _json_ok(s), s
         assert engine_run(gx, s) == r == engine_run(gn, s), s
 
 
 @pytest.mark.engines
-def test_nesting_40_deep_lark(llg, native):
+@pytest.mark.parametrize("depth", [40, 64])
+def test_nesting_40_deep_lark(llg, native, depth):
     text = lark_text("json.lark")
     ref = Reference(parse_lark(text))
     gl = llg.compile(Constraint.grammar(text, "lark"))
     gn = native.compile(Constraint.grammar(text, "lark"))
-    for s, want in _nested(40):
+    for s, want in _nested(depth):
         r = ref.run(s)
-        assert r[0] is want, s
+        assert r[0] is want is _json_ok(s), s
         assert engine_run(gl, s) == r == engine_run(gn, s), s
+    for s in ("[" * depth + "]" * depth, "[" * depth + "]" * (depth - 1), "[" * depth + "]" * (depth + 1)):
+        assert engine_run(gn, s)[0] is _json_ok(s) is engine_run(gl, s)[0], s
 
 
 # -- GBNF syntax details ------------------------------------------------------------------------------
@@ -373,19 +397,7 @@ def test_parse_grammar_dispatch():
 
 
 # -- Lark: the three grammars of tests/data/grammars/lark ---------------------------------------------
-LARK_HAND = {
-    "json.lark": (['{"a": [1, 2.5e3, -0.1, true, null], "b": {}}', "[]", '"x"', "-1.5E+2", "1.",
-                   '[1,\n\t2]', '{"\\"": "\\\\"}'],
-                  ["[1,]", '{"a" 1}', " []", "[] ", "tru", '"a\nb"', "[1 2]"]),
-    "sql.lark": (["SELECT a, b FROM t WHERE a = 1 AND (b <> 'x' OR NOT c >= 2) ORDER BY a DESC LIMIT 10;",
-                  "select count(*) as n from t", "SELECT DISTINCT t.a FROM t AS u LEFT JOIN v ON u.a = v.b",
-                  "SELECT *\nFROM t"],
-                 ["SELECT FROM t", "SELECT a FROM", "SELECT a FROM t WHERE a = ", "SELECT a FROM t LIMIT x",
-                  " SELECT a FROM t", "SELECT a FROM t;;"]),
-    "config.lark": (['# cfg\n[server]\nhost = "localhost"\nport=8080 # c\n[a.b.c.d]\nlist = [1, "x", true, [2]]\n',
-                     "", "\n\nk = -0.5\n"],
-                    ["[a.b.c.d.e]\n", "key = \n", "key = 01\n", "[server]", 'k = "a\nb"\n']),
-}
+LARK_HAND = {k: (v["valid"], v["invalid"]) for k, v in _HAND_JSON.items() if k.endswith(".lark")}
 
 #: per grammar: fixed text for the ignore rule (between lexemes), code points not drawn, mutation
 #: alphabet, characters never deleted. See the module docstring of structgate.native.frontends.lark:
