@@ -1,0 +1,127 @@
+"""Shared constants and helpers of the JSON Schema compiler: keyword sets, the internal keywords
+of a folded ``not``, default limits, JSON pointers, JSON equality, numeric helpers, loading."""
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+from ...errors import GrammarSyntaxError
+
+
+#: a regex that matches nothing (a class over no code point) — returned for unsatisfiable schemas
+NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
+
+# internal keywords produced by `not` of an enum (never in user schemas)
+_NOT_STR = "\x00structgate:not-strings"
+_NOT_BOOL = "\x00structgate:not-booleans"
+
+#: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
+DEFAULT_MAX_REGEX_SIZE = 4_000_000
+#: regex mode (:func:`schema_to_regex`): recursion unrolling depth when
+#: ``CompileOptions.extra["regex_unroll_depth"]`` is not given (``min(max_recursion_depth, this)``)
+DEFAULT_REGEX_UNROLL_DEPTH = 3
+#: grammar mode: rule texts longer than this stay rules even when used once
+#: (``CompileOptions.extra["rule_inline_max_chars"]``)
+DEFAULT_RULE_INLINE_MAX_CHARS = 20_000
+#: grammar mode: a ``$ref`` target written more than once is inlined only when its text is at most this
+#: long (``CompileOptions.extra["shared_inline_max_chars"]``): copies of small texts stay linear
+DEFAULT_SHARED_INLINE_MAX_CHARS = 512
+#: grammar mode: most ``$ref`` schemas being compiled inside each other (a chain of references whose
+#: merged schemas never repeat); ``CompileLimitError("max_ref_nesting")`` beyond
+MAX_REF_NESTING = 100
+#: grammar mode: the rule names of the root and of "any JSON value"
+ROOT_RULE = "root"
+JSON_VALUE_RULE = "json:value"
+
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+
+ANNOTATIONS = frozenset({
+    "$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "$defs", "definitions",
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "contentEncoding", "contentMediaType", "contentSchema",
+})
+STRING_KW = frozenset({"minLength", "maxLength", "pattern", "format"})
+NUMBER_KW = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+OBJECT_KW = frozenset({"properties", "required", "additionalProperties", "patternProperties",
+                       "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+                       "dependentSchemas", "unevaluatedProperties", "dependencies"})
+ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains", "minContains",
+                      "maxContains", "uniqueItems", "unevaluatedItems", "additionalItems"})
+GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
+                        "then", "else", "$dynamicRef"})
+KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
+    "\x00structgate:not-strings", "\x00structgate:not-booleans"}
+
+
+def _ptr(where: str, *parts) -> str:
+    return where + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _is_num(v) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):  # exact; math.isfinite would overflow on ints beyond float range
+        return True
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
+    """(bound, exclusive) for a number bound: an exclusive bound becomes the inclusive bound at the
+    next double toward ``toward`` when the bound is within float range (see the caller)."""
+    if not exclusive:
+        return _dec(v), False
+    try:
+        f = float(v)
+    except OverflowError:
+        return _dec(v), True
+    if not math.isfinite(f):
+        return _dec(v), True
+    d = Decimal(repr(math.nextafter(f, toward)))
+    if d.adjusted() < -30:
+        # next to 0 the next double is subnormal (5e-324): its decimal has hundreds of digits.
+        # Keep the exclusive decimal bound there (documented: decimals so small that they
+        # underflow to the bound are the one residual case).
+        return _dec(v), True
+    return d, False
+
+
+def _dec(v) -> Decimal:
+    return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+
+
+def _json_equal(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_num(a) and _is_num(b):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _count_refs(doc) -> dict[str, int]:
+    """``$ref`` string -> number of times it is written anywhere in ``doc`` (iterative walk)."""
+    out: dict[str, int] = {}
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            r = x.get("$ref")
+            if isinstance(r, str):
+                out[r] = out.get(r, 0) + 1
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return out
+
+
+def _load(schema):
+    if isinstance(schema, (str, bytes)):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
+    return schema

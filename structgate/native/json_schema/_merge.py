@@ -1,0 +1,183 @@
+"""``allOf`` merging: intersect a flat list of ref-free schemas into one schema (or raise
+``UnsupportedFeatureError("allOf")`` where they cannot be intersected)."""
+from __future__ import annotations
+
+import json
+import math
+from itertools import product
+
+from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from ._common import _NOT_BOOL, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal, _ptr
+
+
+class MergeMixin:
+    """``allOf`` intersection and numeric bounds (part of ``compiler._Compiler``)."""
+
+    def merge(self, parts, where) -> dict | bool:
+        """Intersect flat schemas into one dict, or raise UnsupportedFeatureError("allOf")."""
+        parts = [(s, w) for s, w in parts if s]
+        if not parts:
+            return True
+        if len(parts) == 1:
+            return parts[0][0]
+
+        def unsup(detail, w=where):
+            raise UnsupportedFeatureError("allOf", detail, w)
+
+        m: dict = {}
+        # types
+        tsets = []
+        for s, w in parts:
+            if "type" in s:
+                t = s["type"]
+                tsets.append(set([t] if isinstance(t, str) else t))
+        if tsets:
+            ts = set(TYPES)
+            for t in tsets:
+                t = set(t)
+                if "number" in t:
+                    t.add("integer")
+                ts &= t
+            if "number" in ts and not all("number" in t for t in tsets):
+                ts.discard("number")
+            m["type"] = [t for t in TYPES if t in ts]
+        # numeric bounds (draft-4 boolean exclusives normalised)
+        lows, highs = [], []
+        for s, w in parts:
+            lo, hi = self._bounds(s, w)
+            if lo:
+                lows.append(lo)
+            if hi:
+                highs.append(hi)
+        if lows:
+            v, x = max(lows, key=lambda b: (b[0], b[1]))
+            m["exclusiveMinimum" if x else "minimum"] = v
+        if highs:
+            v, x = min(highs, key=lambda b: (b[0], not b[1]))
+            m["exclusiveMaximum" if x else "maximum"] = v
+        for kw, f in (("minLength", max), ("maxLength", min), ("minItems", max), ("maxItems", min),
+                      ("minProperties", max), ("maxProperties", min)):
+            vals = [s[kw] for s, _ in parts if kw in s]
+            if vals:
+                m[kw] = f(vals)
+        req: list = []
+        for s, _ in parts:
+            for r in s.get("required", []):
+                if r not in req:
+                    req.append(r)
+        if req:
+            m["required"] = req
+        # enum / const → enum intersection
+        enums = []
+        for s, _ in parts:
+            if "const" in s:
+                enums.append([s["const"]])
+            if "enum" in s:
+                enums.append(list(s["enum"]))
+        if enums:
+            cur = enums[0]
+            for e in enums[1:]:
+                cur = [v for v in cur if any(_json_equal(v, x) for x in e)]
+            m["enum"] = cur
+        # properties
+        if any(k in s for s, _ in parts for k in ("properties", "additionalProperties", "patternProperties")):
+            if any("patternProperties" in s for s, _ in parts):
+                unsup("patternProperties across allOf members")
+            keys: list = []
+            for s, _ in parts:
+                for k in s.get("properties", {}):
+                    if k not in keys:
+                        keys.append(k)
+            props = {}
+            for k in keys:
+                subs = []
+                for s, _ in parts:
+                    if k in s.get("properties", {}):
+                        subs.append(s["properties"][k])
+                    elif "additionalProperties" in s:
+                        subs.append(s["additionalProperties"])
+                props[k] = subs[0] if len(subs) == 1 else {"allOf": subs}
+            if props:
+                m["properties"] = props
+            addl = [s["additionalProperties"] for s, _ in parts if "additionalProperties" in s]
+            if addl:
+                m["additionalProperties"] = addl[0] if len(addl) == 1 else {"allOf": addl}
+        # arrays
+        if any("prefixItems" in s for s, _ in parts):
+            pre = [s for s, _ in parts if "prefixItems" in s]
+            if len(pre) > 1:
+                unsup("prefixItems in several allOf members")
+            p = pre[0]
+            others = [s["items"] for s, _ in parts if s is not p and "items" in s]
+            m["prefixItems"] = [x if not others else {"allOf": [x] + others} for x in p["prefixItems"]]
+        items = [s["items"] for s, _ in parts if "items" in s]
+        if items:
+            m["items"] = items[0] if len(items) == 1 else {"allOf": items}
+        # strings
+        pats = []
+        for s, _ in parts:
+            if "pattern" in s and s["pattern"] not in pats:
+                pats.append(s["pattern"])
+        if len(pats) > 1:
+            unsup("two different patterns cannot be intersected")
+        if pats:
+            m["pattern"] = pats[0]
+        fmts = [s["format"] for s, _ in parts if "format" in s]
+        if fmts and all(f == fmts[0] for f in fmts):
+            m["format"] = fmts[0]  # differing formats: annotations only, dropped
+        mult = [s["multipleOf"] for s, _ in parts if "multipleOf" in s]
+        if mult:
+            if any(x != mult[0] for x in mult):
+                unsup("different multipleOf values")
+            m["multipleOf"] = mult[0]
+        anyofs = [s["anyOf"] for s, _ in parts if "anyOf" in s]
+        if len(anyofs) == 1:
+            m["anyOf"] = anyofs[0]
+        elif anyofs:
+            combos = list(product(*anyofs)) if math.prod(len(a) for a in anyofs) <= 256 else None
+            if combos is None:
+                unsup("too many anyOf combinations")
+            m["anyOf"] = [{"allOf": list(c)} for c in combos]
+        oneofs = [s["oneOf"] for s, _ in parts if "oneOf" in s]
+        if len(oneofs) > 1:
+            unsup("oneOf in several allOf members")
+        if oneofs:
+            m["oneOf"] = oneofs[0]
+        handled = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                   "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
+                   "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
+                   "pattern", "format", "multipleOf", "anyOf", "oneOf"}
+        nots = [s["not"] for s, _ in parts if "not" in s]
+        if nots:
+            m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)
+        for key in (_NOT_STR, _NOT_BOOL):
+            vals = [v for s, _ in parts for v in s.get(key, [])]
+            if vals:
+                m[key] = list(dict.fromkeys(vals))
+        handled |= {"not", _NOT_STR, _NOT_BOOL}
+        for s, w in parts:
+            for k, v in s.items():
+                if k in handled or k in ANNOTATIONS or k not in KNOWN:
+                    continue  # unknown keywords (x-..., vendor extensions) are annotations
+                if k in m and m[k] != v:
+                    unsup(f"keyword {k!r} in several allOf members", _ptr(w, k))
+                m[k] = v
+        return m
+
+    def _bounds(self, s, where):
+        """((lo, lo_excl) | None, (hi, hi_excl) | None) from a schema's numeric keywords."""
+        lo = hi = None
+        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+            if kw in s and not _is_num(s[kw]) and not (kw.startswith("exclusive") and isinstance(s[kw], bool)):
+                raise GrammarSyntaxError(f"{kw} must be a number", json.dumps(s[kw]), 0, _ptr(where, kw))
+        if "minimum" in s:
+            lo = (s["minimum"], s.get("exclusiveMinimum") is True)
+        if _is_num(s.get("exclusiveMinimum")):
+            c = (s["exclusiveMinimum"], True)
+            lo = c if lo is None or c[0] >= lo[0] else lo
+        if "maximum" in s:
+            hi = (s["maximum"], s.get("exclusiveMaximum") is True)
+        if _is_num(s.get("exclusiveMaximum")):
+            c = (s["exclusiveMaximum"], True)
+            hi = c if hi is None or c[0] <= hi[0] else hi
+        return lo, hi

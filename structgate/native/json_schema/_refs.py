@@ -1,0 +1,140 @@
+"""References: ``$ref`` resolution (local JSON pointers), ``$ref``/``allOf`` flattening, and the
+rule registry of grammar mode (shared and recursive ``$ref`` targets become named rules)."""
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import unquote
+
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ._common import ANNOTATIONS, MAX_REF_NESTING, NEVER, ROOT_RULE, _ptr
+
+
+class RefsMixin:
+    """``$ref`` resolution and the grammar-mode rule registry (part of ``compiler._Compiler``)."""
+
+    def resolve(self, ref: str, where: str):
+        if not isinstance(ref, str):
+            raise GrammarSyntaxError("$ref must be a string", json.dumps(ref), 0, where)
+        if not ref.startswith("#"):
+            raise UnsupportedFeatureError("$ref (non-local)", f"only '#...' references are supported: {ref!r}",
+                                          where)
+        frag = unquote(ref[1:])
+        if frag and not frag.startswith("/"):
+            raise UnsupportedFeatureError("$ref (anchor)", f"plain-name fragments are not supported: {ref!r}",
+                                          where)
+        node = self.root
+        for tok in frag.split("/")[1:] if frag else []:
+            tok = tok.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and tok in node:
+                node = node[tok]
+            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
+                node = node[int(tok)]
+            else:
+                raise GrammarSyntaxError(f"$ref target not found: {ref}", ref, 0, where)
+        if not isinstance(node, (dict, bool)):
+            raise GrammarSyntaxError(f"$ref target is not a schema: {ref}", ref, 0, where)
+        return node
+
+    def flatten(self, schemas, where, refs: list[str], seen: set[str]):
+        """Expand $ref / allOf into a flat list of ref-free, allOf-free dicts (False = never)."""
+        out = []
+        for s, w in schemas:
+            self._check_schema(s, w)
+            if s is True:
+                continue
+            if s is False:
+                return False
+            s = dict(s)
+            head = len(out)
+            if "$dynamicRef" in s:
+                raise UnsupportedFeatureError("$dynamicRef", "", _ptr(w, "$dynamicRef"))
+            if "$ref" in s:
+                ref = s.pop("$ref")
+                rw = _ptr(w, "$ref")
+                if ref not in seen:  # allOf is idempotent: a ref already included adds nothing
+                    seen.add(ref)
+                    refs.append(ref)
+                    sub = self.flatten([(self.resolve(ref, rw), rw)], w, refs, seen)
+                    if sub is False:
+                        return False
+                    out.extend(sub)
+            if "allOf" in s:
+                members = s.pop("allOf")
+                if not isinstance(members, list) or not members:
+                    raise GrammarSyntaxError("allOf must be a non-empty array", json.dumps(members), 0,
+                                             _ptr(w, "allOf"))
+                sub = self.flatten([(m, _ptr(w, "allOf", i)) for i, m in enumerate(members)], w, refs, seen)
+                if sub is False:
+                    return False
+                out.extend(sub)
+            out.insert(head, (s, w))  # the schema's own keywords first: its properties lead
+        return out
+
+    def _new_rule_name(self, refs: list[str]) -> str:
+        """A deterministic, unused rule name for the schema that ``refs`` (its ``$ref`` strings,
+        outermost first) lead to: ``ref:`` + the last pointer, characters outside
+        ``[A-Za-z0-9_.:/-]`` as ``_``, ``.2``, ``.3``... on a clash."""
+        base = "ref:" + re.sub(r"[^A-Za-z0-9_.:/-]", "_", unquote(refs[-1].lstrip("#")) or "root")
+        name, i = base, 1
+        while name in self.rules or name in self._progress.values() or name == ROOT_RULE:
+            i += 1
+            name = f"{base}.{i}"
+        return name
+
+    def _ref_value(self, merged, where: str, refs: list[str]) -> str | None:
+        """Grammar mode: the text for a schema reached through ``$ref`` (``merged`` = the schema
+        and its references intersected). Keyed by the canonical JSON of ``merged`` (its language
+        depends on nothing else: references resolve from the root, the options are global): met
+        again while it is being compiled (recursion) or a second time after (a shared reference),
+        or longer than :attr:`inline_max`, it becomes the rule it names and the site a call."""
+        if isinstance(merged, bool):
+            return self.value(merged, where)
+        key = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=repr)
+        name = self._rule_of.get(key)
+        if name is not None:
+            return f"(?&{name})"
+        name = self._progress.get(key)
+        if name is not None:  # recursion: the rule is registered when its body is done
+            self._recursive.add(key)
+            return f"(?&{name})"
+        if key in self._inline:  # second use: promote the text to a rule (unless it is small)
+            text = self._inline[key]
+            if text is None or len(text) <= self.shared_inline_max:
+                return text
+            del self._inline[key]
+            name = self._new_rule_name(refs)
+            self.rules[name] = text
+            self.rule_where[name] = where or "#"
+            self._rule_of[key] = name
+            return f"(?&{name})"
+        if len(self._progress) >= MAX_REF_NESTING:
+            raise CompileLimitError("max_ref_nesting", len(self._progress) + 1, MAX_REF_NESTING,
+                                    f"$ref chain at {where or 'the root'} keeps producing new schemas "
+                                    f"(last reference {refs[-1]!r})")
+        name = self._new_rule_name(refs)
+        self._progress[key] = name
+        try:
+            text = self.value(merged, where)
+        finally:
+            del self._progress[key]
+        shared = any(self._ref_count.get(r, 0) > 1 for r in refs)
+        if key in self._recursive or (text is not None and (
+                len(text) > self.inline_max or (shared and len(text) > self.shared_inline_max))):
+            self._recursive.discard(key)
+            self.rules[name] = NEVER if text is None else text  # calls inside it then match nothing
+            self.rule_where[name] = where or "#"
+            self._rule_of[key] = name
+            return None if text is None else f"(?&{name})"
+        self._inline[key] = text
+        return text
+
+    def _deref(self, s, hops: int = 0):
+        """Follow a ``$ref`` that has only annotation siblings (for the disjointness checks)."""
+        while isinstance(s, dict) and "$ref" in s and not (set(s) - ANNOTATIONS - {"$ref"}) and hops < 16:
+            try:
+                s = self.resolve(s["$ref"], "")
+            except Exception:
+                return s
+            hops += 1
+        return s
