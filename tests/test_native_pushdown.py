@@ -299,3 +299,56 @@ def test_non_integer_token_ids_are_typed_errors(llama3_vocab):
     for bad in ("ab", 1.5, [1, "x"], [True]):
         with pytest.raises(MatcherStateError):
             m.advance(bad)
+
+
+def test_coarse_walk_masks_equal_the_eager_dfa(llama3_vocab):
+    """String-like configurations are walked over the coarse class trie (19 classes) with the
+    tokens the coarse classes cannot decide (escapes after ``\\``, known keys among free ones)
+    stepped byte by byte: at every step of random walks that favour those tokens, the row equals
+    the v1 engine's eager minimal DFA + TokenIndex (an independent construction) and one direct
+    walk of the configuration over the grammar's own trie."""
+    from structgate.backends.interface import CompileOptions
+    from structgate.native.json_schema import schema_to_regex
+
+    v = llama3_vocab
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
+                                               "tag": {"type": "string", "pattern": "^[a-z]+$"}},
+              "required": ["name"], "additionalProperties": {"type": "string", "maxLength": 12}}
+    opts = CompileOptions(whitespace="compact")
+    g = get_backend("native", v, whitespace="compact").compile(Constraint("json_schema", schema))
+    pi = g.token_index
+    assert isinstance(pi, PushdownIndex)
+    ti = TokenIndex(compile_regex(schema_to_regex(schema, opts)), v)
+    a = np.empty(pi.width, np.int32)
+    b = np.empty(pi.width, np.int32)
+    special = [t for t in range(v.n_tokens) if b"\\" in v.token_bytes[t] or b'"' in v.token_bytes[t]]
+    rng = random.Random(7)
+    for walk in range(6):
+        s1 = s2 = 1
+        for _ in range(40):
+            pi.fill_row(s1, a)
+            ti.fill_row(s2, b)
+            assert (a == b).all(), f"walk {walk}: {np.count_nonzero(a != b)} words differ from the eager DFA"
+            assert (pi.direct_row(s1) == a).all()
+            ids = [t for t in _ids(b, v).tolist() if t not in v.eos_token_ids]
+            if not ids:
+                break
+            allowed = set(ids)
+            pref = [t for t in special if t in allowed] if rng.random() < 0.5 else []
+            t = rng.choice(pref or ids)
+            s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)
+            assert s1 > 0 and s2 > 0
+    assert pi._ctrie is not None, "the coarse walk was never used"
+
+
+def test_row_of_many_new_states(llama3_vocab):
+    """``row()`` of states whose rows are computed by that call (the row store grows meanwhile)."""
+    pi = _index({"root": parse_regex(r"[a-z]{0,150}")}, llama3_vocab)
+    s, seen = 1, []
+    for _ in range(120):
+        r = np.array(pi.row(s))
+        assert np.count_nonzero(r)
+        seen.append(s)
+        s = pi.step_bytes(s, b"a")
+    for s in seen[::17]:
+        assert (pi.direct_row(s) == pi.row(s)).all()
