@@ -11,6 +11,12 @@ Usage::
 
     .venv/bin/python bench/grammar_masks.py [--grammars tests/data/grammars/gbnf/json.gbnf,...]
         [--walks 20] [--steps 120] [--seed 0] [--json OUT.json]
+    .venv/bin/python bench/grammar_masks.py --profile --grammars tests/data/grammars/gbnf/arithmetic.gbnf
+
+``--profile`` runs native alone over the same walks under cProfile (the mask fills only) and prints
+the top functions by own time, the count of calls of the index's walk functions (trie walks over
+the class trie, coarse walks, byte-by-byte token steps, suffix checks), the number of
+configurations, stacks and computed rows, and the size of every class trie the walks used.
 """
 from __future__ import annotations
 
@@ -91,6 +97,83 @@ def run(args) -> dict:
     return results
 
 
+_COUNTED = ("_compute", "_rel_info", "_walk", "_walk_coarse", "_step_exact", "_suffix_ok", "_uncertain",
+            "_allowed_row", "_compute_row", "_ensure_rows", "_closure", "_intern", "_trie_for")
+
+
+def profile(args) -> None:
+    """cProfile over native's mask fills along the walks, plus the index's counters (see ``--profile``)."""
+    import cProfile
+    import io
+    import pstats
+
+    from structgate.native import pushdown
+
+    vocab = load_vocabulary("llama3")
+    b = get_backend("native", vocab)
+    print(f"load average {os.getloadavg()}")
+    for path in args.grammars.split(","):
+        text = (HERE / path).read_text()
+        c = Constraint.grammar(text, "lark" if path.endswith(".lark") else "gbnf")
+        seqs = walks(b.compile(c), vocab, args.walks, args.steps, args.seed)
+        b.clear_cache()
+        g = b.compile(c)
+        idx = g.token_index
+        counts = {k: 0 for k in _COUNTED}
+        sizes: dict = {}
+        orig = {k: getattr(pushdown.PushdownIndex, k) for k in _COUNTED}
+
+        def wrap(name, f):
+            def w(self, *a, **kw):
+                counts[name] += 1
+                if name == "_walk":  # which trie, how many nodes
+                    tw = a[1] if len(a) > 1 else kw.get("tw")
+                    t = tw[0] if tw is not None else self._trie
+                    sizes[id(t)] = (t.n_nodes, len(t.levels), "grammar" if t is self._trie else "rule")
+                    counts.setdefault("walk_trie_nodes", 0)
+                    counts["walk_trie_nodes"] += t.n_nodes
+                if name == "_step_exact":
+                    counts.setdefault("step_exact_tokens", 0)
+                    counts["step_exact_tokens"] += int(a[1].shape[0])
+                if name == "_suffix_ok":
+                    counts.setdefault("suffix_pairs", 0)
+                    counts["suffix_pairs"] += int(a[1].shape[0])
+                return f(self, *a, **kw)
+            return w
+
+        for k, f in orig.items():
+            setattr(pushdown.PushdownIndex, k, wrap(k, f))
+        row = np.empty((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+        pr = cProfile.Profile()
+        steps = 0
+        total = 0.0
+        try:
+            for seq in seqs:
+                m = g.matcher()
+                for t in seq:
+                    a = time.process_time()
+                    pr.enable()
+                    m.fill_bitmask(row, 0)
+                    pr.disable()
+                    total += time.process_time() - a
+                    steps += 1
+                    m.advance(t)
+        finally:
+            for k, f in orig.items():
+                setattr(pushdown.PushdownIndex, k, f)
+        print(f"\n== {path}: {len(seqs)} walks, {steps} fills, {total * 1e3:.1f} ms CPU in fills (profiled), "
+              f"avg {total / max(steps, 1) * 1e6:.0f} us")
+        print(f"configurations {len(idx._cfg_keys)}, stacks {len(idx._stk_ret)}, rows cached {idx.n_cached}, "
+              f"byte classes {idx.n_classes}, grammar trie {idx._trie.n_nodes} class nodes / "
+              f"{len(idx._trie.levels)} levels, coarse trie "
+              f"{getattr(idx._coarse_trie()[0], 'n_nodes', None) if hasattr(idx, '_coarse_trie') else None} nodes")
+        print("calls:", {k: v for k, v in counts.items() if v})
+        print("tries walked (nodes, levels, kind):", sorted(set(sizes.values())))
+        out = io.StringIO()
+        pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(18)
+        print("\n".join(ln for ln in out.getvalue().splitlines() if ln.strip())[:6000])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grammars", default=",".join(DEFAULT))
@@ -98,7 +181,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true", help="cProfile native's fills (see the module docstring)")
     args = ap.parse_args()
+    if args.profile:
+        profile(args)
+        return
     res = run(args)
     print(f"load average {res['load_average']}")
     print("| grammar | backend | TTFM ms | TBM avg µs | p50 µs | p99 µs | steps | walks rejected |")
