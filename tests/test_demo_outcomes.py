@@ -11,7 +11,7 @@ import pytest
 
 from structgate import Constraint, get_backend, load_vocabulary
 from structgate.backends.registry import get_backend_spec
-from structgate.cli.demo import DEMO_SCHEMAS, DemoResult, classify, exit_status
+from structgate.cli.demo import DEMO_SCHEMAS, DemoResult, classify, exit_status, is_unsupported_refusal, send
 
 OBJ = {"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}, "required": ["a"]}
 
@@ -37,6 +37,50 @@ def test_exit_status_fails_only_on_invalid_and_errors():
     assert exit_status([r("valid"), r("cut")]) == 0
     assert exit_status([r("valid"), r("invalid")]) == 1
     assert exit_status([r("cut"), r("error")]) == 1
+
+
+class _Response:
+    def __init__(self, status_code, payload):
+        self.status_code, self._payload, self.text = status_code, payload, json.dumps(payload)
+
+    def json(self):
+        return self._payload
+
+
+class _Client:
+    def __init__(self, response):
+        self.response = response
+
+    def post(self, url, json):  # noqa: A002 - httpx's keyword
+        return self.response
+
+
+def _http_error(message):
+    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
+def test_a_typed_unsupported_refusal_is_reported_and_skipped():
+    """A backend that refuses a request with UnsupportedFeatureError (HTTP 400 naming it) does not
+    support that constraint: the demo reports it as unsupported and does not fail; other 400s
+    (a syntax error, a limit) and 500s are errors."""
+    refusal = _http_error("UnsupportedFeatureError: unsupported: minimum at /properties/age "
+                          "(outlines-core does not enforce it exactly: a numeric bound outlines-core ignores)")
+    assert is_unsupported_refusal(400, json.dumps(refusal))
+    assert not is_unsupported_refusal(500, json.dumps(refusal))
+    assert not is_unsupported_refusal(400, json.dumps(_http_error("GrammarSyntaxError: bad regex")))
+    assert not is_unsupported_refusal(400, "not json")
+    req = {"name": "person", "kind": "json_schema", "path": "/v1/chat/completions", "body": {},
+           "check": ("json_schema", OBJ)}
+    res = send(_Client(_Response(400, refusal)), "http://x", req, "structgate-outlines-core", "m")
+    assert res.outcome == "unsupported" and "minimum at /properties/age" in res.error
+    res2 = send(_Client(_Response(400, _http_error("CompileLimitError: compile_timeout_s"))), "http://x", req, "b", "m")
+    assert res2.outcome == "error"
+
+    def r(outcome):
+        return DemoResult(request="r", kind="json_schema", backend="b", outcome=outcome)
+
+    assert exit_status([r("valid"), r("unsupported"), r("cut")]) == 0
+    assert exit_status([r("unsupported"), r("invalid")]) == 1
 
 
 def _max_ws_run_outside_strings(text: str) -> int:

@@ -16,6 +16,11 @@ Mapping
   so rollback depth is unlimited and EOS never reaches the engine (outlines' ``Guide`` never
   advances on EOS and caps rollback at 32); masks are packed once per visited state and cached in
   the compiled grammar (the index is immutable, so the cache is shared by all matchers);
+* exactness: :func:`check_exact` refuses (``UnsupportedFeatureError`` naming the keyword and the JSON
+  pointer) every JSON Schema keyword outlines-core would not enforce exactly: numeric bounds,
+  ``uniqueItems``, ``contains``, property-count and property-name keywords, ``pattern`` beside a
+  length or matching characters JSON escapes, most ``format`` values, overlapping ``oneOf`` ...
+  (its regex builder ignores them, so its outputs could break the schema);
 * errors: outlines-core reports ``ValueError("... error building NFA")`` without a position; the
   regex is first parsed with Python's ``re`` for a position, and constructs outlines rejects
   (look-around, backreferences, anchors other than at the ends) are reported as
@@ -36,7 +41,7 @@ from ..errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureEr
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, choice_regex
 
-__all__ = ["OutlinesCoreBackend", "OutlinesCoreCompiledGrammar", "OutlinesCoreMatcher"]
+__all__ = ["OutlinesCoreBackend", "OutlinesCoreCompiledGrammar", "OutlinesCoreMatcher", "check_exact"]
 
 _UNSUPPORTED = [
     (re.compile(r"\(\?<?[=!]"), "look-around"),
@@ -57,6 +62,214 @@ def _regex_error(pattern: str, engine_msg: str) -> Exception:
     except re.error as e:
         return GrammarSyntaxError(f"outlines-core: {e.msg}", pattern, e.pos or 0)
     return GrammarSyntaxError(f"outlines-core: {engine_msg}", pattern, 0)
+
+
+# -- JSON Schema keywords outlines-core does not enforce exactly ------------------------------------
+# outlines-core 0.2.14's build_regex_from_schema ignores these keywords (its regex is the one without
+# them), so it would accept instances that break them. Found by random walks over its index, each
+# output checked with ``jsonschema``; tests/test_outlines_core_exact.py keeps one counterexample each.
+_IGNORED_KEYWORDS = {
+    "minimum": "numeric bound", "maximum": "numeric bound",
+    "exclusiveMinimum": "numeric bound", "exclusiveMaximum": "numeric bound", "multipleOf": "numeric bound",
+    "contains": "array keyword", "minContains": "array keyword", "maxContains": "array keyword",
+    "unevaluatedItems": "array keyword",
+    "minProperties": "object keyword", "maxProperties": "object keyword", "propertyNames": "object keyword",
+    "patternProperties": "object keyword", "dependentRequired": "object keyword",
+    "dependentSchemas": "object keyword", "dependencies": "object keyword", "unevaluatedProperties": "object keyword",
+}
+#: ``format`` values whose outlines-core regex only ever yields valid JSON strings (``email``, ``uri``
+#: and ``time`` let raw quotes, backslashes or control characters into the string)
+_EXACT_FORMATS = frozenset({"date", "date-time", "uuid"})
+#: keywords that constrain nothing (a sibling ``enum`` / ``const`` makes outlines-core ignore the others)
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "$id", "$schema", "$anchor",
+                          "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "enum", "const",
+                          "contentEncoding", "contentMediaType", "format"})
+_JSON_MUST_ESCAPE = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+
+
+def _ptr(where: str, *parts: Any) -> str:
+    return where + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _refuse(feature: str, why: str, where: str) -> UnsupportedFeatureError:
+    at = "" if where else " (in the root schema)"
+    return UnsupportedFeatureError(feature, f"outlines-core does not enforce it exactly: {why}{at}", where)
+
+
+def _top_level_alternation(pattern: str) -> bool:
+    """Whether ``pattern`` has a ``|`` outside every group and class."""
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1):
+                i += 1  # "[]...]": the first "]" is a literal
+            elif pattern.startswith("^]", i + 1):
+                i += 2
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+def _matches_escaped_char(pattern: str, where: str) -> bool:
+    """Whether ``pattern`` can match a character JSON writes escaped (``"``, ``\\``, U+0000..U+001F);
+    outlines-core puts the pattern's characters into the JSON string raw. Parsed with the native
+    regex parser (code-point sets)."""
+    from ..native.regex.parser import Chars, parse_regex
+
+    stack = [parse_regex(pattern, where=where)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Chars):
+            if any(lo <= hi2 and lo2 <= hi for lo, hi in node.ranges for lo2, hi2 in _JSON_MUST_ESCAPE):
+                return True
+        elif hasattr(node, "items"):
+            stack.extend(node.items)
+        elif hasattr(node, "item"):
+            stack.append(node.item)
+    return False
+
+
+def _disjoint_branches(branches: list) -> bool:
+    """Whether no JSON value can match two of ``branches``: each names its ``type`` (``integer`` lies
+    inside ``number``), or each is an ``enum`` / ``const`` with values of its own."""
+    keys: list[set] = []
+    for b in branches:
+        if not isinstance(b, dict):
+            return False
+        if "const" in b or "enum" in b:
+            vals = [b["const"]] if "const" in b else list(b["enum"])
+            keys.append({("value", json.dumps(v, sort_keys=True)) for v in vals})
+        elif isinstance(b.get("type"), (str, list)):
+            t = set(b["type"]) if isinstance(b["type"], list) else {b["type"]}
+            if t & {"integer", "number"}:
+                t |= {"integer", "number"}
+            keys.append({("type", x) for x in t})
+        else:
+            return False
+    if len({next(iter(k))[0] for k in keys if k}) > 1:
+        return False  # values against types: not worth the case analysis
+    return all(not (a & b) for i, a in enumerate(keys) for b in keys[i + 1:])
+
+
+def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
+    """Refuse every keyword of ``schema`` that outlines-core would not enforce exactly.
+
+    outlines-core builds one regex from the schema; for the keywords and combinations below its regex
+    is wider than the schema, so an output it allows can fail the schema (each found by random walks
+    over its index checked with ``jsonschema``). Refused: numeric bounds (``minimum``, ``maximum``,
+    ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``); ``uniqueItems: true``,
+    ``contains`` / ``minContains`` / ``maxContains``, ``unevaluatedItems``, ``minItems`` /
+    ``maxItems`` beside ``prefixItems``; ``minProperties``, ``maxProperties``, ``propertyNames``,
+    ``patternProperties``, ``dependentRequired``, ``dependentSchemas``, ``dependencies``,
+    ``unevaluatedProperties``, a ``required`` name not in ``properties``, a property name JSON must
+    escape; ``pattern`` beside ``minLength`` / ``maxLength`` (outlines-core drops the pattern), a
+    pattern with a top-level ``|``, with ``\\d \\w \\s \\D \\W \\S \\b \\B`` (Rust's Unicode classes in
+    outlines-core: a combining mark is a ``\\w``) or able to match ``"``, ``\\`` or a control
+    character (written raw, not escaped); ``format`` other than ``date``, ``date-time``, ``uuid``
+    (without a ``pattern`` or length, which outlines-core uses instead); ``enum`` / ``const`` whose
+    values break a sibling keyword (outlines-core ignores the siblings); ``allOf`` of several schemas
+    (outlines-core concatenates them); ``oneOf`` whose branches are not disjoint by type or value.
+    Narrowing (valid outputs outlines-core never produces: whitespace, key order, string escapes,
+    exponents without a sign) is not refused. Every subschema (``properties``, ``items``,
+    ``anyOf``, ``$defs`` ...) is checked.
+
+    Raises
+    ------
+    UnsupportedFeatureError
+        ``feature`` = the keyword, ``where`` = the JSON pointer of the schema holding it (``""``: the
+        root).
+    """
+    if root is None:
+        root = schema
+    if not isinstance(schema, dict):
+        return
+    for kw, what in _IGNORED_KEYWORDS.items():
+        if kw in schema:
+            raise _refuse(kw, f"a {what} outlines-core ignores", where)
+    if schema.get("uniqueItems") is True:
+        raise _refuse("uniqueItems", "outlines-core ignores it", where)
+    if "prefixItems" in schema:
+        for kw in ("minItems", "maxItems"):
+            if kw in schema:
+                raise _refuse(kw, "beside prefixItems, outlines-core ignores it", where)
+    pat = schema.get("pattern")
+    if pat is not None:
+        for kw in ("minLength", "maxLength"):
+            if kw in schema:
+                raise _refuse("pattern", f"beside {kw}, outlines-core drops the pattern", where)
+        if isinstance(pat, str):
+            m = re.search(r"(?<!\\)(?:\\\\)*\\([dwsDWSbB])", pat)
+            if m:
+                raise _refuse("pattern", f"\\{m.group(1)} is Rust's Unicode class in outlines-core, neither JSON "
+                              "Schema's (ECMAScript, ASCII) nor Python's (write the class out, e.g. [0-9])", where)
+            if _top_level_alternation(pat):
+                raise _refuse("pattern", "a top-level '|' escapes outlines-core's quotes (group it: (a|b))", where)
+            if _matches_escaped_char(pat, _ptr(where, "pattern")):
+                raise _refuse("pattern", "it can match '\"', '\\' or a control character, which outlines-core "
+                              "writes into the JSON string unescaped", where)
+    fmt = schema.get("format")
+    if fmt is not None and fmt not in _EXACT_FORMATS and not ({"pattern", "minLength", "maxLength"} & schema.keys()):
+        raise _refuse("format", f"outlines-core's regex for format {fmt!r} lets unescaped quotes, backslashes or "
+                      f"control characters into the string (exact: {', '.join(sorted(_EXACT_FORMATS))})", where)
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        for name in props:
+            if '"' in name or "\\" in name or any(ord(c) < 0x20 for c in name):
+                raise _refuse("properties", f"property name {name!r} needs JSON escapes, which outlines-core "
+                              "does not write", _ptr(where, "properties", name))
+    req = schema.get("required")
+    if isinstance(req, list):
+        missing = [r for r in req if not (isinstance(props, dict) and r in props)]
+        if missing:
+            raise _refuse("required", f"required {missing[0]!r} is not in properties, so outlines-core may "
+                          "leave it out", where)
+    if ("enum" in schema or "const" in schema) and set(schema) - _ANNOTATIONS:
+        import jsonschema
+
+        kw = "const" if "const" in schema else "enum"
+        vals = [schema["const"]] if kw == "const" else list(schema.get("enum") or [])
+        sub = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        if "$ref" in sub:
+            raise _refuse("$ref", f"beside {kw}, outlines-core ignores it", where)
+        for k in ("$defs", "definitions"):
+            if isinstance(root, dict) and k in root and k not in sub:
+                sub[k] = root[k]
+        validator = jsonschema.Draft202012Validator(sub)
+        for val in vals:
+            if not validator.is_valid(val):
+                raise _refuse(kw, f"value {json.dumps(val)[:40]} breaks a sibling keyword, which outlines-core "
+                              "ignores beside an enum/const", where)
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and len(all_of) > 1:
+        raise _refuse("allOf", "outlines-core concatenates the branches' regexes", where)
+    one_of = schema.get("oneOf")
+    if isinstance(one_of, list) and len(one_of) > 1 and not _disjoint_branches(one_of):
+        raise _refuse("oneOf", "outlines-core treats it as anyOf, and the branches are not disjoint by type "
+                      "or value", where)
+    for kw in ("properties", "$defs", "definitions"):
+        if isinstance(schema.get(kw), dict):
+            for k, sub in schema[kw].items():
+                check_exact(sub, root, _ptr(where, kw, k))
+    for kw in ("anyOf", "oneOf", "allOf", "prefixItems", "items", "additionalProperties", "additionalItems",
+               "not", "if", "then", "else"):
+        sub = schema.get(kw)
+        if isinstance(sub, dict):
+            check_exact(sub, root, _ptr(where, kw))
+        elif isinstance(sub, list):
+            for i, s in enumerate(sub):
+                check_exact(s, root, _ptr(where, kw, i))
 
 
 def strip_end_anchors(pattern: str) -> str:
@@ -206,9 +419,11 @@ class OutlinesCoreBackend(Backend):
         Raises
         ------
         GrammarSyntaxError, UnsupportedFeatureError
+            A keyword outlines-core would not enforce exactly is refused first (:func:`check_exact`).
         """
         from outlines_core.json_schema import build_regex_from_schema
 
+        check_exact(schema)
         text = json.dumps(schema, ensure_ascii=False)
         try:
             return build_regex_from_schema(text, self._whitespace(), self._unroll_depth())

@@ -12,10 +12,12 @@ Starts ``vllm serve`` on the embedded tiny model (:mod:`structgate.plugin.model`
 validates every output (``jsonschema`` for schemas, ``re.fullmatch`` for regexes, membership for
 choices) and classifies it (:data:`OUTCOMES`): ``valid``; ``cut`` (the model ran out of
 ``max_tokens`` with an output that is a valid *prefix*, checked byte by byte with the native engine;
-a random model writing a long unbounded string does this); ``invalid``; ``error`` (the request
-failed). It prints a table (request, backend, tokens, latency, result), and always shuts the server
+a random model writing a long unbounded string does this); ``invalid``; ``unsupported`` (the
+backend refused the request with a typed :class:`~structgate.errors.UnsupportedFeatureError`, an
+HTTP 400 naming it: the backend does not support that constraint, e.g. outlines-core and integer
+bounds, so the request is reported and skipped); ``error`` (the request failed otherwise). It prints a table (request, backend, tokens, latency, result), and always shuts the server
 down (also on errors and Ctrl-C). Exit status: 0 no output invalid and no request failed (``cut``
-outputs are reported, not failures), 1 otherwise, 2 a usage error (bad ``--schemas`` file, unknown
+and ``unsupported`` outputs are reported, not failures), 1 otherwise, 2 a usage error (bad ``--schemas`` file, unknown
 backend), 130 interrupted.
 
 The model has random weights: it writes nonsense inside the structure, and every output must still
@@ -34,7 +36,8 @@ from typing import Any
 HELP = ("Start vllm serve on the embedded tiny model (random weights) with --structured-output-backend "
         "NAME, send JSON-schema chat completions and regex / choice completions, and check every output "
         "(jsonschema, re.fullmatch, membership). Each output is reported as valid, cut (stopped at "
-        "max_tokens with a valid prefix), invalid or error. Exit status: 0 when no output is invalid and "
+        "max_tokens with a valid prefix), invalid, unsupported (the backend refused the constraint with a "
+        "typed unsupported-feature error; skipped) or error. Exit status: 0 when no output is invalid and "
         "no request failed, 1 otherwise, 2 on a usage error (unknown backend, bad --schemas file).")
 
 #: (name, JSON Schema) sent as chat completions with response_format json_schema
@@ -117,7 +120,7 @@ DEMO_CHOICES: list[tuple[str, list[str]]] = [
 MAX_TOKENS = 512
 
 #: what each output is, in report order
-OUTCOMES = ("valid", "cut", "invalid", "error")
+OUTCOMES = ("valid", "cut", "invalid", "unsupported", "error")
 
 
 @dataclass
@@ -233,6 +236,9 @@ def send(client, base_url: str, req: dict, backend: str, model: str) -> DemoResu
     res.latency_ms = (time.perf_counter() - t0) * 1000.0
     if r.status_code != 200:
         res.error = f"HTTP {r.status_code}: {r.text[:300]}"
+        if is_unsupported_refusal(r.status_code, r.text):
+            res.outcome = "unsupported"
+            res.error = "backend does not support it: " + _error_message(r.text)[:300]
         return res
     data = r.json()
     choice = data["choices"][0]
@@ -247,6 +253,21 @@ def send(client, base_url: str, req: dict, backend: str, model: str) -> DemoResu
         if res.outcome == "cut":
             res.error = f"cut at max_tokens ({res.tokens} tokens) with a valid prefix"
     return res
+
+
+def _error_message(body: str) -> str:
+    try:
+        msg = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return body
+    return msg if isinstance(msg, str) else body
+
+
+def is_unsupported_refusal(status_code: int, body: str) -> bool:
+    """Whether an HTTP response is the backend's typed refusal of the constraint: a 400 whose error
+    message names :class:`~structgate.errors.UnsupportedFeatureError` (the structgate plugin puts the
+    error's class name into vLLM's 400 message). Other 400s (syntax errors, limits) are errors."""
+    return status_code == 400 and "UnsupportedFeatureError" in _error_message(body)
 
 
 def is_viable_prefix(check: tuple[str, Any], text: str) -> bool | None:
@@ -354,7 +375,8 @@ def run(args) -> int:
 
 
 def exit_status(results: list[DemoResult]) -> int:
-    """0 when no output is invalid and no request failed (``cut`` outputs do not fail the demo)."""
+    """0 when no output is invalid and no request failed (``cut`` outputs and ``unsupported``
+    refusals do not fail the demo)."""
     return 1 if any(r.outcome in ("invalid", "error") for r in results) else 0
 
 
@@ -372,7 +394,8 @@ def _print_table(results: list[DemoResult], backend: str) -> None:
         out = re.sub(r"\s+", " ", r.output) if r.output is not None else ""  # display only
         shown = escape(out if len(out) <= 120 else out[:117] + "...")
         if r.error:
-            shown = (shown + "\n" if shown else "") + f"[red]{escape(r.error)}[/red]"
+            tone = "yellow" if r.outcome in ("cut", "unsupported") else "red"
+            shown = (shown + "\n" if shown else "") + f"[{tone}]{escape(r.error)}[/{tone}]"
         t.add_row(escape(r.request), r.kind, r.backend, "-" if r.tokens is None else str(r.tokens),
                   "-" if r.latency_ms is None else f"{r.latency_ms:.0f} ms",
                   _STYLE[r.outcome], shown)
@@ -381,9 +404,10 @@ def _print_table(results: list[DemoResult], backend: str) -> None:
     counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
     colour = "red" if exit_status(results) else "green"
     c.print(f"[{colour}]{len(results)} outputs: " + ", ".join(f"{n} {o}" for o, n in counts.items())
-            + f"[/{colour}] (cut = stopped at max_tokens with a valid prefix; outputs shown with whitespace "
-            "collapsed; --json prints them exactly)")
+            + f"[/{colour}] (cut = stopped at max_tokens with a valid prefix; unsupported = the backend refused "
+            "the constraint with a typed error, skipped; outputs shown with whitespace collapsed; --json prints "
+            "them exactly)")
 
 
 _STYLE = {"valid": "[green]valid[/green]", "cut": "[yellow]cut[/yellow]", "invalid": "[red]INVALID[/red]",
-          "error": "[red]ERROR[/red]"}
+          "unsupported": "[yellow]unsupported[/yellow]", "error": "[red]ERROR[/red]"}
