@@ -377,7 +377,10 @@ class StructgateVllmBackend(_VBackend):
         if compiled is None:
             t0 = time.perf_counter()
             try:
-                compiled = self._compile_with(backend_name, c) if other else self.sg_backend.compile(c)
+                from .gc_policy import run_compile
+
+                compiled = run_compile(lambda: self._compile_with(backend_name, c) if other
+                                       else self.sg_backend.compile(c))
             except Exception as e:
                 metrics.record_compile_failure(self.backend_name, c.kind, getattr(e, "kind", None) or "internal")
                 raise
