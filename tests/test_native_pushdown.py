@@ -301,46 +301,6 @@ def test_non_integer_token_ids_are_typed_errors(llama3_vocab):
             m.advance(bad)
 
 
-def test_coarse_walk_masks_equal_the_eager_dfa(llama3_vocab):
-    """String-like configurations are walked over the coarse class trie (19 classes) with the
-    tokens the coarse classes cannot decide (escapes after ``\\``, known keys among free ones)
-    stepped byte by byte: at every step of random walks that favour those tokens, the row equals
-    the v1 engine's eager minimal DFA + TokenIndex (an independent construction) and one direct
-    walk of the configuration over the grammar's own trie."""
-    from structgate.backends.interface import CompileOptions
-    from structgate.native.json_schema import schema_to_regex
-
-    v = llama3_vocab
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
-                                               "tag": {"type": "string", "pattern": "^[a-z]+$"}},
-              "required": ["name"], "additionalProperties": {"type": "string", "maxLength": 12}}
-    opts = CompileOptions(whitespace="compact")
-    g = get_backend("native", v, whitespace="compact").compile(Constraint("json_schema", schema))
-    pi = g.token_index
-    assert isinstance(pi, PushdownIndex)
-    ti = TokenIndex(compile_regex(schema_to_regex(schema, opts)), v)
-    a = np.empty(pi.width, np.int32)
-    b = np.empty(pi.width, np.int32)
-    special = [t for t in range(v.n_tokens) if b"\\" in v.token_bytes[t] or b'"' in v.token_bytes[t]]
-    rng = random.Random(7)
-    for walk in range(6):
-        s1 = s2 = 1
-        for _ in range(40):
-            pi.fill_row(s1, a)
-            ti.fill_row(s2, b)
-            assert (a == b).all(), f"walk {walk}: {np.count_nonzero(a != b)} words differ from the eager DFA"
-            assert (pi.direct_row(s1) == a).all()
-            ids = [t for t in _ids(b, v).tolist() if t not in v.eos_token_ids]
-            if not ids:
-                break
-            allowed = set(ids)
-            pref = [t for t in special if t in allowed] if rng.random() < 0.5 else []
-            t = rng.choice(pref or ids)
-            s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)
-            assert s1 > 0 and s2 > 0
-    assert pi._ctrie is not None, "the coarse walk was never used"
-
-
 def test_row_of_many_new_states(llama3_vocab):
     """``row()`` of states whose rows are computed by that call (the row store grows meanwhile)."""
     pi = _index({"root": parse_regex(r"[a-z]{0,150}")}, llama3_vocab)
@@ -352,3 +312,41 @@ def test_row_of_many_new_states(llama3_vocab):
         s = pi.step_bytes(s, b"a")
     for s in seen[::17]:
         assert (pi.direct_row(s) == pi.row(s)).all()
+
+
+@pytest.mark.parametrize("coarse", [True, False])
+def test_tokens_under_a_class_node_brute_force(coarse, llama3_vocab):
+    """``_ClassTrie.tokens_under`` (one gather from the preorder layout) against the tokens whose
+    byte-class path starts with the node's path, over random nodes of every depth."""
+    from structgate.native.pushdown import STANDARD_BYTE_CLASSES, _classes_from_cuts, class_trie
+
+    v = llama3_vocab
+    # a JSON-string-like partition (few classes: long shared paths) and the standard one
+    bc = (_classes_from_cuts([0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0xE0, 0xF0, 0xF8]) if coarse
+          else STANDARD_BYTE_CLASSES)
+    t = class_trie(v, bc)
+    paths = [tuple(int(bc[b]) for b in v.token_bytes[i]) for i in range(v.n_tokens)]
+
+    def node_path(g):
+        d = int(np.searchsorted(t.level_base, g, side="right")) - 1
+        out = []
+        loc = g - int(t.level_base[d])
+        while d >= 0:
+            _b, par, cls, _bd = t.levels[d]
+            out.append(int(cls[loc]))
+            loc = int(par[loc])
+            d -= 1
+        return tuple(reversed(out))
+
+    rng = random.Random(3)
+    nodes = [rng.randrange(int(t.level_base[d]), int(t.level_base[d + 1]))
+             for d in (0, 0, 1, 1, 2, 3, 5, 8, 12, 20) if d + 1 < len(t.level_base)]
+    for g in nodes:
+        p = node_path(g)
+        want = sorted(i for i, q in enumerate(paths) if q[: len(p)] == p)
+        want_strict = sorted(i for i in want if len(paths[i]) > len(p))
+        assert sorted(t.tokens_under(np.array([g])).tolist()) == want
+        assert sorted(t.tokens_under(np.array([g]), strict=True).tolist()) == want_strict
+    both = np.array(nodes[:4])
+    assert sorted(set(t.tokens_under(both).tolist())) == sorted(
+        set().union(*[set(t.tokens_under(np.array([g])).tolist()) for g in nodes[:4]]))

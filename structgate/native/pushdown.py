@@ -75,14 +75,6 @@ def _classes_from_cuts(cuts) -> np.ndarray:
 STANDARD_BYTE_CLASSES = _classes_from_cuts(_STD_CUTS)
 _STD_CUT_SET = frozenset(_STD_CUTS)
 
-#: the coarse partition of string-like text for the coarse mask walk (:meth:`PushdownIndex._rel_info`):
-#: control bytes, space and ``!``, ``"``, ``#``-``[``, ``\``, ``]``-DEL, then the UTF-8 blocks of
-#: :data:`STANDARD_BYTE_CLASSES` (19 classes; a coarsening of the standard partition). Its class
-#: trie of the Llama 3 vocabulary has ~12k nodes against ~220k for the standard one, because
-#: tokens of letters, digits and punctuation share paths.
-COARSE_BYTE_CLASSES = _classes_from_cuts([0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0x90, 0xA0, 0xC0, 0xC2, 0xE0,
-                                          0xE1, 0xED, 0xEE, 0xF0, 0xF1, 0xF4, 0xF5])
-_AMBIG = -2  # coarse table entry: the fine classes of this coarse class lead to different configurations
 
 
 _gc_lock = threading.Lock()
@@ -491,29 +483,64 @@ class _ClassTrie:
     def subtree_tokens(self, d: int, local_nodes: np.ndarray) -> np.ndarray:
         """Token ids whose class path passes strictly below the given nodes of level ``d``
         (tokens longer than ``d + 1`` bytes with those prefixes)."""
-        lo = local_nodes.astype(np.int64)
-        hi = lo + 1
-        out = []
-        for e in range(d + 1, len(self.levels)):
-            base, _par, _cls, bounds = self.levels[e]
-            lo = bounds[lo]
-            hi = bounds[hi]
-            keep = lo < hi
-            if not keep.all():
-                lo, hi = lo[keep], hi[keep]
-            if lo.size == 0:
-                break
-            ta = self.node_tok_start[base + lo]
-            tb = self.node_tok_start[base + hi]
-            cnt = tb - ta
-            tot = int(cnt.sum())
-            if tot:
-                cs = np.cumsum(cnt)
-                idx = np.repeat(ta - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
-                out.append(self.tokens_by_node[idx])
-        if not out:
+        return self.tokens_under(local_nodes.astype(np.int64) + self.level_base[d], strict=True)
+
+    def tokens_under(self, nodes: np.ndarray, strict: bool = False) -> np.ndarray:
+        """Token ids whose class path passes through the given global nodes (with ``strict``: only
+        those longer than the node's depth + 1), from the preorder layout: the tokens of a subtree
+        are one slice of the tokens in preorder, so this is one gather, whatever the depth."""
+        dfs, off, size, n_end = self._preorder()
+        lo = off[nodes]
+        hi = lo + size[nodes]
+        if strict:
+            lo = lo + n_end[nodes]
+        cnt = hi - lo
+        tot = int(cnt.sum())
+        if tot == 0:
             return _EMPTY_I64
-        return np.concatenate(out)
+        cs = np.cumsum(cnt)
+        return dfs[np.repeat(lo - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)]
+
+    def _preorder(self):
+        """``(tokens, off, size, n_end)``: the tokens in preorder of their class paths (a token
+        before its extensions, siblings in class order), and per node the offset of its subtree's
+        first token, the subtree's token count and the number of tokens ending at the node
+        (int64 each; computed once per trie, bottom-up sizes then top-down offsets)."""
+        pre = getattr(self, "_pre", None)
+        if pre is not None:
+            return pre
+        nn = self.n_nodes
+        tc = self.token_cnode
+        has = np.flatnonzero(tc < nn)
+        n_end = np.bincount(tc[has], minlength=nn).astype(np.int64)
+        size = n_end.copy()
+        lv = self.levels
+        for d in range(len(lv) - 1, 0, -1):
+            b, par, _cls, _bounds = lv[d]
+            pb = lv[d - 1][0]
+            size[pb: pb + lv[d - 1][1].shape[0]] += np.bincount(par, weights=size[b: b + par.shape[0]],
+                                                                minlength=lv[d - 1][1].shape[0]).astype(np.int64)
+        off = np.zeros(nn, dtype=np.int64)
+        if lv:
+            b0, par0, _c, _bd = lv[0]
+            s0 = size[b0: b0 + par0.shape[0]]
+            off[b0: b0 + par0.shape[0]] = np.cumsum(s0) - s0
+            for d in range(1, len(lv)):
+                b, par, _cls, bounds = lv[d]
+                pb = lv[d - 1][0]
+                sz = size[b: b + par.shape[0]]
+                excl = np.cumsum(sz) - sz
+                within = excl - excl[bounds[par]]
+                off[b: b + par.shape[0]] = off[pb + par] + n_end[pb + par] + within
+        order = self.tokens_by_node  # tokens sorted by end node (stable)
+        nodes_of = tc[order]
+        keep = nodes_of < nn
+        order, nodes_of = order[keep], nodes_of[keep]
+        rank = np.arange(order.shape[0], dtype=np.int64) - self.node_tok_start[nodes_of]
+        dfs = np.empty(order.shape[0], dtype=np.int64)
+        dfs[off[nodes_of] + rank] = order
+        self._pre = (dfs, off, size, n_end)
+        return self._pre
 
 
 _flat_cache: dict = {}
@@ -608,8 +635,6 @@ class PushdownIndex:
 
     PRUNE_BELOW = 0.25
     PRUNE_MIN_NODES = 2048
-    #: walk string-like configurations over the coarse trie (:meth:`_walk_coarse`)
-    COARSE_WALK = True
 
     def __init__(self, gnfa: GrammarNFA, vocab: Vocabulary, *, max_depth: int = 128,
                  max_states: int = 1_000_000, row_budget_bytes: int = 256 << 20) -> None:
@@ -669,7 +694,6 @@ class PushdownIndex:
         self._rel_cache: dict[int, tuple] = {}
         self._bc_np = bc.astype(np.int64)
         self._flat, self._tok_start, self._tok_len = _flat_tokens(vocab)
-        self._init_coarse()
         with self._lock:
             start = self._intern(self._closure(nfa.start, 0))
             assert start == START or start == DEAD
@@ -859,217 +883,6 @@ class PushdownIndex:
             c = int(c)
             if self._table[c, 0] < 0:
                 self._compute_row(c)
-
-    # -- the coarse walk ------------------------------------------------------------------------------
-    def _init_coarse(self) -> None:
-        """Set up the coarse walk when :data:`COARSE_BYTE_CLASSES` coarsens the grammar's byte
-        classes (every grammar class inside one coarse class): ``_cmap`` (grammar class → coarse
-        class), the grouping used to derive coarse rows, and the lazily filled coarse table
-        (``-1`` not computed, :data:`_AMBIG` where the members of a coarse class disagree)."""
-        bc = self._bc_np
-        cb = COARSE_BYTE_CLASSES.astype(np.int64)
-        cmap = np.full(self.n_classes, -1, dtype=np.int64)
-        cmap[bc] = cb
-        self._coarse = None
-        if (cmap < 0).any() or not np.array_equal(cmap[bc], cb):  # a grammar class straddles two coarse ones
-            return
-        K = int(cb.max()) + 1
-        if K >= self.n_classes:
-            return
-        order = np.argsort(cmap, kind="stable")
-        starts = np.searchsorted(cmap[order], np.arange(K))
-        self._coarse = (cmap, order, starts, K)
-        self._ctable = np.full((self._table.shape[0], K), -1, dtype=np.int64)
-        self._ctrie = None
-
-    def _coarse_trie(self):
-        if self._ctrie is None:
-            t = class_trie(self.vocab, COARSE_BYTE_CLASSES)
-            self._ctrie = (t, self._tok_c(t), np.zeros(t.n_nodes + 1, dtype=np.int64),
-                           np.empty(t.max_level, dtype=np.int64))
-        return self._ctrie
-
-    def _ensure_crows(self, cfgs) -> None:
-        """Fill the coarse rows of ``cfgs`` from their (computed on demand) grammar-class rows."""
-        cfgs = np.unique(np.asarray(cfgs, dtype=np.int64))
-        ct = self._grow_ctable()
-        todo = cfgs[ct[cfgs, 0] == -1]
-        if todo.size == 0:
-            return
-        self._ensure_rows(todo.tolist())
-        ct = self._grow_ctable()  # computing rows may have created configurations
-        _cmap, order, starts, _K = self._coarse
-        r = self._table[todo][:, order]
-        mn = np.minimum.reduceat(r, starts, axis=1)
-        mx = np.maximum.reduceat(r, starts, axis=1)
-        ct[todo] = np.where(mn == mx, mn, _AMBIG)
-
-    def _grow_ctable(self) -> np.ndarray:
-        ct = self._ctable
-        if ct.shape[0] < self._table.shape[0]:
-            grown = np.full((self._table.shape[0], ct.shape[1]), -1, dtype=np.int64)
-            grown[: ct.shape[0]] = ct
-            self._ctable = ct = grown
-        return ct
-
-    def _coarse_start_ok(self, state: int) -> bool:
-        """True when the coarse walk pays for ``state``: its own coarse row has no ambiguous class
-        (the first byte of every token is decided by its coarse class)."""
-        if self._coarse is None or not self.COARSE_WALK:
-            return False
-        self._ensure_crows([state])
-        return not bool((self._ctable[state] == _AMBIG).any())
-
-    def _walk_coarse(self, state: int):
-        """The walk of :meth:`_walk` over the coarse trie and table: ``(nodes, configs, amb)``, where
-        ``amb`` are the token ids whose class path meets an ambiguous entry (a coarse class whose
-        bytes lead to different configurations there); those are decided byte by byte
-        (:meth:`_step_exact`) by the caller. Exact: every other token's path is decided by coarse
-        classes alone."""
-        trie, _tc, out, buf = self._coarse_trie()
-        levels = trie.levels
-        if not levels:
-            return _EMPTY_I64, _EMPTY_I64, _EMPTY_I64
-        K = self._coarse[3]
-        self._ensure_crows([state])
-        table = self._ctable
-        res_n: list[np.ndarray] = []
-        res_v: list[np.ndarray] = []
-        amb_n: list[tuple[int, np.ndarray]] = []
-        base, par, cls, bounds = levels[0]
-        n = cls.shape[0]
-        dense = out[base: base + n]
-        table[state].take(cls, out=dense)
-        if dense.min() < 0:
-            a = np.flatnonzero(dense == _AMBIG)
-            if a.size:
-                amb_n.append((0, a))
-                dense[a] = 0
-        alive = np.flatnonzero(dense)
-        alive_v = dense[alive]
-        if alive.size:
-            res_n.append(alive + base)
-            res_v.append(alive_v)
-        prev_n = n
-        prune_min, prune_below = self.PRUNE_MIN_NODES, self.PRUNE_BELOW
-        for d in range(1, len(levels)):
-            if alive.size == 0:
-                break
-            base, par, cls, bounds = levels[d]
-            n = cls.shape[0]
-            if n >= prune_min and alive.size < prune_below * prev_n:
-                st = bounds[alive]
-                cnt = bounds[alive + 1] - st
-                cs = np.cumsum(cnt)
-                tot = int(cs[-1])
-                if tot == 0:
-                    break
-                idx = np.repeat(st - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
-                fl = np.repeat(alive_v, cnt)
-                fl *= K
-                fl += cls[idx]
-                vals = table.ravel().take(fl)
-                if vals.min() < 0:
-                    if (vals == -1).any():
-                        self._ensure_crows(fl[vals == -1] // K)
-                        table = self._ctable
-                        vals = table.ravel().take(fl)
-                    a = vals == _AMBIG
-                    if a.any():
-                        amb_n.append((d, idx[a]))
-                        vals[a] = 0
-                nz = vals != 0
-                alive = idx[nz]
-                alive_v = vals[nz]
-                dense = None
-            else:
-                if dense is None:
-                    dense = np.zeros(prev_n, dtype=np.int64)
-                    dense[alive] = alive_v
-                dst = out[base: base + n]
-                fl = buf[:n]
-                dense.take(par, out=fl)
-                fl *= K
-                fl += cls
-                table.ravel().take(fl, out=dst)
-                if dst.min() < 0:
-                    if (dst == -1).any():
-                        self._ensure_crows(fl[dst == -1] // K)
-                        table = self._ctable
-                        table.ravel().take(fl, out=dst)
-                    a = np.flatnonzero(dst == _AMBIG)
-                    if a.size:
-                        amb_n.append((d, a))
-                        dst[a] = 0
-                alive = np.flatnonzero(dst)
-                alive_v = dst[alive]
-                dense = dst
-            if alive.size:
-                res_n.append(alive + base)
-                res_v.append(alive_v)
-            prev_n = n
-        amb = _EMPTY_I64
-        if amb_n:
-            parts = []
-            ts, tbn = trie.node_tok_start, trie.tokens_by_node
-            for d, loc in amb_n:
-                g = loc + trie.level_base[d]
-                a, b = ts[g], ts[g + 1]
-                cnt = b - a
-                tot = int(cnt.sum())
-                if tot:
-                    cs = np.cumsum(cnt)
-                    parts.append(tbn[np.repeat(a - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)])
-                sub = trie.subtree_tokens(d, loc)
-                if sub.size:
-                    parts.append(sub)
-            if parts:
-                amb = np.concatenate(parts)
-                amb = amb[(amb < self.vocab.n_tokens) & ~np.isin(amb, self._eos)]
-        if not res_n:
-            return _EMPTY_I64, _EMPTY_I64, amb
-        return np.concatenate(res_n), np.concatenate(res_v), amb
-
-    def _step_exact(self, p: int, toks: np.ndarray):
-        """Feed every token of ``toks`` from configuration ``p`` byte by byte (grammar classes,
-        vectorised over the tokens): ``(alive, comp_toks, comp_offs, reach)`` — bool per token (its
-        last byte leaves a live configuration), the (token, offset) pairs where the configuration
-        is accepting after ``offset`` bytes with bytes left (the base rule completed mid-token),
-        and the deepest stack met."""
-        flat, start, tl = self._flat, self._tok_start, self._tok_len
-        n = toks.shape[0]
-        st = np.full(n, p, dtype=np.int64)
-        pos = start[toks].astype(np.int64)
-        end = pos + tl[toks]
-        act = np.arange(n)[pos < end]
-        bc = self._bc_np
-        W = self.n_classes
-        ct, co = [], []
-        reach = 0
-        while act.size:
-            cls = bc[flat[pos[act]]]
-            fl = st[act] * W + cls
-            vals = self._table.ravel().take(fl)
-            if vals.min() < 0:
-                self._ensure_rows(np.unique(fl[vals < 0] // W))
-                vals = self._table.ravel().take(fl)
-            st[act] = vals
-            pos[act] += 1
-            live = vals != 0
-            if live.any():
-                lv = vals[live]
-                reach = max(reach, int(self._cfg_depth.take(lv).max()))
-                acc = self._accepting.take(lv)
-                la = act[live]
-                more = pos[la] < end[la]
-                hit = la[acc & more]
-                if hit.size:
-                    ct.append(toks[hit])
-                    co.append(pos[hit] - start[toks[hit]])
-            act = act[live & (pos[act] < end[act])]
-        comp_t = np.concatenate(ct) if ct else _EMPTY_I64
-        comp_o = np.concatenate(co).astype(np.int64) if co else _EMPTY_I64
-        return st != 0, comp_t, comp_o, reach
 
     # -- the mask walk -------------------------------------------------------------------------------
     def _walk(self, state: int, tw=None) -> tuple[np.ndarray, np.ndarray]:
@@ -1264,13 +1077,8 @@ class PushdownIndex:
         hit = self._rel_cache.get(cr)
         if hit is not None:
             return hit
-        amb = _EMPTY_I64
-        if self._coarse_start_ok(cr):
-            tw = self._coarse_trie()
-            nodes, cfgs, amb = self._walk_coarse(cr)
-        else:
-            tw = self._trie_for(cr)
-            nodes, cfgs = self._walk(cr, tw)
+        tw = self._trie_for(cr)
+        nodes, cfgs = self._walk(cr, tw)
         row = self._allowed_row(tw[0], nodes, tw[1])
         # class nodes whose configuration is complete (the base rule returned) after >= 1 byte
         toks, offs = self._uncertain(nodes[self._accepting.take(cfgs)], tw[0])
@@ -1278,15 +1086,6 @@ class PushdownIndex:
         # iff d + that <= max_depth (otherwise pushes it took would be refused on the real stack)
         reach = int(self._cfg_depth.take(cfgs).max()) if cfgs.size else 0
         reach = max(reach, int(self._cfg_depth[cr]))
-        if amb.size:  # tokens the coarse classes could not decide: byte by byte
-            ok, ct, co, r2 = self._step_exact(cr, amb)
-            good = amb[ok]
-            if good.size:
-                u = row.view(np.uint32)
-                np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
-            if ct.size:
-                toks, offs = np.concatenate([toks, ct]), np.concatenate([offs, co])
-            reach = max(reach, r2)
         info = (row, toks, offs, bool(self._accepting[cr]), reach)
         self._rel_cache[cr] = info
         return info
