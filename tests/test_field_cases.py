@@ -28,17 +28,12 @@ BY_ID = {c["id"]: c for c in CASES}
 ERROR_OK = {
     "outlines-core-allof-as-concat": UnsupportedFeatureError,
     "llamacpp-fail-open-on-bad-pattern": (GrammarSyntaxError, UnsupportedFeatureError),
-    # round 2: typed refusals of constructs outside the native regular subset today (lookaround,
-    # \p{..}; multipleOf 3/5, propertyNames, maxProperties below the listed count, contains: issue 10
-    # makes the regular ones exact with automata)
+    # round 2: typed refusals of constructs outside the native regular subset (lookaround, \p{..});
+    # multipleOf, propertyNames, maxProperties below the listed count and contains are exact
+    # (product automata, issue 10) and walked like every other case
     "xgr-regex-lookahead-not-ignored": UnsupportedFeatureError,
     "xgr-regex-unicode-property": UnsupportedFeatureError,
-    "xgr-integer-multipleof": UnsupportedFeatureError,
     "llguidance-pattern-properties-whitespace-runaway": UnsupportedFeatureError,
-    "xgr-property-names-keeps-additional-value-schema": UnsupportedFeatureError,
-    "vllm-property-names-vs-named-properties": UnsupportedFeatureError,
-    "outlines-core-ignored-min-max-properties": UnsupportedFeatureError,
-    "outlines-core-ignored-contains": UnsupportedFeatureError,
 }
 #: live prefixes that the native engine's documented policies make dead (a sound subset): integers
 #: are emitted as integer literals only (no exponent form such as -10e-1), and objects take no
@@ -46,6 +41,7 @@ ERROR_OK = {
 SUBSET_OK = {
     "xgr-integer-negative-minimum-only": {"-10", "1.5", "-0.5"},
     "outlines-eos-before-json-complete": {'{"a":"x",'},
+    "xgr-integer-multipleof": {"3.5"},  # witness 3.51e5: an integer in exponent form
 }
 #: witnesses outside the same documented subset: the schema compiler never emits ``-0``
 WITNESS_SKIP = {"xgr-integer-negative-minimum-only": {"-"}}

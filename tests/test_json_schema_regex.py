@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from structgate.backends.interface import CompileOptions
-from structgate.errors import GrammarSyntaxError, UnsupportedFeatureError
+from structgate.errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from structgate.native.automaton import START
 from structgate.native.json_schema import (
     NEVER, integer_range, json_object_regex, json_value_regex, number_range, schema_to_regex)
@@ -142,9 +142,13 @@ def test_pattern_with_length_bounds():
     assert re.fullmatch(rx, '"abc"') and not re.fullmatch(rx, '"abcd"') and not re.fullmatch(rx, '""')
     rx = schema_to_regex({"type": "string", "pattern": "^[a-z]{2}$", "minLength": 1, "maxLength": 5})
     assert re.fullmatch(rx, '"ab"')
-    with pytest.raises(UnsupportedFeatureError) as e:
-        schema_to_regex({"type": "string", "pattern": "a", "maxLength": 3})
-    assert e.value.where == "/pattern"
+    # any other pattern: the product of its automaton with a code-point counter (exact)
+    rx = schema_to_regex({"type": "string", "pattern": "a", "maxLength": 3})
+    for s in ["a", "xa", "bab", "aaa", "", "b", "bbb", "abcd", "xxxa"]:
+        assert (re.fullmatch(rx, json.dumps(s)) is not None) == ("a" in s and len(s) <= 3), s
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_regex({"type": "string", "pattern": "^(?:\\S+\\s+){0,99}\\S+$", "maxLength": 5000})
+    assert e.value.limit_name == "max_product_states" and "/pattern" in str(e.value)
 
 
 @pytest.mark.parametrize("pattern,feature", [
@@ -476,13 +480,12 @@ def test_allof_merge_and_refusal():
     ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
     ({"type": "object", "properties": {"o": {"type": "object", "patternProperties": {"^x(?=y)": {}}}}},
      "lookahead (?=...)/(?!...)", "/properties/o/patternProperties/^x(?=y)"),
-    ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames", "/propertyNames"),
-    ({"type": "object", "minProperties": 2}, "minProperties", "/minProperties"),
-    ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
+    ({"type": "object", "propertyNames": {"format": "email"}}, "propertyNames", "/propertyNames"),
+    ({"type": "object", "properties": {"a": {}}, "minProperties": 2}, "minProperties", "/minProperties"),
+    ({"type": "array", "contains": {"minimum": 2}, "maxContains": 1}, "contains", "/contains"),
     ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", "/dependentSchemas"),
-    ({"type": "object", "properties": {"a": {}, "b": {}}, "maxProperties": 1}, "maxProperties", "/maxProperties"),
-    ({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if/then/else", "/if"),
-    ({"not": {"minimum": 3}}, "not", "/not"),
+    ({"if": {"pattern": "a"}, "then": {"maxLength": 2}}, "if/then/else", "/if"),
+    ({"not": {"pattern": "a"}}, "not", "/not"),
     ({"type": "string", "maxLength": 3, "not": {"enum": ["a"]}}, "not", "/not"),
     ({"not": {"anyOf": [{"type": "null"}, {"enum": [1]}]}}, "not", "/not/anyOf/1"),
     ({"type": "number", "multipleOf": 0.5}, "multipleOf", "/multipleOf"),

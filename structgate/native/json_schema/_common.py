@@ -15,6 +15,7 @@ NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
 # internal keywords produced by `not` of an enum (never in user schemas)
 _NOT_STR = "\x00structgate:not-strings"
 _NOT_BOOL = "\x00structgate:not-booleans"
+_NOT_INT = "\x00structgate:not-integers"
 
 #: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
 DEFAULT_MAX_REGEX_SIZE = 4_000_000
@@ -30,6 +31,16 @@ DEFAULT_SHARED_INLINE_MAX_CHARS = 512
 #: grammar mode: most ``$ref`` schemas being compiled inside each other (a chain of references whose
 #: merged schemas never repeat); ``CompileLimitError("max_ref_nesting")`` beyond
 MAX_REF_NESTING = 100
+#: most states of a product automaton (pattern ∩ length, range ∩ multipleOf, keys ∩ propertyNames,
+#: counted members/items) before ``CompileLimitError("max_product_states")``
+#: (``CompileOptions.extra["max_product_states"]``)
+DEFAULT_MAX_PRODUCT_STATES = 10_000
+#: an automaton whose eliminated regex text is longer than this (characters) is written as
+#: right-linear rules in grammar mode (``CompileOptions.extra["automaton_inline_max_chars"]``)
+DEFAULT_AUTOMATON_INLINE_MAX_CHARS = 4_000
+#: largest integer ``multipleOf`` compiled (one automaton state per residue;
+#: ``CompileOptions.extra["max_multiple_of"]``)
+DEFAULT_MAX_MULTIPLE_OF = 1_000
 #: grammar mode: the rule names of the root and of "any JSON value"
 ROOT_RULE = "root"
 JSON_VALUE_RULE = "json:value"
@@ -51,7 +62,7 @@ ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains"
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
                         "then", "else", "$dynamicRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
-    "\x00structgate:not-strings", "\x00structgate:not-booleans"}
+    "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers"}
 
 
 def _ptr(where: str, *parts) -> str:

@@ -7,7 +7,7 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _NOT_BOOL, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal, _ptr
+from ._common import _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal, _ptr
 
 
 class MergeMixin:
@@ -150,11 +150,11 @@ class MergeMixin:
         nots = [s["not"] for s, _ in parts if "not" in s]
         if nots:
             m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)
-        for key in (_NOT_STR, _NOT_BOOL):
+        for key in (_NOT_STR, _NOT_BOOL, _NOT_INT):
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
-        handled |= {"not", _NOT_STR, _NOT_BOOL}
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT}
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

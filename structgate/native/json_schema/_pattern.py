@@ -23,7 +23,7 @@ from functools import lru_cache
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
 from ._charset import ANY, CharSet, complement, intersect, json_char_regex, normalize, union
 
-__all__ = ["parse_pattern", "pattern_body_regex", "ast_length_bounds", "INF"]
+__all__ = ["parse_pattern", "pattern_body_regex", "pattern_ast", "ast_length_bounds", "INF"]
 
 INF = sys.maxsize
 
@@ -533,3 +533,31 @@ def _intersect_length(node, a_s, a_e, length, where):
         return node if lmin <= 1 <= lmax_ else None
     raise UnsupportedFeatureError("pattern with minLength/maxLength",
                                   "cannot intersect this pattern with a length bound", where)
+
+
+def pattern_ast(branches):
+    """The decoded strings the pattern matches (:func:`parse_pattern` output) as a regex AST of
+    :mod:`structgate.native.regex.parser` (``Chars``/``Concat``/``Alt``/``Repeat`` over code
+    points; an unanchored side becomes ``.*`` over every code point): the input of
+    :mod:`._automata`."""
+    from ..regex.parser import Alt, Chars, Concat, Repeat
+
+    any_star = Repeat(Chars(ANY), 0, None)
+
+    def conv(n):
+        k = n[0]
+        if k == "set":
+            return Chars(tuple(n[1]))
+        if k == "cat":
+            return Concat(tuple(conv(x) for x in n[1]))
+        if k == "alt":
+            return Alt(tuple(conv(x) for x in n[1]))
+        if k == "rep":
+            return Repeat(conv(n[1]), n[2], None if n[3] == INF else n[3])
+        raise AssertionError(n)
+
+    out = []
+    for node, a_s, a_e in branches:
+        items = ([] if a_s else [any_star]) + [conv(node)] + ([] if a_e else [any_star])
+        out.append(Concat(tuple(items)))
+    return out[0] if len(out) == 1 else Alt(tuple(out))

@@ -7,6 +7,7 @@ import re
 from urllib.parse import unquote
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ._automata import emit
 from ._common import ANNOTATIONS, MAX_REF_NESTING, NEVER, ROOT_RULE, _ptr
 
 
@@ -70,6 +71,22 @@ class RefsMixin:
                 out.extend(sub)
             out.insert(head, (s, w))  # the schema's own keywords first: its properties lead
         return out
+
+    def _emit_dfa(self, d, enc, what: str, where: str) -> str | None:
+        """Text for a code-point automaton (:func:`._automata.emit`): inline when its eliminated
+        regex is at most :attr:`automaton_inline_max` characters (regex mode: :attr:`max_size`),
+        else (grammar mode) right-linear rules ``dfa:<pointer>.<n>.<state>`` in :attr:`rules`."""
+        base = "dfa:" + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
+        n = 1
+        while f"{base}.{n}.0" in self.rules:
+            n += 1
+        base = f"{base}.{n}"
+        def define(name, text):
+            self.rules[name] = text
+            self.rule_where[name] = where or "#"
+        cap = self.automaton_inline_max if self.grammar else self.max_size
+        return emit(d, enc, inline_cap=cap, define=define if self.grammar else None, name_base=base, what=what,
+                    where=where)
 
     def _new_rule_name(self, refs: list[str]) -> str:
         """A deterministic, unused rule name for the schema that ``refs`` (its ``$ref`` strings,

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 
-from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ._automata import CPDFA, trim
 from ._common import ANNOTATIONS, _json_equal, _ptr
+from ._numeric import alt
 
 
 class ArrayMixin:
     """Arrays (part of ``compiler._Compiler``)."""
 
     def array(self, schema, where):
+        if "contains" in schema:
+            return self._contains(schema, where)
         for kw, ok in (("uniqueItems", lambda v: v is False), ("contains", None), ("minContains", None),
                        ("maxContains", None), ("unevaluatedItems", None)):
             if kw in schema:
@@ -135,3 +139,96 @@ class ArrayMixin:
         if lo == hi:
             return "" if lo == 0 else (g if lo == 1 else g + f"{{{lo}}}")
         return g + ("?" if (lo, hi) == (0, 1) else f"{{{lo},{hi}}}")
+
+    def _contains(self, schema, where):
+        """``contains`` with ``minContains``/``maxContains`` (and ``items``, ``minItems``,
+        ``maxItems``), exact. Each element is either *A* = ``items`` ∧ ``contains`` or *B* =
+        ``items`` ∧ ``not contains`` (disjoint, so the count of matching elements is known): an
+        automaton over the symbols A/B whose state is (elements matching, elements), bounded by
+        ``options.extra["max_product_states"]``. When ``not contains`` has no positive form (see
+        :meth:`_negate`) and there is no maximum (``maxContains``, ``maxItems``), the exact form
+        ``I* A I* A ... I*`` (``minContains`` times A, I = ``items``) is used; otherwise
+        ``UnsupportedFeatureError("contains")``. With ``prefixItems``, ``uniqueItems: true`` or
+        ``unevaluatedItems``: ``UnsupportedFeatureError``."""
+        cw = _ptr(where, "contains")
+        for kw in ("prefixItems", "unevaluatedItems"):
+            if schema.get(kw) not in (None, [], True):
+                raise UnsupportedFeatureError("contains", f"together with {kw}", cw)
+        mn = self._count(schema, "minItems", where) if "minItems" in schema else 0
+        mx = self._count(schema, "maxItems", where) if "maxItems" in schema else None
+        if schema.get("uniqueItems") is True and not (mx is not None and mx <= 1):
+            raise UnsupportedFeatureError("contains", "together with uniqueItems", cw)
+        kmin = self._count(schema, "minContains", where) if "minContains" in schema else 1
+        kmax = self._count(schema, "maxContains", where) if "maxContains" in schema else None
+        rest = {k: v for k, v in schema.items() if k not in ("contains", "minContains", "maxContains")}
+        if kmin == 0 and kmax is None:
+            return self.array(rest, where)  # contains is then always satisfied
+        if (kmax is not None and kmin > kmax) or (mx is not None and kmin > mx):
+            return None
+        items = schema.get("items", True)
+        c = schema["contains"]
+        a_text = self.value({"allOf": [items, c]}, cw)
+        try:
+            b_text = self.value({"allOf": [items, {"not": c}]}, cw)
+        except UnsupportedFeatureError as e:
+            if kmax is not None or mx is not None or mn > kmin:
+                raise UnsupportedFeatureError("contains", "an exact count needs the negation of contains, "
+                                              f"which is not supported here ({e.feature}: {e.detail})", cw) from None
+            return self._contains_at_least(items, a_text, kmin, where)
+        if a_text is None and kmin > 0:
+            return None
+        top_c = kmax if kmax is not None else kmin  # saturating counters
+        top_n = mx if mx is not None else max(mn, kmin, 1)
+        syms = [a_text, b_text, None if a_text is None else self.comma + a_text,
+                None if b_text is None else self.comma + b_text]
+        index = {(0, 0): 0}
+        todo = [(0, 0)]
+        delta, accept = [], []
+        i = 0
+        while i < len(todo):
+            cc, nn = todo[i]
+            i += 1
+            row = [-1] * 4
+            if mx is None or nn < mx:
+                n2 = nn + 1 if mx is not None else min(nn + 1, top_n)
+                for is_a, text in ((True, a_text), (False, b_text)):
+                    if text is None:
+                        continue
+                    c2 = cc + 1 if is_a else cc
+                    if kmax is None:
+                        c2 = min(c2, top_c)
+                    elif c2 > kmax:
+                        continue
+                    tgt = (c2, n2)
+                    j = index.get(tgt)
+                    if j is None:
+                        j = index[tgt] = len(todo)
+                        if j >= self.max_product_states:
+                            raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
+                                                    f"contains counting at {cw} needs a larger automaton")
+                        todo.append(tgt)
+                    row[(0 if is_a else 1) + (0 if nn == 0 else 2)] = j
+            delta.append(row)
+            accept.append(cc >= kmin and nn >= mn)
+        d = trim(CPDFA([((s, s),) for s in range(4)], delta, accept))
+
+        def enc(cs):
+            return alt(syms[s] for a, b in cs for s in range(a, b + 1) if syms[s] is not None)
+
+        body = self._emit_dfa(d, enc, "contains", cw)
+        if body is None:
+            return None
+        ws = self.ws
+        return rf"\[{ws}{body}{ws}\]"
+
+    def _contains_at_least(self, items, a_text, k, where):
+        """Arrays of ``items`` values with at least ``k >= 1`` elements in A (A ⊆ items):
+        ``I* A (, I* A){k-1} I*`` with commas (exact: the first ``k`` matching elements are the A's)."""
+        if a_text is None:
+            return None
+        item = self.value(items, _ptr(where, "items")) if items is not True else self.any_value()
+        comma, ws = self.comma, self.ws
+        i_pre = "" if item is None else f"(?:{item}{comma})*"
+        i_post = "" if item is None else f"(?:{comma}{item})*"
+        more = self._rep(f"{comma}{i_pre}{a_text}", k - 1, k - 1)
+        return rf"\[{ws}{i_pre}{a_text}{more}{i_post}{ws}\]"

@@ -5,9 +5,12 @@ import json
 import math
 from decimal import Decimal
 
-from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _dec, _exclusive_as_float, _ptr
-from ._numeric import JSON_INTEGER, JSON_NUMBER, integer_range, number_range
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ..regex.parser import parse_regex
+from ._automata import from_ast, product, remainder_dfa, trim
+from ._charset import class_text
+from ._common import _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _exclusive_as_float, _ptr
+from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
 
 class NumberMixin:
@@ -15,24 +18,43 @@ class NumberMixin:
 
     def number(self, schema, where, integer: bool):
         lo, hi = self._bounds(schema, where)
+        if integer and schema.get(_NOT_INT):
+            # integers but the excluded values (a folded `not`): the range split around them
+            ilo, ihi = _integer_bounds(lo, hi)
+            rest = {k: v for k, v in schema.items() if k not in (_NOT_INT, "minimum", "maximum", "exclusiveMinimum",
+                                                                  "exclusiveMaximum")}
+            pieces, cur = [], ilo
+            for x in sorted(set(schema[_NOT_INT])):
+                if (ilo is not None and x < ilo) or (ihi is not None and x > ihi):
+                    continue
+                if cur is None or cur <= x - 1:
+                    pieces.append((cur, x - 1))
+                cur = x + 1
+            if ihi is None or cur is None or cur <= ihi:
+                pieces.append((cur, ihi))
+            outs = []
+            for a, b in pieces:
+                piece = dict(rest)
+                if a is not None:
+                    piece["minimum"] = a
+                if b is not None:
+                    piece["maximum"] = b
+                outs.append(self.number(piece, where, integer=True))
+            return alt(outs)
         if "multipleOf" in schema:
             mo = schema["multipleOf"]
             if mo <= 0:
                 raise GrammarSyntaxError("multipleOf must be > 0", json.dumps(mo), 0, _ptr(where, "multipleOf"))
             trivial = integer and (Decimal(1) / _dec(mo)) == (Decimal(1) / _dec(mo)).to_integral_value()
             if not trivial:
-                raise UnsupportedFeatureError("multipleOf", "only multipleOf dividing 1 on integers",
-                                              _ptr(where, "multipleOf"))
+                if not _dec(mo) == _dec(mo).to_integral_value():
+                    raise UnsupportedFeatureError("multipleOf", "a non-integer multipleOf is supported only when it "
+                                                  "divides 1 on integers", _ptr(where, "multipleOf"))
+                # an integer modulus: integer literals (also for "number": a sound subset, as
+                # integers are written as integer literals) that are multiples of it
+                return self._multiple_of(int(_dec(mo)), lo, hi, _ptr(where, "multipleOf"))
         if integer:
-            ilo = ihi = None
-            if lo is not None:
-                d = _dec(lo[0])
-                ilo = int(d.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo[1] else \
-                    int(d.to_integral_value(rounding="ROUND_CEILING"))
-            if hi is not None:
-                d = _dec(hi[0])
-                ihi = int(d.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi[1] else \
-                    int(d.to_integral_value(rounding="ROUND_FLOOR"))
+            ilo, ihi = _integer_bounds(lo, hi)
             if ilo is None and ihi is None:
                 return JSON_INTEGER
             return integer_range(ilo, ihi)
@@ -48,3 +70,48 @@ class NumberMixin:
         if hi is not None:
             hi_d, hi_x = _exclusive_as_float(hi[0], hi[1], -math.inf)
         return number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
+
+    def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
+        """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
+        automaton over decimal digits (:func:`._automata.remainder_dfa`, ``m + 3`` states)
+        intersected with the digit-range automaton of the bounds. ``m`` is bounded by
+        ``options.extra["max_multiple_of"]`` (default :data:`DEFAULT_MAX_MULTIPLE_OF`)."""
+        ilo, ihi = _integer_bounds(lo, hi)
+        if m == 1:
+            return JSON_INTEGER if ilo is None and ihi is None else integer_range(ilo, ihi)
+        if ilo is not None and ihi is not None and ilo > ihi:
+            return None
+        limit = int(self.opt.extra.get("max_multiple_of", DEFAULT_MAX_MULTIPLE_OF))
+        if m > limit:
+            raise CompileLimitError("max_multiple_of", m, limit, f"multipleOf at {where or 'the root'}: the "
+                                    "remainder automaton has one state per residue; raise "
+                                    "CompileOptions.extra['max_multiple_of'] to allow it")
+        what = "multipleOf"
+        key = ("multipleOf", m, ilo, ihi)
+        if key in self._dfa_texts:
+            return self._dfa_texts[key]
+        cap = self.max_product_states
+        d = remainder_dfa(m)
+        if ilo is not None or ihi is not None:
+            rng = integer_range(ilo, ihi)
+            if rng is None:
+                return None
+            d = product(from_ast(parse_regex(rng), max_states=cap, what=what, where=where), d,
+                        max_states=cap, what=what, where=where)
+        out = self._emit_dfa(trim(d), class_text, what, where)
+        self._dfa_texts[key] = out
+        return out
+
+
+def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:
+    """Inclusive integer bounds from ``_bounds`` output."""
+    ilo = ihi = None
+    if lo is not None:
+        d = _dec(lo[0])
+        ilo = int(d.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo[1] else \
+            int(d.to_integral_value(rounding="ROUND_CEILING"))
+    if hi is not None:
+        d = _dec(hi[0])
+        ihi = int(d.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi[1] else \
+            int(d.to_integral_value(rounding="ROUND_FLOOR"))
+    return ilo, ihi

@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 import re
 
-from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._charset import STRING, literal_string_regex
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ._automata import CPDFA, complement, from_ast, length_dfa, literals_ast, product, trim
+from ._charset import STRING, json_char_regex, literal_string_regex
+from ._common import ANNOTATIONS
 from ._common import _ptr
 from ._numeric import alt
-from ._pattern import parse_pattern, pattern_body_regex
+from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 from ._type_string import _key_not_in
+
+
+#: with ``maxProperties`` and possible extra keys, the count is exact (extras kept) when the
+#: counting automaton has at most this many states; beyond, only listed keys are generated
+MAX_EXACT_COUNT_STATES = 512
 
 
 class ObjectMixin:
@@ -69,8 +76,8 @@ class ObjectMixin:
                     continue  # handled below
                 if kw in ("dependentSchemas", "dependencies", "dependentRequired") and v == {}:
                     continue
-                if kw == "propertyNames" and v in (True, {}):
-                    continue
+                if kw == "propertyNames" and (v in (True, {}) or isinstance(v, (bool, dict))):
+                    continue  # handled below (a key automaton)
                 if kw == "unevaluatedProperties" and v is True:
                     continue
                 if kw in ("minProperties", "maxProperties"):
@@ -79,6 +86,14 @@ class ObjectMixin:
                         isinstance(x, list) for x in v.values()):
                     continue  # handled below
                 raise UnsupportedFeatureError(kw, "", _ptr(where, kw))
+        pn = schema.get("propertyNames", True)
+        pn_key = None  # automaton of the keys propertyNames allows (None: every key)
+        if pn not in (True, {}):
+            pnw = _ptr(where, "propertyNames")
+            if schema.get("patternProperties"):
+                raise UnsupportedFeatureError("propertyNames", "together with patternProperties", pnw)
+            pn_key = self._key_automaton(pn, pnw)
+            pn_ok = self._validator_for(pn).is_valid
         props = schema.get("properties", {})
         if not isinstance(props, dict):
             raise GrammarSyntaxError("properties must be an object", json.dumps(props), 0, _ptr(where, "properties"))
@@ -134,9 +149,15 @@ class ObjectMixin:
 
         listed: list[tuple[str, str | None, bool]] = []
         for k, s in props.items():
+            if pn_key is not None and not pn_ok(k):
+                listed.append((k, None, k in required))  # propertyNames forbids the key
+                continue
             listed.append((k, self.value(member_schema(k, s), _ptr(where, "properties", k)), k in required))
         for r in required:
             if r not in props:
+                if pn_key is not None and not pn_ok(r):
+                    listed.append((r, None, True))
+                    continue
                 base = addl if not matching(r) else True
                 listed.append((r, self.value(member_schema(r, base), _ptr(where, "additionalProperties")), True))
         # extras policy
@@ -161,34 +182,45 @@ class ObjectMixin:
         names = [k for k, _, _ in listed] + [a for a in dep_names if a not in props]
         listed = [(k, v, req) for k, v, req in listed if v is not None]
         n_req = sum(1 for _, _, req in listed if req)
-        if "maxProperties" in schema:
-            mx = self._count(schema, "maxProperties", where)
-            if mx < n_req:
-                return None
-            if mx < len(listed):
-                raise UnsupportedFeatureError("maxProperties", "fewer than the listed properties",
-                                              _ptr(where, "maxProperties"))
-            extra_v = None  # sound: only listed keys, at most len(listed) <= maxProperties
-            pprops = {}
-            pattern_extra = None
-        if "minProperties" in schema:
-            mn = self._count(schema, "minProperties", where)
+        mx = self._count(schema, "maxProperties", where) if "maxProperties" in schema else None
+        mn = self._count(schema, "minProperties", where) if "minProperties" in schema else 0
+        if mx is not None and mx < n_req:
+            return None
+        n_opt = len(listed) - n_req
+        counted = None  # (minProperties, maxProperties | None): exact member-counting automaton
+        extras_possible = extra_v is not None or bool(pprops)
+        if (mx is not None and mx < len(listed)) or mn > n_req + n_opt or (
+                mx is not None and extras_possible and (len(listed) + 2) * (mx + 1) <= MAX_EXACT_COUNT_STATES):
+            counted = (mn, mx)  # extras kept: they may make up the count
+        else:
+            if mx is not None:
+                extra_v = None  # sound: only listed keys, at most len(listed) <= maxProperties
+                pprops = {}
+                pattern_extra = None
             if mn > n_req:
                 # sound subset: make the first optional listed properties required
-                need = mn - n_req
                 opt_idx = [i for i, (_, _, req) in enumerate(listed) if not req]
-                if len(opt_idx) < need:
-                    raise UnsupportedFeatureError("minProperties", "more than the listed properties",
-                                                  _ptr(where, "minProperties"))
-                for i in opt_idx[:need]:
+                for i in opt_idx[:mn - n_req]:
                     k, v, _ = listed[i]
                     listed[i] = (k, v, True)
         extra = None
         if pprops:
             extra = pattern_extra
         elif extra_v is not None:
-            key = STRING if not names else _key_not_in(names)
-            extra = f"{key}{self.colon}{extra_v}"
+            if pn_key is not None:
+                key = self._extra_key(pn_key, names, _ptr(where, "propertyNames"))
+            else:
+                key = STRING if not names else _key_not_in(names)
+            if key is not None:
+                extra = f"{key}{self.colon}{extra_v}"
+        if counted is not None:
+            out = self._counted_members(listed, extra, counted, where)
+            if out is None and extra is None and not has_addl and not pprops and counted[0] > len(listed):
+                # the count needs keys the additional_properties=False policy does not generate
+                raise UnsupportedFeatureError("minProperties", "more than the listed properties, and "
+                                              "CompileOptions.additional_properties=False generates no others",
+                                              _ptr(where, "minProperties"))
+            return out
         comma = self.comma
         kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
         n = len(listed)
@@ -224,3 +256,129 @@ class ObjectMixin:
         if not req_after:
             return rf"\{{{ws}(?:{nxt}{ws})?\}}"
         return rf"\{{{ws}{nxt}{ws}\}}"
+
+
+    # -- exact counts and key languages (product automata) ---------------------------------------
+    def _key_automaton(self, s, where):
+        """Code-point automaton of the strings a ``propertyNames`` schema allows (keys are strings:
+        ``type`` without ``"string"`` allows none), or None for every string. Supported: ``pattern``,
+        ``minLength``/``maxLength``, ``enum``/``const``, ``type``, local ``$ref`` (and ``false``);
+        anything else raises ``UnsupportedFeatureError("propertyNames")``."""
+        s = self._deref(s)
+        if s is True:
+            return None
+        if s is False:
+            return False
+        if not isinstance(s, dict):
+            raise GrammarSyntaxError("propertyNames must be a schema", json.dumps(s, default=str)[:200], 0, where)
+        keys = set(s) - ANNOTATIONS
+        extra = keys - {"type", "pattern", "minLength", "maxLength", "enum", "const"}
+        if extra:
+            raise UnsupportedFeatureError("propertyNames", f"keywords {sorted(extra)} in propertyNames", where)
+        if "type" in s:
+            ts = [s["type"]] if isinstance(s["type"], str) else s["type"]
+            if "string" not in ts:
+                return False
+        cap, what = self.max_product_states, "propertyNames"
+        parts = []
+        if "pattern" in s:
+            parts.append(from_ast(pattern_ast(parse_pattern(s["pattern"], _ptr(where, "pattern"))), max_states=cap,
+                                  what=what, where=where))
+        vals = [s["const"]] if "const" in s else s.get("enum")
+        if vals is not None:
+            parts.append(from_ast(literals_ast([v for v in vals if isinstance(v, str)]), max_states=cap, what=what,
+                                  where=where))
+        if "minLength" in s or "maxLength" in s:
+            lmin = self._count(s, "minLength", where) if "minLength" in s else 0
+            lmax = self._count(s, "maxLength", where) if "maxLength" in s else None
+            if lmax is not None and lmin > lmax:
+                return False
+            parts.append(length_dfa(lmin, lmax))
+        if not parts:
+            return None
+        d = parts[0]
+        for q in parts[1:]:
+            d = product(d, q, max_states=cap, what=what, where=where)
+        return d
+
+    def _extra_key(self, key_dfa, names, where) -> str | None:
+        """JSON text of the extra keys (canonical spelling, quotes included): the ``propertyNames``
+        language minus the listed names; None when there is none."""
+        if key_dfa is False:
+            return None
+        cap, what = self.max_product_states, "propertyNames"
+        d = key_dfa if key_dfa is not None else length_dfa(0, None)
+        if names:
+            d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=where)),
+                        max_states=cap, what=what, where=where)
+        body = self._emit_dfa(trim(d), lambda cs: json_char_regex(cs, escapes=False), what, where)
+        return None if body is None else f'"{body}"'
+
+    def _counted_members(self, listed, extra, counted, where) -> str | None:
+        """Object text with between ``counted[0]`` and ``counted[1]`` (None: no maximum) members:
+        the listed members in declared order (each required one present), then any number of
+        ``extra`` members, as an automaton over member symbols (state = next listed index,
+        members so far) emitted by :meth:`_emit_dfa`. Exact for these orders (the key-order
+        policy); bounded by ``options.extra["max_product_states"]``."""
+        pmin, pmax = counted
+        n = len(listed)
+        what = "maxProperties" if pmax is not None else "minProperties"
+        w = _ptr(where, what)
+        kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
+        if extra is not None:
+            kvs.append(extra)
+        texts = []
+        for j, kv in enumerate(kvs):
+            if self.grammar and len(kv) > 256:  # each member is written once, called from every count
+                name = f"member:{w.lstrip('/') or 'root'}.{j}".replace("~", "_")
+                name = re.sub(r"[^A-Za-z0-9_.:/-]", "_", name)
+                self.rules[name] = kv
+                self.rule_where[name] = w
+                kv = f"(?&{name})"
+            texts.append(kv)
+        m = len(texts)
+        sym_text = texts + [self.comma + x for x in texts]  # symbol j: first member; m + j: after a comma
+        top = pmax if pmax is not None else max(pmin, 1)
+        req_from = [False] * (n + 1)  # a required listed member at index >= i
+        for i in range(n - 1, -1, -1):
+            req_from[i] = req_from[i + 1] or listed[i][2]
+        index = {(0, 0): 0}
+        todo = [(0, 0)]
+        delta, accept = [], []
+        i = 0
+        while i < len(todo):
+            at, k = todo[i]
+            i += 1
+            row = [-1] * (2 * m)
+            k2 = k + 1 if pmax is not None else min(k + 1, top)
+            if pmax is None or k + 1 <= pmax:
+                for j in range(at, n):
+                    self._count_step(row, index, todo, j + (0 if k == 0 else m), (j + 1, k2), w)
+                    if listed[j][2]:
+                        break  # a required member cannot be skipped
+                if extra is not None and not req_from[at]:
+                    self._count_step(row, index, todo, n + (0 if k == 0 else m), (n, k2), w)
+            delta.append(row)
+            accept.append(not req_from[at] and k >= pmin)
+        atoms = [((s, s),) for s in range(2 * m)]
+        d = trim(CPDFA(atoms, delta, accept))
+
+        def enc(cs):
+            return alt(sym_text[s] for a, b in cs for s in range(a, b + 1))
+
+        body = self._emit_dfa(d, enc, what, w)
+        if body is None:
+            return None
+        ws = self.ws
+        return rf"\{{{ws}{body}{ws}\}}"
+
+    def _count_step(self, row, index, todo, sym, target, where):
+        j = index.get(target)
+        if j is None:
+            j = index[target] = len(todo)
+            if j >= self.max_product_states:
+                raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
+                                        f"member counting at {where} needs a larger automaton; raise "
+                                        "CompileOptions.extra['max_product_states'] or simplify the schema")
+            todo.append(target)
+        row[sym] = j

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from ._automata import from_ast, length_dfa, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
 from ._common import _NOT_STR, _is_num, _ptr
 from ._formats import FORMAT_LENGTH
 from ._numeric import alt
-from ._pattern import parse_pattern, pattern_body_regex
+from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 
 
 class StringMixin:
@@ -36,7 +37,12 @@ class StringMixin:
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
-            body = pattern_body_regex(branches, length, w)
+            try:
+                body = pattern_body_regex(branches, length, w)
+            except UnsupportedFeatureError as e:
+                if e.feature != "pattern with minLength/maxLength":
+                    raise
+                body = self._pattern_with_length(schema["pattern"], branches, lmin, lmax, w)
             return None if body is None else f'"{body}"'
         fmt = schema.get("format")
         if isinstance(fmt, str) and fmt in self.formats:
@@ -56,6 +62,21 @@ class StringMixin:
         if lmax == 0:
             return '""'
         return f'"(?:{char}){q}"'
+
+    def _pattern_with_length(self, pattern: str, branches, lmin: int, lmax: int | None, where: str) -> str | None:
+        """String bodies whose decoded value matches ``pattern`` and has ``lmin``..``lmax`` code
+        points (exact): the product of the pattern's code-point automaton with a counter
+        (:func:`._automata.length_dfa`), bounded by ``options.extra["max_product_states"]``, each
+        symbol written in every JSON spelling (lone surrogates excluded, as under any length bound)."""
+        key = ("pattern-length", pattern, lmin, lmax)
+        if key in self._dfa_texts:
+            return self._dfa_texts[key]
+        what, cap = "pattern with minLength/maxLength", self.max_product_states
+        d = from_ast(pattern_ast(branches), max_states=cap, what=what, where=where)
+        d = trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where))
+        out = self._emit_dfa(d, json_char_regex, what, where)
+        self._dfa_texts[key] = out
+        return out
 
 
 def _key_not_in(names: list[str]) -> str:

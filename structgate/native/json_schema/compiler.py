@@ -28,7 +28,8 @@ from typing import Any
 from ...backends.interface import CompileOptions
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._charset import STRING, literal_string_regex
-from ._common import (_NOT_BOOL, _NOT_STR, ANNOTATIONS, DEFAULT_MAX_REGEX_SIZE, DEFAULT_REGEX_UNROLL_DEPTH,
+from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
+                      DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE, DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, NEVER, TYPES,
                       _count_refs, _is_num, _json_equal, _load, _ptr)
 from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
@@ -91,6 +92,11 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         self._validator = None
         #: regex text size limit, characters (``options.extra["max_regex_size"]``)
         self.max_size = int(options.extra.get("max_regex_size", DEFAULT_MAX_REGEX_SIZE))
+        #: product automata (:mod:`._automata`): state bound, inline-text bound, texts by key
+        self.max_product_states = int(options.extra.get("max_product_states", DEFAULT_MAX_PRODUCT_STATES))
+        self.automaton_inline_max = int(options.extra.get("automaton_inline_max_chars",
+                                                          DEFAULT_AUTOMATON_INLINE_MAX_CHARS))
+        self._dfa_texts: dict[tuple, str | None] = {}
         #: format policy (``options.extra["formats"]``): "default" (or its old name "strict") enforces
         #: every FORMAT_REGEX; "lenient" leaves LENIENT_ANNOTATIONS as annotations; other formats are
         #: annotations either way
@@ -182,10 +188,24 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             return self.value(schema, where)
         if "if" in schema:
             if "then" in schema or "else" in schema:
-                raise UnsupportedFeatureError("if/then/else", "", _ptr(where, "if"))
+                return self.value(self._if_then_else(schema, where), where)
         if "const" in schema or "enum" in schema:
             return self.enum(schema, where)
         return self.typed(schema, where)
+
+    def _if_then_else(self, schema, where):
+        """``if``/``then``/``else`` as ``anyOf [allOf [if, then], allOf [not if, else]]`` (the two
+        branches are disjoint, so this is exact); ``UnsupportedFeatureError("if/then/else")`` when
+        ``not if`` has no positive form (:meth:`_negate`)."""
+        w = _ptr(where, "if")
+        cond = schema["if"]
+        try:
+            self._negate({}, cond, w)
+        except UnsupportedFeatureError as e:
+            raise UnsupportedFeatureError("if/then/else", f"needs the negation of if ({e.detail})", w) from None
+        rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        return {"allOf": [rest, {"anyOf": [{"allOf": [cond, schema.get("then", True)]},
+                                           {"allOf": [{"not": cond}, schema.get("else", True)]}]}]}
 
     def _validator_for(self, schema):
         from jsonschema import Draft202012Validator
@@ -204,7 +224,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
         # values excluded by a folded `not` (internal keywords jsonschema does not know)
         cands = [c for c in cands if not (isinstance(c, str) and c in schema.get(_NOT_STR, ()))
-                 and not (isinstance(c, bool) and c in schema.get(_NOT_BOOL, ()))]
+                 and not (isinstance(c, bool) and c in schema.get(_NOT_BOOL, ()))
+                 and not (_is_num(c) and any(c == x for x in schema.get(_NOT_INT, ())))]
         if rest:
             v = self._validator_for(schema)
             cands = [c for c in cands if v.is_valid(c)]

@@ -1,0 +1,496 @@
+"""Small code-point automata for exact intersections the JSON Schema compiler cannot write as one
+short regex: ``pattern`` ∩ ``minLength``/``maxLength`` (a product with a code-point counter),
+integer ranges ∩ ``multipleOf`` (a remainder automaton over decimal digits), object keys ∩
+``propertyNames``.
+
+An automaton here is a DFA over *atoms*: disjoint code-point sets (the common refinement of every
+set in the expression), so a class like ``\\S`` stays one symbol instead of thousands of code
+points. It is built from the regex AST of :mod:`structgate.native.regex.parser` (``Chars``,
+``Concat``, ``Alt``, ``Repeat``) by a Thompson NFA and the subset construction, intersected by the
+product construction, trimmed and minimised (Moore's partition refinement), and written back as
+
+* one regex text (Brzozowski–McCluskey state elimination) when that text stays within a size cap;
+* else, in grammar mode, right-linear rules (one per state, ``class (?&next)`` alternatives; every
+  call is in tail position, so the pushdown engine takes no stack frame for it);
+* else :class:`~structgate.errors.CompileLimitError`.
+
+Every intermediate size is bounded: ``max_states`` (DFA / product states) raises
+``CompileLimitError(limit_name, reached, limit, hint naming the keyword and JSON pointer)``.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Callable
+
+from ...errors import CompileLimitError
+from ..regex.parser import Alt, Anchor, Chars, Concat, Repeat
+from ._charset import ANY, CharSet, normalize
+
+__all__ = ["CPDFA", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
+           "minimize", "to_regex", "emit", "matches"]
+
+
+@dataclass
+class CPDFA:
+    """A DFA over code-point atoms.
+
+    Attributes
+    ----------
+    atoms : list[CharSet]
+        Disjoint, non-empty code-point sets; symbol ``a`` is "one code point of ``atoms[a]``".
+    delta : list[list[int]]
+        ``delta[s][a]`` = next state, ``-1`` = no transition. State 0 is the start.
+    accept : list[bool]
+        Accepting states.
+    """
+
+    atoms: list
+    delta: list
+    accept: list
+
+    def __len__(self) -> int:
+        return len(self.delta)
+
+
+def _limit(name: str, given: int, limit: int, what: str, where: str) -> CompileLimitError:
+    return CompileLimitError(name, given, limit, f"{what} at {where or 'the root'} needs a larger automaton; "
+                             f"raise CompileOptions.extra[{name!r}] or simplify the schema")
+
+
+def _refine(sets: list[CharSet]) -> tuple[list[CharSet], list[list[int]]]:
+    """The common refinement of ``sets``: (atoms, for each set the atoms it is the union of).
+    Code points in no set belong to no atom. Intervals with the same membership are one atom."""
+    points = set()
+    for s in sets:
+        for a, b in s:
+            points.add(a)
+            points.add(b + 1)
+    pts = sorted(points)
+    starts = [[a for a, _ in s] for s in sets]
+    sig_atom: dict[frozenset, int] = {}
+    atom_ranges: list[list[tuple[int, int]]] = []
+    for lo, nxt in zip(pts, pts[1:]):
+        hi = nxt - 1
+        sig = []
+        for i, s in enumerate(sets):
+            k = bisect_right(starts[i], lo) - 1
+            if k >= 0 and s[k][0] <= lo and hi <= s[k][1]:
+                sig.append(i)
+        if not sig:
+            continue
+        key = frozenset(sig)
+        if key not in sig_atom:
+            sig_atom[key] = len(atom_ranges)
+            atom_ranges.append([])
+        atom_ranges[sig_atom[key]].append((lo, hi))
+    members: list[list[int]] = [[] for _ in sets]
+    for key, a in sig_atom.items():
+        for i in key:
+            members[i].append(a)
+    return [normalize(r) for r in atom_ranges], members
+
+
+def from_ast(node, *, max_states: int, what: str, where: str) -> CPDFA:
+    """Minimal-size-bounded DFA of a regex AST (``Chars``/``Concat``/``Alt``/``Repeat``; no anchors).
+
+    Raises
+    ------
+    CompileLimitError
+        ``max_product_states``: more than ``max_states`` NFA or DFA states.
+    """
+    eps: list[list[int]] = []
+    edges: list[list[tuple[int, int]]] = []  # (set id, target)
+    set_ids: dict[CharSet, int] = {}
+    sets: list[CharSet] = []
+    nfa_cap = max_states * 20
+
+    def new() -> int:
+        if len(eps) > nfa_cap:
+            raise _limit("max_product_states", len(eps), nfa_cap, what, where)
+        eps.append([])
+        edges.append([])
+        return len(eps) - 1
+
+    def build(n, s: int) -> int:
+        """Thompson fragment for ``n`` starting at state ``s``; returns its end state."""
+        if isinstance(n, Chars):
+            e = new()
+            if n.ranges:
+                k = set_ids.get(n.ranges)
+                if k is None:
+                    k = set_ids[n.ranges] = len(sets)
+                    sets.append(n.ranges)
+                edges[s].append((k, e))
+            return e
+        if isinstance(n, Concat):
+            for it in n.items:
+                s = build(it, s)
+            return s
+        if isinstance(n, Alt):
+            e = new()
+            for it in n.items:
+                b = new()
+                eps[s].append(b)
+                eps[build(it, b)].append(e)
+            return e
+        if isinstance(n, Repeat):
+            for _ in range(n.min):
+                s = build(n.item, s)
+            if n.max is None:
+                b = new()
+                eps[s].append(b)
+                eps[build(n.item, b)].append(b)
+                e = new()
+                eps[b].append(e)
+                return e
+            e = new()
+            for _ in range(n.max - n.min):
+                eps[s].append(e)
+                s = build(n.item, s)
+            eps[s].append(e)
+            return e
+        if isinstance(n, Anchor):
+            raise ValueError("anchors are not supported in code-point automata")
+        raise TypeError(f"not a regex AST node: {n!r}")
+
+    start = new()
+    final = build(node, start)
+    atoms, members = _refine(sets)
+    set_atoms = members
+
+    def closure(xs) -> frozenset:
+        out, stack = set(xs), list(xs)
+        while stack:
+            for t in eps[stack.pop()]:
+                if t not in out:
+                    out.add(t)
+                    stack.append(t)
+        return frozenset(out)
+
+    s0 = closure([start])
+    index = {s0: 0}
+    todo = [s0]
+    delta: list[list[int]] = []
+    accept: list[bool] = []
+    while todo:
+        cur = todo.pop(0)
+        moves: list[set] = [set() for _ in atoms]
+        for q in cur:
+            for k, t in edges[q]:
+                for a in set_atoms[k]:
+                    moves[a].add(t)
+        row = []
+        for a in range(len(atoms)):
+            if not moves[a]:
+                row.append(-1)
+                continue
+            c = closure(moves[a])
+            j = index.get(c)
+            if j is None:
+                j = index[c] = len(index)
+                if j >= max_states:
+                    raise _limit("max_product_states", j + 1, max_states, what, where)
+                todo.append(c)
+            row.append(j)
+        delta.append(row)
+        accept.append(final in cur)
+    return CPDFA(atoms, delta, accept)
+
+
+def product(a: CPDFA, b: CPDFA, *, max_states: int, what: str, where: str) -> CPDFA:
+    """The intersection automaton (pairs of states reachable from the two starts).
+
+    Raises
+    ------
+    CompileLimitError
+        ``max_product_states``: more than ``max_states`` pairs.
+    """
+    atoms, members = _refine(list(a.atoms) + list(b.atoms))
+    na = len(a.atoms)
+    ia = [-1] * len(atoms)
+    ib = [-1] * len(atoms)
+    for k, ms in enumerate(members):
+        for m in ms:
+            if k < na:
+                ia[m] = k
+            else:
+                ib[m] = k - na
+    pairs = [(x, y) for x, y in zip(ia, ib)]
+    index = {(0, 0): 0}
+    todo = [(0, 0)]
+    delta: list[list[int]] = []
+    accept: list[bool] = []
+    i = 0
+    while i < len(todo):
+        p, q = todo[i]
+        i += 1
+        row = []
+        for x, y in pairs:
+            if x < 0 or y < 0:
+                row.append(-1)
+                continue
+            p2, q2 = a.delta[p][x], b.delta[q][y]
+            if p2 < 0 or q2 < 0:
+                row.append(-1)
+                continue
+            j = index.get((p2, q2))
+            if j is None:
+                j = index[(p2, q2)] = len(todo)
+                if j >= max_states:
+                    raise _limit("max_product_states", j + 1, max_states, what, where)
+                todo.append((p2, q2))
+            row.append(j)
+        delta.append(row)
+        accept.append(a.accept[p] and b.accept[q])
+    return CPDFA(atoms, delta, accept)
+
+
+def complement(d: CPDFA) -> CPDFA:
+    """Every string of code points that ``d`` rejects (the alphabet completed to all of Unicode
+    with a sink state, accepting states flipped)."""
+    atoms, members = _refine(list(d.atoms) + [ANY])
+    old = [-1] * len(atoms)
+    for k, ms in enumerate(members[:len(d.atoms)]):
+        for m in ms:
+            old[m] = k
+    sink = len(d.delta)
+    delta = [[(d.delta[s][old[a]] if old[a] >= 0 and d.delta[s][old[a]] >= 0 else sink) for a in range(len(atoms))]
+             for s in range(len(d.delta))]
+    delta.append([sink] * len(atoms))
+    return CPDFA(atoms, delta, [not a for a in d.accept] + [True])
+
+
+def literals_ast(values):
+    """Regex AST of exactly the given strings (code point by code point)."""
+    alts = tuple(Concat(tuple(Chars(((ord(c), ord(c)),)) for c in v)) for v in values)
+    return alts[0] if len(alts) == 1 else Alt(alts) if alts else Chars(())
+
+
+def length_dfa(lmin: int, lmax: int | None, alphabet: CharSet = ANY) -> CPDFA:
+    """Strings of ``lmin``..``lmax`` code points of ``alphabet`` (``lmax=None``: unbounded; the
+    counter saturates at ``lmin``)."""
+    top = lmax if lmax is not None else lmin
+    delta = [[i + 1] if i < top else ([top] if lmax is None else [-1]) for i in range(top + 1)]
+    accept = [lmin <= i and (lmax is None or i <= lmax) for i in range(top + 1)]
+    return CPDFA([normalize(alphabet)], delta, accept)
+
+
+def remainder_dfa(m: int) -> CPDFA:
+    """JSON integer literals ``-?(0|[1-9][0-9]*)`` (no ``-0``) whose value is a multiple of ``m``.
+
+    States: 0 start, 1 after ``-``, 2 the literal ``0`` (accepting, nothing may follow),
+    ``3 + r`` = a non-zero magnitude ``≡ r (mod m)`` (accepting iff ``r == 0``): the magnitude's
+    remainder after one more digit ``d`` is ``(10 r + d) mod m``; ``|x| ≡ 0`` iff ``x ≡ 0``.
+    """
+    atoms = [((0x2D, 0x2D),)] + [((0x30 + d, 0x30 + d),) for d in range(10)]
+    n = 3 + m
+    delta = [[-1] * 11 for _ in range(n)]
+    delta[0][0] = 1
+    delta[0][1] = 2
+    for s in (0, 1):
+        for d in range(1, 10):
+            delta[s][1 + d] = 3 + d % m
+    for r in range(m):
+        for d in range(10):
+            delta[3 + r][1 + d] = 3 + (10 * r + d) % m
+    accept = [False, False, True] + [r == 0 for r in range(m)]
+    return CPDFA(atoms, delta, accept)
+
+
+def trim(d: CPDFA) -> CPDFA | None:
+    """Keep the states reachable from the start that can reach an accepting state (renumbered,
+    start 0); None when the language is empty."""
+    n = len(d.delta)
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(d.delta):
+        for t in row:
+            if t >= 0:
+                rev[t].append(s)
+    live = {s for s in range(n) if d.accept[s]}
+    stack = list(live)
+    while stack:
+        for p in rev[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    if 0 not in live:
+        return None
+    order, seen = [0], {0}
+    i = 0
+    while i < len(order):
+        for t in d.delta[order[i]]:
+            if t >= 0 and t in live and t not in seen:
+                seen.add(t)
+                order.append(t)
+        i += 1
+    new = {s: k for k, s in enumerate(order)}
+    delta = [[new.get(t, -1) if t >= 0 else -1 for t in d.delta[s]] for s in order]
+    return CPDFA(list(d.atoms), delta, [d.accept[s] for s in order])
+
+
+def minimize(d: CPDFA) -> CPDFA:
+    """Moore's partition refinement (the automaton must be trimmed: -1 is the only dead state)."""
+    block = [1 if a else 0 for a in d.accept]
+    nblocks = len(set(block))
+    while True:
+        sig: dict[tuple, int] = {}
+        nb = []
+        for s, row in enumerate(d.delta):
+            key = (block[s],) + tuple(block[t] if t >= 0 else -1 for t in row)
+            nb.append(sig.setdefault(key, len(sig)))
+        if len(sig) == nblocks:
+            break
+        block, nblocks = nb, len(sig)
+    # renumber with the start's block first, in BFS order
+    rep: dict[int, int] = {}
+    for s in range(len(block)):
+        rep.setdefault(block[s], s)
+    order, seen = [block[0]], {block[0]}
+    i = 0
+    while i < len(order):
+        for t in d.delta[rep[order[i]]]:
+            if t >= 0 and block[t] not in seen:
+                seen.add(block[t])
+                order.append(block[t])
+        i += 1
+    new = {b: k for k, b in enumerate(order)}
+    delta = [[new[block[t]] if t >= 0 else -1 for t in d.delta[rep[b]]] for b in order]
+    return CPDFA(list(d.atoms), delta, [d.accept[rep[b]] for b in order])
+
+
+def matches(d: CPDFA, text: str) -> bool:
+    """Whether the automaton accepts the code points of ``text`` (for tests)."""
+    starts = [[a for a, _ in s] for s in d.atoms]
+    s = 0
+    for ch in text:
+        cp = ord(ch)
+        sym = -1
+        for k, st in enumerate(starts):
+            j = bisect_right(st, cp) - 1
+            if j >= 0 and d.atoms[k][j][0] <= cp <= d.atoms[k][j][1]:
+                sym = k
+                break
+        if sym < 0:
+            return False
+        s = d.delta[s][sym]
+        if s < 0:
+            return False
+    return d.accept[s]
+
+
+def _grouped(d: CPDFA, s: int) -> list[tuple[int, CharSet]]:
+    """(target, union of the atoms leading there) for state ``s``, targets in first-atom order."""
+    out: dict[int, list] = {}
+    for a, t in enumerate(d.delta[s]):
+        if t >= 0:
+            out.setdefault(t, []).extend(d.atoms[a])
+    return [(t, normalize(r)) for t, r in out.items()]
+
+
+def _alt_text(alts: list[str]) -> str:
+    """One concatenation-safe text for the alternatives (``""`` = the empty string)."""
+    uniq = list(dict.fromkeys(alts))
+    ne = [a for a in uniq if a]
+    if not ne:
+        return ""
+    body = ne[0] if len(ne) == 1 else "(?:" + "|".join(ne) + ")"
+    if len(ne) < len(uniq):
+        return (body if len(ne) > 1 else f"(?:{body})") + "?"
+    return body
+
+
+def to_regex(d: CPDFA, enc: Callable[[CharSet], str | None], cap: int) -> str | None:
+    """One regex text for the automaton's language by state elimination, or None when some
+    intermediate text would exceed ``cap`` characters. ``enc(set)`` writes one symbol (a text
+    that can be concatenated; it is grouped before a quantifier); None = no spelling (dropped)."""
+    n = len(d.delta)
+    init, fin = n, n + 1
+    out_e: dict[int, dict[int, list[str]]] = {i: {} for i in range(n + 2)}
+    in_e: dict[int, set[int]] = {i: set() for i in range(n + 2)}
+
+    def add(p, q, text):
+        out_e[p].setdefault(q, []).append(text)
+        in_e[q].add(p)
+
+    add(init, 0, "")
+    for s in range(n):
+        if d.accept[s]:
+            add(s, fin, "")
+        for t, cs in _grouped(d, s):
+            e = enc(cs)
+            if e is not None:
+                add(s, t, e)
+    import heapq
+
+    def score(x):
+        return len(in_e[x] - {x}) * len(out_e[x].keys() - {x})
+
+    heap = [(score(x), x) for x in range(n)]
+    heapq.heapify(heap)
+    done: set[int] = set()
+    budget = 4 * cap  # total characters written, so dense automata stop early too
+    while heap:
+        sc, q = heapq.heappop(heap)
+        if q in done:
+            continue
+        now = score(q)
+        if now > sc:
+            heapq.heappush(heap, (now, q))
+            continue
+        done.add(q)
+        loop = out_e[q].pop(q, None)
+        in_e[q].discard(q)
+        star = ""
+        if loop:
+            lt = _alt_text(loop)
+            star = f"(?:{lt})*" if lt else ""
+        succ = out_e.pop(q)
+        for r in succ:
+            in_e[r].discard(q)
+        for p in in_e.pop(q):
+            pre = _alt_text(out_e[p].pop(q))
+            for r, alts in succ.items():
+                text = pre + star + _alt_text(alts)
+                budget -= len(text)
+                if len(text) > cap or budget < 0:
+                    return None
+                add(p, r, text)
+    final = out_e[init].get(fin)
+    return None if final is None else _alt_text(final)
+
+
+def emit(d: CPDFA | None, enc: Callable[[CharSet], str | None], *, inline_cap: int,
+         define: Callable[[str, str], None] | None, name_base: str, what: str, where: str) -> str | None:
+    """The automaton as a regex text: inline (state elimination) when it fits ``inline_cap``
+    characters; else, when ``define`` is given (grammar mode), right-linear rules
+    ``name_base.<state>`` (``define(name, text)`` registers each) and a call of the start's rule.
+    None = the empty language.
+
+    Raises
+    ------
+    CompileLimitError
+        ``max_regex_size``: no ``define`` and the eliminated text exceeds ``inline_cap``.
+    """
+    if d is None:
+        return None
+    d = minimize(d)
+    text = to_regex(d, enc, inline_cap)
+    if text is not None:
+        return text
+    if define is None:
+        raise CompileLimitError("max_regex_size", f">{inline_cap}", inline_cap,
+                                f"{what} at {where or 'the root'}: the automaton's regex is too large in the "
+                                "flat-regex API (schema_to_grammar writes it as rules)")
+    names = [f"{name_base}.{s}" for s in range(len(d.delta))]
+    for s in range(len(d.delta)):
+        alts = []
+        for t, cs in _grouped(d, s):
+            e = enc(cs)
+            if e is not None:
+                alts.append(f"{e}(?&{names[t]})")
+        if d.accept[s]:
+            alts.append("")
+        body = _alt_text(alts)
+        define(names[s], body)
+    return f"(?&{names[0]})"

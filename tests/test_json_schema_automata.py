@@ -1,0 +1,336 @@
+"""Exact keywords through code-point automata (structgate.native.json_schema._automata).
+
+``pattern`` with ``minLength``/``maxLength`` (product with a counter), integer ``multipleOf``
+(a remainder automaton ∩ the range). Oracles: ``jsonschema`` (Draft 2020-12) on every string /
+integer of a brute-force set, Python ``re`` on :func:`schema_to_regex`, and the Earley simulator
+of ``test_json_schema_grammar`` on :func:`schema_to_grammar` (both emission paths: one inline
+regex, and right-linear rules forced by ``automaton_inline_max_chars=0``).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import jsonschema
+import pytest
+
+from structgate.backends.interface import CompileOptions
+from structgate.errors import CompileLimitError, UnsupportedFeatureError
+from structgate.native.json_schema import schema_to_grammar, schema_to_regex
+from structgate.native.json_schema._automata import (from_ast, length_dfa, matches, minimize, product,
+                                                     remainder_dfa, trim)
+from structgate.native.regex.parser import parse_regex
+from test_json_schema_grammar import Sim
+
+COMPACT = CompileOptions(whitespace="compact")
+RULES = CompileOptions(whitespace="compact", extra={"automaton_inline_max_chars": 0})
+
+
+def valid(schema, value) -> bool:
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+def strings(alphabet: str, n: int):
+    for k in range(n + 1):
+        for t in itertools.product(alphabet, repeat=k):
+            yield "".join(t)
+
+
+def spellings(s: str) -> list[str]:
+    """JSON texts of ``s``: plain UTF-8, ASCII-escaped, and with every character as ``\\uXXXX``."""
+    out = [json.dumps(s, ensure_ascii=False), json.dumps(s)]
+    out.append('"' + "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else json.dumps(c)[1:-1] for c in s) + '"')
+    return list(dict.fromkeys(out))
+
+
+def check_exact(schema, texts_values, *, sim_every: int = 1):
+    """Regex and grammar (inline and as rules) accept a JSON text iff jsonschema says valid."""
+    rx = re.compile(schema_to_regex(schema, COMPACT))
+    sims = []
+    for opt in (COMPACT, RULES):
+        g = schema_to_grammar(schema, opt)
+        g.check()
+        sims.append(Sim(g))
+    for i, (text, value) in enumerate(texts_values):
+        want = valid(schema, value)
+        assert (rx.fullmatch(text) is not None) == want, (schema, text, want)
+        if i % sim_every == 0:
+            for sim in sims:
+                assert sim(text) == want, (schema, text, want)
+
+
+# -- the automata themselves --------------------------------------------------------------------------
+def test_product_with_counter_brute_force():
+    d = from_ast(parse_regex("(?:ab|a)+c?"), max_states=100, what="t", where="")
+    p = minimize(trim(product(d, length_dfa(2, 4), max_states=100, what="t", where="")))
+    for s in strings("abc", 6):
+        assert matches(p, s) == (re.fullmatch("(?:ab|a)+c?", s) is not None and 2 <= len(s) <= 4), s
+
+
+def test_remainder_automaton_brute_force():
+    for m in (2, 3, 7, 12):
+        d = remainder_dfa(m)
+        for x in range(-500, 501):
+            assert matches(d, str(x)) == (x % m == 0), (m, x)
+        assert not matches(d, "-0") and not matches(d, "01") and not matches(d, "") and not matches(d, "-")
+
+
+def test_limits_are_typed():
+    with pytest.raises(CompileLimitError) as e:
+        from_ast(parse_regex("[ab]*a[ab]{12}"), max_states=100, what="pattern", where="/p")
+    assert e.value.limit_name == "max_product_states" and "/p" in str(e.value)
+
+
+# -- pattern with a length bound ------------------------------------------------------------------------
+PATTERN_CASES = [
+    ("[0-9a-f]+", 2, 4, "a1g-"),           # unanchored: the length counts the whole value
+    ("^[a-z]+\\.[a-z]+$", 0, 5, "ab."),
+    ("^(ab|c)*$", 1, 5, "abc"),
+    ("x", 3, 3, "xy\u00e9"),
+    ("^\\S+$", 2, None, "a \u00e9"),       # no maximum: the counter saturates
+    ("^([\\w-]|[\\w-][\\w/-]*[\\w-])$", 1, 4, "a-/"),
+    ("^$|^a\\s+b$", 1, 5, "a b"),
+    ("\u00e9.", 2, 3, "\u00e9a\n"),
+]
+
+
+@pytest.mark.parametrize("pattern,lmin,lmax,alphabet", PATTERN_CASES)
+def test_pattern_with_length_is_exact(pattern, lmin, lmax, alphabet):
+    schema = {"type": "string", "pattern": pattern, "minLength": lmin}
+    if lmax is not None:
+        schema["maxLength"] = lmax
+    n = (lmax if lmax is not None else lmin + 2) + 1
+    pairs = [(t, s) for s in strings(alphabet, n) for t in spellings(s)]
+    check_exact(schema, pairs, sim_every=3)
+
+
+def test_pattern_with_length_unsatisfiable_and_typed_limit():
+    with pytest.raises(Exception) as e:
+        schema_to_grammar({"type": "string", "pattern": "^a+$", "maxLength": 3, "minLength": 5}).check()
+    assert type(e.value).__name__ == "InvalidConstraintError"
+    s = {"type": "object", "properties": {"q": {"type": "string", "minLength": 1, "maxLength": 5000,
+                                                "pattern": "^(?:\\S+\\s+){0,99}\\S+$"}}}
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_grammar(s)
+    assert e.value.limit_name == "max_product_states" and "/properties/q/pattern" in str(e.value)
+
+
+def test_pattern_with_length_maskbench_shapes_compile():
+    # MaskBench Github_easy---o10013 (unanchored hex, length 12) and ---o63934 (file name, <= 1024)
+    g = schema_to_grammar({"type": "string", "pattern": "[0-9a-fA-F]+", "minLength": 12, "maxLength": 12})
+    sim = Sim(g.check())
+    assert sim('"0123456789ab"') and sim('"zzzzzzzzzzza"') and not sim('"zzzzzzzzzzzz"') and not sim('"0123"')
+    s = {"type": "string", "pattern": "^[\\w /-]+\\.[0-9a-zA-Z]+$", "minLength": 1, "maxLength": 1024}
+    sim = Sim(schema_to_grammar(s).check())
+    for v in ["a.b", "dir/file name.mp4", "x" * 1000 + ".mp4", "x" * 1020 + ".mp4", "x" * 1021 + ".mp4", "a.", ".b"]:
+        assert sim(json.dumps(v)) == valid(s, v), v
+
+
+# -- integer multipleOf -----------------------------------------------------------------------------
+MULT_CASES = [
+    {"type": "integer", "multipleOf": 3},
+    {"type": "integer", "multipleOf": 7, "minimum": -60, "maximum": 100},
+    {"type": "integer", "multipleOf": 4, "exclusiveMinimum": 3},
+    {"type": "integer", "multipleOf": 10, "maximum": 55},
+    {"type": "number", "multipleOf": 5.0, "minimum": -23},
+    {"type": "integer", "multipleOf": 6, "minimum": 7, "maximum": 12},
+    {"type": "integer", "multipleOf": 25, "minimum": 1000, "maximum": 1300},
+]
+
+
+@pytest.mark.parametrize("schema", MULT_CASES)
+def test_integer_multiple_of_is_exact(schema):
+    vals = list(range(-130, 131)) + list(range(950, 1350))
+    pairs = [(str(v), v) for v in vals]
+    check_exact(schema, pairs, sim_every=2)
+    rx = re.compile(schema_to_regex(schema, COMPACT))
+    for bad in ["-0", "00", "06", "1.0", "6.0", "1e1", ""]:
+        assert rx.fullmatch(bad) is None, bad
+
+
+def test_multiple_of_with_no_value_in_range_matches_nothing():
+    from structgate.errors import InvalidConstraintError
+    from structgate.native.json_schema import NEVER
+
+    s = {"type": "integer", "multipleOf": 6, "minimum": 7, "maximum": 11}
+    assert schema_to_regex(s) == NEVER
+    with pytest.raises(InvalidConstraintError):
+        schema_to_grammar(s).check()
+
+
+def test_multiple_of_limits_and_refusals_are_typed():
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_grammar({"properties": {"n": {"type": "integer", "multipleOf": 10**6}}})
+    assert e.value.limit_name == "max_multiple_of" and "/properties/n/multipleOf" in str(e.value)
+    g = schema_to_grammar({"type": "integer", "multipleOf": 10**6}, CompileOptions(extra={"max_multiple_of": 10**6}))
+    assert g.check() is not None
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar({"type": "number", "multipleOf": 0.01})
+    assert e.value.feature == "multipleOf" and e.value.where == "/multipleOf"
+    with pytest.raises(UnsupportedFeatureError):
+        schema_to_grammar({"type": "integer", "multipleOf": 2.5})
+
+
+# -- objects: maxProperties / minProperties beyond the listed keys, propertyNames ------------------
+def objects(keys, values, max_keys):
+    """Every object over ``keys`` (at most ``max_keys``, keys in every order) with ``values``."""
+    for n in range(max_keys + 1):
+        for ks in itertools.permutations(keys, n):
+            for vs in itertools.product(values, repeat=n):
+                yield dict(zip(ks, vs))
+
+
+def policy_order(schema, obj) -> bool:
+    """Keys in the order the compiler writes them: listed ones in declared order, extras after."""
+    listed = list(schema.get("properties", {}))
+    pos = [listed.index(k) if k in listed else len(listed) for k in obj]
+    return pos == sorted(pos)
+
+
+OBJECT_CASES = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}, "c": {"type": "null"}}, "maxProperties": 2},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}, "c": {}}, "required": ["b"],
+     "maxProperties": 1, "additionalProperties": {"type": "null"}},
+    {"type": "object", "properties": {"a": {}}, "minProperties": 2, "additionalProperties": True},
+    {"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 3, "maxProperties": 3},
+    {"type": "object", "propertyNames": {"pattern": "^[a-c]+$", "maxLength": 2}},
+    {"type": "object", "propertyNames": {"enum": ["a", "zz", "b"]}, "properties": {"b": {"type": "null"}}},
+    {"type": "object", "propertyNames": {"minLength": 2}, "properties": {"a": {}, "ab": {}}, "required": ["ab"]},
+    {"type": "object", "propertyNames": False},
+    {"type": "object", "propertyNames": {"const": "a"}, "minProperties": 1},
+]
+
+
+@pytest.mark.parametrize("schema", OBJECT_CASES)
+def test_object_counts_and_property_names_are_exact(schema):
+    opt = CompileOptions(whitespace="compact", additional_properties=True)
+    rx = re.compile(schema_to_regex(schema, opt))
+    sims = [Sim(schema_to_grammar(schema, o).check()) for o in
+            (opt, CompileOptions(whitespace="compact", additional_properties=True,
+                                 extra={"automaton_inline_max_chars": 0}))]
+    n = 0
+    for obj in objects(["a", "b", "c", "ab", "zz", "\u00e9"], [0, None], 3):
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        ok = rx.fullmatch(text) is not None
+        want = valid(schema, obj)
+        if policy_order(schema, obj):
+            assert ok == want, (schema, text)
+            n += 1
+            if n % 4 == 0:
+                for sim in sims:
+                    assert sim(text) == want, (schema, text)
+        else:
+            assert not ok or want, (schema, text)  # sound in any order
+
+
+def test_object_count_refusals_are_typed():
+    s = {"type": "object", "properties": {"a": {}}, "minProperties": 2}  # policy: no other keys
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar(s, CompileOptions(additional_properties=False))
+    assert e.value.feature == "minProperties" and e.value.where == "/minProperties"
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar({"type": "object", "propertyNames": {"format": "email"}})
+    assert e.value.feature == "propertyNames" and e.value.where == "/propertyNames"
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar({"type": "object", "propertyNames": {"maxLength": 3}, "patternProperties": {"^a": {}}})
+    assert e.value.feature == "propertyNames"
+    many = {"type": "object", "properties": {f"k{i}": {} for i in range(200)}, "maxProperties": 100}
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_grammar(many)
+    assert e.value.limit_name == "max_product_states" and "/maxProperties" in str(e.value)
+
+
+# -- arrays: contains / minContains / maxContains ----------------------------------------------------
+ARRAY_CASES = [
+    {"type": "array", "contains": {"type": "integer"}},
+    {"type": "array", "contains": {"const": "a"}, "minContains": 2, "maxContains": 3},
+    {"type": "array", "contains": {"type": "null"}, "maxContains": 1, "maxItems": 3},
+    {"type": "array", "items": {"type": ["integer", "null"]}, "contains": {"type": "null"}, "minItems": 2},
+    {"type": "array", "contains": {"enum": ["a", None]}, "minContains": 0, "maxContains": 0},
+    {"type": "array", "contains": {"minimum": 1}, "minContains": 2},   # no positive `not`: I* A I* A I*
+    {"type": "array", "contains": False},
+    {"type": "array", "contains": True, "maxContains": 2},
+]
+
+
+@pytest.mark.parametrize("schema", ARRAY_CASES)
+def test_contains_is_exact(schema):
+    rx = re.compile(schema_to_regex(schema, COMPACT))
+    sims = [Sim(schema_to_grammar(schema, o).check()) if schema.get("contains") is not False else None
+            for o in (COMPACT, RULES)]
+    k = 0
+    for n in range(5):
+        for arr in itertools.product([0, 1, 2, "a", None], repeat=n):
+            arr = list(arr)
+            text = json.dumps(arr, separators=(",", ":"))
+            want = valid(schema, arr)
+            assert (rx.fullmatch(text) is not None) == want, (schema, text)
+            k += 1
+            if k % 5 == 0 and sims[0] is not None:
+                for sim in sims:
+                    assert sim(text) == want, (schema, text)
+
+
+def test_contains_refusals_are_typed():
+    for s, feature in [({"type": "array", "contains": {"minimum": 1}, "maxContains": 2}, "contains"),
+                       ({"type": "array", "contains": {"type": "null"}, "prefixItems": [{}]}, "contains"),
+                       ({"type": "array", "contains": {"type": "null"}, "uniqueItems": True}, "contains")]:
+        with pytest.raises(UnsupportedFeatureError) as e:
+            schema_to_grammar(s)
+        assert e.value.feature == feature and e.value.where == "/contains", s
+
+
+# -- not of keyword bounds (De Morgan) and if/then/else ------------------------------------------------
+VALUES = [None, True, False, 0, 3, 5, 7, -2, 2.5, "", "a", "ab", "abcd", "bar", [], [1], [1, 2, 3], {}, {"foo": 1},
+          {"foo": "bar"}, {"foo": "baz"}, {"bar": 2}, {"foo": "bar", "bar": 2}, {"bar": 2, "foo": None}]
+NOT_CASES = [
+    {"not": {"minimum": 3}},
+    {"not": {"exclusiveMaximum": 5, "minLength": 2}},
+    {"not": {"maxLength": 2, "type": "string"}},
+    {"not": {"minItems": 1, "maxProperties": 0}},
+    {"not": {"properties": {"foo": {"const": "bar"}}, "required": ["foo"]}},
+    {"type": "integer", "not": {"minimum": 0, "maximum": 5}},
+    {"if": {"exclusiveMaximum": 0}, "then": {"minimum": -10}},
+    {"if": {"minimum": 3}, "then": {"multipleOf": 5}, "else": {"type": "string"}},
+    {"if": {"properties": {"foo": {"const": "bar"}}, "required": ["foo"]}, "then": {"required": ["bar"]},
+     "else": {"maxProperties": 1}},
+    {"if": {"maxLength": 2}, "then": {"const": "a"}, "else": {"type": ["string", "boolean"]}},
+    {"if": True, "then": {"type": "integer"}, "else": {"type": "string"}},
+    {"if": False, "then": {"type": "integer"}, "else": {"type": "string"}},
+]
+
+
+@pytest.mark.parametrize("schema", NOT_CASES)
+def test_negated_keywords_and_if_then_else_are_exact(schema):
+    opt = CompileOptions(whitespace="compact", additional_properties=True)
+    rx = re.compile(schema_to_regex(schema, opt))
+    sim = Sim(schema_to_grammar(schema, opt).check())
+    for v in VALUES:
+        text = json.dumps(v, separators=(",", ":"))
+        want = valid(schema, v)
+        got = rx.fullmatch(text) is not None
+        if isinstance(v, dict) and list(v) == ["bar", "foo"]:
+            assert not got or want, (schema, text)  # key order policy: sound only
+            continue
+        assert got == want, (schema, text)
+        assert sim(text) == want, (schema, text)
+
+
+def test_if_then_else_refusal_is_typed():
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar({"if": {"pattern": "a"}, "then": {"maxLength": 3}})
+    assert e.value.feature == "if/then/else" and e.value.where == "/if"
+
+
+def test_not_of_integer_values_splits_the_range():
+    s = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 0}, "maxItems": 3}  # field case
+    rx = re.compile(schema_to_regex(s, COMPACT))
+    for n in range(4):
+        for arr in itertools.product([0, 1, -1, 7], repeat=n):
+            text = json.dumps(list(arr), separators=(",", ":"))
+            assert (rx.fullmatch(text) is not None) == valid(s, list(arr)), text
+    s = {"type": "integer", "minimum": -3, "maximum": 6, "not": {"enum": [0, 2.0, 2.5, 6, 9, "x"]}}
+    check_exact(s, [(str(v), v) for v in range(-10, 12)])
+    with pytest.raises(UnsupportedFeatureError):  # numbers: the excluded decimal has many spellings
+        schema_to_grammar({"type": "number", "not": {"const": 0}})
