@@ -2,7 +2,9 @@
 
 Starts one ``vllm serve`` per configuration on the embedded tiny model with the native backend:
 
-* ``off``: no speculative decoding;
+* ``off``: no speculative decoding (vLLM's default async scheduling on);
+* ``off-sync``: no speculative decoding and ``--no-async-scheduling``: the baseline that isolates
+  the drafting itself, since vLLM turns async scheduling off for every ``custom_class`` proposer;
 * ``on``: ``--speculative-config`` = :data:`structgate.plugin.drafter.SPECULATIVE_CONFIG` with
   ``num_speculative_tokens = --k`` (forced-token drafts, exact);
 * ``bytes``: the same with ``STRUCTGATE_FORCED_DRAFTS=bytes`` (safe re-tokenized forced bytes,
@@ -140,7 +142,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--repeat16", type=int, default=3, help="copies of the schema set at concurrency > 1")
-    ap.add_argument("--configs", nargs="+", default=["off", "on", "bytes"], choices=["off", "on", "bytes"])
+    ap.add_argument("--configs", nargs="+", default=["off", "off-sync", "on", "bytes"], choices=["off", "off-sync", "on", "bytes"])
     ap.add_argument("--out", default=None, help="JSON results file")
     a = ap.parse_args(argv)
 
@@ -155,7 +157,8 @@ def main(argv=None) -> int:
 
     results["loadavg_start"] = [round(x, 2) for x in os.getloadavg()]
     for cfg in a.configs:
-        extra = ["--speculative-config", json.dumps(speculative_config(a.k))] if cfg != "off" else []
+        extra = (["--speculative-config", json.dumps(speculative_config(a.k))] if cfg in ("on", "bytes")
+                 else ["--no-async-scheduling"] if cfg == "off-sync" else [])
         env = {ENV_FORCED_DRAFTS: "bytes"} if cfg == "bytes" else {ENV_FORCED_DRAFTS: "tokens"}
         srv = VllmServer("native", extra_args=extra, env=env, log_path=f"/tmp/structgate-forced-bench-{cfg}.log")
         with srv, httpx.Client() as client:
@@ -182,8 +185,12 @@ def main(argv=None) -> int:
             on["identical_to_off"] = f"{sum(same)}/{len(same)}"
             on["speedup_vs_off"] = round(on["output_tok_per_s"] / off["output_tok_per_s"], 3)
             on["steps_vs_off"] = round(on["steps_per_request"] / off["steps_per_request"], 4)
+            sync = results["runs"].get(f"off-sync-c{c}")
+            if sync is not None and cfg != "off-sync":
+                on["speedup_vs_off_sync"] = round(on["output_tok_per_s"] / sync["output_tok_per_s"], 3)
             print(f"{cfg} c={c}: outputs identical to off: {sum(same)}/{len(same)}; "
-                  f"speed-up {on['speedup_vs_off']:.2f}x; steps {off['steps_per_request']} -> {on['steps_per_request']}")
+                  f"speed-up {on['speedup_vs_off']:.2f}x (vs off-sync {on.get('speedup_vs_off_sync', '-')}); "
+                  f"steps {off['steps_per_request']} -> {on['steps_per_request']}")
     if "off-c1" in results["runs"]:
         results["forced_bytes_off_c1"] = fb = forced_byte_fraction(schemas, results["runs"]["off-c1"]["outputs"])
         print(f"forced bytes in the off outputs (c=1): {fb['forced_bytes']}/{fb['bytes']} = {fb['fraction']:.1%}")
