@@ -129,13 +129,11 @@ def _share_json_string(grammar):
     which allow most of the vocabulary, are then computed once per grammar instead of once per
     string position; only tokens that close the string mid-token are checked against the stack)."""
     global _JSON_STRING_AST
-    from .ir import share_subtree
+    from .ir import share_subtrees
 
-    if "__json_string" not in grammar.rules:
-        grammar = share_subtree(grammar, _json_string_ast(), "__json_string")
-    if "__json_key_tail" not in grammar.rules:
-        grammar = share_subtree(grammar, _key_tail_ast(), "__json_key_tail")
-    return grammar
+    targets = {n: t for n, t in (("__json_string", _json_string_ast()), ("__json_key_tail", _key_tail_ast()))
+               if n not in grammar.rules}
+    return share_subtrees(grammar, targets) if targets else grammar
 
 
 _KEY_TAIL_AST = None

@@ -33,7 +33,7 @@ from ..errors import GrammarSyntaxError, InvalidConstraintError
 from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
 
 __all__ = ["Ref", "ByteSet", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
-           "chars", "ref", "byteset", "share_subtree", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
+           "chars", "ref", "byteset", "share_subtree", "share_subtrees", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,11 +352,21 @@ def share_subtree(grammar: Grammar, target: Expr, name: str) -> Grammar:
     ``name`` (body ``target``), kept as a call (:attr:`Grammar.keep_calls`) so that its token masks
     are computed once for every place it occurs. Returns ``grammar`` itself when nothing matched.
     Linear in the grammar size (iterative, shared subtrees rebuilt once)."""
-    if name in grammar.rules:
-        raise InvalidConstraintError(f"rule name {name!r} is already defined")
-    tkind = type(target)
-    tlen = len(target.items) if isinstance(target, (Concat, Alt)) else -1
-    window = isinstance(target, Concat) and tlen > 1  # also match a run of items in a longer concatenation
+    return share_subtrees(grammar, {name: target})
+
+
+def share_subtrees(grammar: Grammar, targets: dict[str, Expr]) -> Grammar:
+    """:func:`share_subtree` for several ``{name: target}`` pairs in one traversal of the grammar
+    (a subtree is compared with the targets in the order given). Rules are added only for the
+    targets that matched."""
+    for name in targets:
+        if name in grammar.rules:
+            raise InvalidConstraintError(f"rule name {name!r} is already defined")
+    # (kind, item count or -1, target, name); Concat targets also match a run of items in a longer concatenation
+    specs = [(type(t), len(t.items) if isinstance(t, (Concat, Alt)) else -1, t, n) for n, t in targets.items()]
+    windows = [(t, n) for n, t in targets.items() if isinstance(t, Concat) and len(t.items) > 1]
+    kinds = {k for k, _l, _t, _n in specs}
+    used: set[str] = set()
     hit = False
     memo: dict[int, Expr] = {}
     new_rules: dict[str, Expr] = {}
@@ -371,12 +381,19 @@ def share_subtree(grammar: Grammar, target: Expr, name: str) -> Grammar:
                 if k in memo:
                     out.append(memo[k])
                     continue
-                if type(nd) is tkind and (tlen < 0 or len(nd.items) == tlen) and nd == target:
-                    memo[k] = Ref(name)
-                    keep.append(nd)
-                    hit = True
-                    out.append(memo[k])
-                    continue
+                if type(nd) in kinds:
+                    for tkind, tlen, target, name in specs:
+                        if type(nd) is tkind and (tlen < 0 or len(nd.items) == tlen) and nd == target:
+                            memo[k] = Ref(name)
+                            keep.append(nd)
+                            hit = True
+                            used.add(name)
+                            break
+                    else:
+                        name = None
+                    if name is not None:
+                        out.append(memo[k])
+                        continue
                 if isinstance(nd, (Concat, Alt)):
                     stack.append((nd, True))
                     stack.extend((x, False) for x in reversed(nd.items))
@@ -395,9 +412,13 @@ def share_subtree(grammar: Grammar, target: Expr, name: str) -> Grammar:
                 c = len(nd.items)
                 items = tuple(out[len(out) - c:])
                 del out[len(out) - c:]
-                if window and isinstance(nd, Concat) and c > tlen:
-                    items, found = _replace_window(items, target.items, name)
-                    hit = hit or found
+                if windows and isinstance(nd, Concat):
+                    for target, name in windows:
+                        if len(items) > len(target.items):
+                            items, found = _replace_window(items, target.items, name)
+                            if found:
+                                hit = True
+                                used.add(name)
                 same = len(items) == c and all(a is b for a, b in zip(items, nd.items))
                 r = nd if same else (items[0] if len(items) == 1 else type(nd)(items))
             memo[k] = r
@@ -406,9 +427,10 @@ def share_subtree(grammar: Grammar, target: Expr, name: str) -> Grammar:
         new_rules[rname] = out[0]
     if not hit:
         return grammar
-    new_rules[name] = target
+    for name in used:
+        new_rules[name] = targets[name]
     return Grammar(new_rules, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
-                   set(grammar.keep_calls) | {name})
+                   set(grammar.keep_calls) | used)
 
 
 def _replace_window(items: tuple, pat: tuple, name: str) -> tuple[tuple, bool]:
