@@ -94,6 +94,7 @@ def run(args) -> dict:
                       "tbm_p50_us": round(float(np.median(us)), 1), "tbm_p99_us": round(float(np.percentile(us, 99)), 1),
                       "steps": int(us.size), "walks_rejected": rejected}
         results["grammars"][path] = per
+    results["load_average_end"] = os.getloadavg()
     return results
 
 
@@ -119,9 +120,9 @@ def profile(args) -> None:
         b.clear_cache()
         g = b.compile(c)
         idx = g.token_index
-        counts = {k: 0 for k in _COUNTED}
+        counts = {k: 0 for k in _COUNTED if hasattr(pushdown.PushdownIndex, k)}
         sizes: dict = {}
-        orig = {k: getattr(pushdown.PushdownIndex, k) for k in _COUNTED}
+        orig = {k: getattr(pushdown.PushdownIndex, k) for k in _COUNTED if hasattr(pushdown.PushdownIndex, k)}
 
         def wrap(name, f):
             def w(self, *a, **kw):
@@ -165,8 +166,7 @@ def profile(args) -> None:
               f"avg {total / max(steps, 1) * 1e6:.0f} us")
         print(f"configurations {len(idx._cfg_keys)}, stacks {len(idx._stk_ret)}, rows cached {idx.n_cached}, "
               f"byte classes {idx.n_classes}, grammar trie {idx._trie.n_nodes} class nodes / "
-              f"{len(idx._trie.levels)} levels, coarse trie "
-              f"{getattr(idx._coarse_trie()[0], 'n_nodes', None) if hasattr(idx, '_coarse_trie') else None} nodes")
+              f"{len(idx._trie.levels)} levels")
         print("calls:", {k: v for k, v in counts.items() if v})
         print("tries walked (nodes, levels, kind):", sorted(set(sizes.values())))
         out = io.StringIO()
@@ -187,7 +187,7 @@ def main() -> None:
         profile(args)
         return
     res = run(args)
-    print(f"load average {res['load_average']}")
+    print(f"load average {res['load_average']} at the start, {res['load_average_end']} at the end")
     print("| grammar | backend | TTFM ms | TBM avg µs | p50 µs | p99 µs | steps | walks rejected |")
     print("|---|---|--:|--:|--:|--:|--:|--:|")
     for path, per in res["grammars"].items():
