@@ -139,7 +139,7 @@ def test_other_drafters_and_switch_untouched(scheduler_cls, choice_grammar, monk
     assert r2.spec_token_ids == []
 
 
-def test_proposer_proposes_nothing():
+def test_proposer_proposes_nothing(rejection_module):
     cfg = types.SimpleNamespace(speculative_config=types.SimpleNamespace(num_speculative_tokens=3))
     p = drafter.ForcedTokenProposer(cfg)
     assert p.propose([[1], [2, 3]], None, None) == [[], []]
@@ -393,9 +393,12 @@ def rejection_module(monkeypatch):
         from vllm.platforms.cpu import CpuPlatform
 
         CpuPlatform.register_triton_kernel_overrides()  # what vLLM's CPU worker does at start-up
-    monkeypatch.setattr(R, "expand_batch_to_tokens", R.expand_batch_to_tokens)
-    monkeypatch.setattr(R, "rejection_sample", R.rejection_sample)
-    monkeypatch.setattr(R.RejectionSampler, "forward", R.RejectionSampler.forward)
+    def unpatched(f):
+        return getattr(f, "__structgate_original__", f)
+
+    monkeypatch.setattr(R, "expand_batch_to_tokens", unpatched(R.expand_batch_to_tokens))
+    monkeypatch.setattr(R, "rejection_sample", unpatched(R.rejection_sample))
+    monkeypatch.setattr(R.RejectionSampler, "forward", unpatched(R.RejectionSampler.forward))
     monkeypatch.setattr(drafter, "_SEEDED", {})
     monkeypatch.delenv(drafter.ENV_FORCED_DRAFTS, raising=False)
     return R
