@@ -62,6 +62,12 @@ REFUSED = [
                           "dependentSchemas": {"a": {"required": ["b"]}}}, "", '{"a":1}'),
     ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False}, "", '{"x":1}'),
     ("required", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["z"]}, "", "{}"),
+    ("properties", {"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": False},
+     "/properties/a", "null"),
+    ("properties", {"$defs": {"any": {}}, "type": "object", "properties": {"a": {"$ref": "#/$defs/any"},
+                                                                         "b": {"type": "integer"}},
+                    "required": ["a"]},
+     "/properties/a", "12"),
     ("properties", {"type": "object", "properties": {'a"b': {"type": "integer"}}, "required": ['a"b']},
      '/properties/a"b', '{"a"b":1}'),
     ("pattern", {"type": "string", "pattern": "^[0-9]+$", "maxLength": 3}, "", '"abc"'),
@@ -184,3 +190,14 @@ def test_demo_schemas_are_refused_or_exact(backend):
         except UnsupportedFeatureError as e:
             refused.append((name, e.feature))
     assert {f for _, f in refused} <= {"minimum", "maximum"} and refused
+
+
+def test_allow_inexact_gives_the_raw_engine():
+    """``outlines_allow_inexact=True`` (for engine comparisons) compiles outlines-core's own regex,
+    which accepts the counterexample; the default refuses."""
+    schema = {"type": "integer", "maximum": 120}
+    raw = get_backend("structgate-outlines-core", BYTES, outlines_allow_inexact=True)
+    m = raw.compile(Constraint.json_schema(schema)).matcher()
+    assert m.advance(list(b"121")) and m.is_accepting()
+    with pytest.raises(UnsupportedFeatureError):
+        get_backend("structgate-outlines-core", BYTES).compile(Constraint.json_schema(schema))

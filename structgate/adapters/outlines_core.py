@@ -163,6 +163,23 @@ def _disjoint_branches(branches: list) -> bool:
     return all(not (a & b) for i, a in enumerate(keys) for b in keys[i + 1:])
 
 
+def _resolve_local_ref(schema: Any, root: Any, hops: int = 16) -> Any:
+    """``schema`` with local ``$ref`` chains (``#/...``, nothing beside them) followed, else itself."""
+    while hops and isinstance(schema, dict) and set(schema) == {"$ref"} and isinstance(schema["$ref"], str) \
+            and schema["$ref"].startswith("#"):
+        node = root
+        for part in [p for p in schema["$ref"][1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return schema
+        schema, hops = node, hops - 1
+    return schema
+
+
 def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
     """Refuse every keyword of ``schema`` that outlines-core would not enforce exactly.
 
@@ -174,7 +191,8 @@ def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
     ``maxItems`` beside ``prefixItems``; ``minProperties``, ``maxProperties``, ``propertyNames``,
     ``patternProperties``, ``dependentRequired``, ``dependentSchemas``, ``dependencies``,
     ``unevaluatedProperties``, a ``required`` name not in ``properties``, a property name JSON must
-    escape; ``pattern`` beside ``minLength`` / ``maxLength`` (outlines-core drops the pattern), a
+    escape, a property whose schema is ``{}`` (any value: outlines-core's alternation for it is
+    ungrouped, so a bare ``null`` passes as the whole output); ``pattern`` beside ``minLength`` / ``maxLength`` (outlines-core drops the pattern), a
     pattern with a top-level ``|``, with ``\\d \\w \\s \\D \\W \\S \\b \\B`` (Rust's Unicode classes in
     outlines-core: a combining mark is a ``\\w``) or able to match ``"``, ``\\`` or a control
     character (written raw, not escaped); ``format`` other than ``date``, ``date-time``, ``uuid``
@@ -225,10 +243,14 @@ def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
                       f"control characters into the string (exact: {', '.join(sorted(_EXACT_FORMATS))})", where)
     props = schema.get("properties")
     if isinstance(props, dict):
-        for name in props:
+        for name, sub in props.items():
             if '"' in name or "\\" in name or any(ord(c) < 0x20 for c in name):
                 raise _refuse("properties", f"property name {name!r} needs JSON escapes, which outlines-core "
                               "does not write", _ptr(where, "properties", name))
+            if _resolve_local_ref(sub, root) == {}:
+                raise _refuse("properties", f"property {name!r} takes any value, and outlines-core writes that "
+                              "alternation ungrouped, so a bare value (null, 12) passes as the whole output "
+                              "(dottxt-ai/outlines-core#151 family)", _ptr(where, "properties", name))
     req = schema.get("required")
     if isinstance(req, list):
         missing = [r for r in req if not (isinstance(props, dict) and r in props)]
@@ -382,11 +404,15 @@ class OutlinesCoreBackend(Backend):
     **options
         :class:`~structgate.backends.interface.CompileOptions` fields (``whitespace``,
         ``max_whitespace``, ``max_recursion_depth``); extra ``outlines_whitespace_pattern`` (a regex)
-        overrides the whitespace pattern.
+        overrides the whitespace pattern; ``outlines_allow_inexact=True`` skips :func:`check_exact`
+        (outlines-core's own regex for every schema it builds, wider than the schema where it
+        ignores a keyword: for comparing engines, never for serving).
     """
 
     name = "structgate-outlines-core"
     supported_kinds = frozenset({"regex", "json_schema", "choice"})
+    extra_options = frozenset({"outlines_max_recursion_depth", "outlines_whitespace_pattern",
+                               "outlines_allow_inexact"})
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         import outlines_core as oc
@@ -423,7 +449,8 @@ class OutlinesCoreBackend(Backend):
         """
         from outlines_core.json_schema import build_regex_from_schema
 
-        check_exact(schema)
+        if not self.options.extra.get("outlines_allow_inexact", False):
+            check_exact(schema)
         text = json.dumps(schema, ensure_ascii=False)
         try:
             return build_regex_from_schema(text, self._whitespace(), self._unroll_depth())
