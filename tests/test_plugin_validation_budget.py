@@ -112,3 +112,18 @@ def test_validate_bounded_real_backend_keeps_its_errors(llama3_vocab):
     assert validation.validate_bounded(be, Constraint.regex("[a-z]+@x"), 5.0) is True
     with pytest.raises(GrammarSyntaxError):
         validation.validate_bounded(be, Constraint.regex("[0-9"), 5.0)
+
+
+def test_a_loop_of_c_calls_without_python_calls_is_cut():
+    # what native's unicode-class table builder looks like: one frame, 1.1 M C calls
+    def table():
+        out = []
+        for _ in range(50):
+            for cp in range(0x110000):
+                if chr(cp).isdecimal():
+                    out.append(cp)
+        return out
+
+    t0 = time.monotonic()
+    assert validation.run_with_deadline(table, 0.05) is False
+    assert time.monotonic() - t0 < 0.5

@@ -15,7 +15,8 @@ vLLM's grammar thread pool) and turns every compile failure into an HTTP 400 nam
 entries ``engine-compile-error-reason`` / ``frontend-compile-error-400``). So a constraint the cheap
 check finds bad within the budget is a 400 at once, as before; one too slow to check here is checked
 where it is compiled, with the same typed error; the event loop is blocked for at most the budget
-(plus one C call: a single long C-level call such as one ``re.compile`` is not interrupted).
+(plus one C call: a single long C-level call such as one ``re.compile`` is not interrupted; a long
+Python loop of C calls is, as the check also runs at each line).
 
 Deferred validations are counted as ``structgate_fallbacks_total{reason="validation_deferred"}``.
 """
@@ -71,8 +72,9 @@ def run_with_deadline(fn: Callable[[], Any], budget: float) -> bool:
 
     Notes
     -----
-    The check runs at each Python function call (a trace function; an existing tracer such as a
-    debugger's or coverage's is chained and restored). A ``budget`` <= 0 calls ``fn`` unbounded.
+    The check runs at each Python function call and line (a trace function; an existing tracer
+    such as a debugger's or coverage's is chained and restored; in frames it traces itself, only
+    calls are checked). A ``budget`` <= 0 calls ``fn`` unbounded.
     """
     if budget is None or budget <= 0:
         fn()
@@ -81,12 +83,24 @@ def run_with_deadline(fn: Callable[[], Any], budget: float) -> bool:
     deadline = time.monotonic() + budget
     expired = False
 
+    def local(frame, event, arg):
+        # line events too: one long Python loop of C calls (no Python call inside) must be cut
+        nonlocal expired
+        if time.monotonic() > deadline:
+            expired = True
+            raise _DeadlineReached()
+        return local
+
     def tracer(frame, event, arg):
         nonlocal expired
         if time.monotonic() > deadline:
             expired = True
             raise _DeadlineReached()
-        return old(frame, event, arg) if old is not None else None
+        if old is not None:
+            inner = old(frame, event, arg)
+            if inner is not None:  # the existing tracer traces this frame: keep its local tracer
+                return inner
+        return local
 
     sys.settrace(tracer)
     try:
