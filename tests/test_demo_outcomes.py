@@ -134,3 +134,33 @@ def test_llguidance_bounds_json_whitespace_runs():
     assert m.validate(vocab.encode('{    "a": "')) == len(vocab.encode('{    "a": "'))
     assert not m.advance(vocab.encode('{     "a"'))
     assert m.advance(vocab.encode('{"a": "          x"}')) and m.is_accepting()
+
+
+needs_oc = pytest.mark.skipif(not get_backend_spec("structgate-outlines-core").availability()[0],
+                              reason="outlines-core not installed")
+
+
+@pytest.mark.vllm
+@pytest.mark.engines
+@pytest.mark.timeout(900)
+@needs_oc
+def test_demo_on_outlines_core_exits_0_with_no_invalid_output(monkeypatch, capsys):
+    """``structgate demo --backend structgate-outlines-core`` (its Python entry, max_tokens 48 so it
+    is quick): the demo's schemas all have integer / number ranges, which outlines-core ignores, so
+    the adapter refuses them (typed, reported as unsupported); the regex and choice requests are
+    valid; nothing is invalid and the exit status is 0 (it ended 6/11 valid, exit 1, before)."""
+    import argparse
+
+    from structgate.cli import demo
+
+    monkeypatch.setattr(demo, "MAX_TOKENS", 48)
+    args = argparse.Namespace(backend="structgate-outlines-core", schemas=None, json=True, port=None,
+                              timeout=600.0, keep_log=False)
+    rc = demo.run(args)
+    out = json.loads(capsys.readouterr().out)
+    assert out["invalid"] == 0 and out["error"] == 0, out
+    assert out["unsupported"] == len(DEMO_SCHEMAS) and out["valid"] + out["cut"] == out["total"] - len(DEMO_SCHEMAS)
+    for r in out["results"]:
+        if r["outcome"] == "unsupported":
+            assert "UnsupportedFeatureError" in r["error"] and re.search(r"(minimum|maximum) at /", r["error"]), r
+    assert rc == 0
