@@ -1,5 +1,5 @@
 """``structgate demo`` (issue 13, item 2): outputs are reported as valid / cut at max_tokens /
-invalid / error, only invalid outputs and errors fail the demo; the llguidance adapter bounds JSON
+invalid / unsupported (a backend's typed refusal) / error, only invalid outputs and errors fail the demo; the llguidance adapter bounds JSON
 whitespace runs (llguidance's own whitespace_pattern does not), so random-weight outputs end."""
 from __future__ import annotations
 
