@@ -12,6 +12,8 @@ A. **stall**: 4 unconstrained streaming completions (``ignore_eos``, ``--stream-
    blocked, e.g. by request validation). Run once without the heavy request (baseline) and
    ``--repeats`` times with it (a fresh schema each time is not possible for "the same heavy
    schema", so repeats after the first hit the compile cache and are reported separately).
+A'. **validate-heavy**: the same with ``--validate-heavy`` (a schema whose *validation* is slow and
+   whose compile is cheap: it isolates the API server's event loop).
 B. **distinct**: ``--n-distinct`` requests, each with a different real schema (MaskBench, seeded
    choice among the schemas every engine of the sample-325 run passed), ``--concurrency`` at a time,
    streaming, ``--distinct-max-tokens`` tokens each. Reported: request throughput (requests / wall),
@@ -189,12 +191,13 @@ def part_b(srv, schemas: list[dict], concurrency: int, max_tokens: int) -> dict:
             "errors": sorted({r.get("error", "")[:160] for r in res if r["status"] != 200})[:5]}
 
 
-def run_backend(spec: str, args, heavy: dict, distinct: list[dict]) -> dict:
+def run_backend(spec: str, args, heavy: dict, distinct: list[dict], validate_heavy: dict | None = None) -> dict:
     from structgate.plugin.server import VllmServer
 
     name, _, envs = spec.partition(":")
     env = dict(kv.split("=", 1) for kv in envs.split(",") if kv) if envs else {}
-    srv = VllmServer(name, env=env, log_path=str(pathlib.Path(args.log_dir) / f"{spec.replace(':', '_')}.log"))
+    srv = VllmServer(name, env=env, log_path=str(pathlib.Path(args.log_dir) / ("vllm-stall-" + "".join(
+        ch if ch.isalnum() else "_" for ch in spec)[:80] + ".log")))
     res: dict = {"backend": name, "env": env}
     with srv:
         t = time.monotonic()
@@ -207,6 +210,9 @@ def run_backend(spec: str, args, heavy: dict, distinct: list[dict]) -> dict:
         res["a_baseline"] = part_a(srv, None, args.stream_tokens, args.heavy_after_s, args.heavy_max_tokens)
         res["a_heavy"] = [part_a(srv, heavy, args.stream_tokens, args.heavy_after_s, args.heavy_max_tokens)
                           for _ in range(args.repeats)]
+        if validate_heavy is not None:  # a schema slow to *validate* (cheap to compile): the API loop
+            res["a_validate_heavy"] = part_a(srv, validate_heavy, args.stream_tokens, args.heavy_after_s,
+                                             args.heavy_max_tokens)
         if distinct:
             res["b_distinct"] = part_b(srv, distinct, args.concurrency, args.distinct_max_tokens)
         ok = httpx.get(srv.url + "/health", timeout=30).status_code
@@ -220,6 +226,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="native,guidance")
     ap.add_argument("--corpus", default="/work/shared/data/maskbench", help="MaskBench data folder (*.jsonl)")
     ap.add_argument("--heavy", default="JsonSchemaStore---nuclei-jsonschema.json")
+    ap.add_argument("--validate-heavy", default="Github_easy---o12621.json",
+                    help="a schema slow to validate (0.6-0.8 s on native), sent once like --heavy; '' to skip")
     ap.add_argument("--stream-tokens", type=int, default=500)
     ap.add_argument("--heavy-after-s", type=float, default=1.0)
     ap.add_argument("--heavy-max-tokens", type=int, default=16)
@@ -236,7 +244,8 @@ def main(argv=None) -> int:
     distinct = [schemas[i] for i in distinct_ids(schemas, args.n_distinct, args.seed, args.heavy)]
     meta = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "heavy": args.heavy,
             "load_avg_start": os.getloadavg(), "cpus": os.cpu_count(), "args": vars(args)}
-    results = [run_backend(spec, args, heavy, distinct) for spec in args.backends.split(";" if ";" in args.backends else ",")]
+    vheavy = schemas[args.validate_heavy] if args.validate_heavy else None
+    results = [run_backend(spec, args, heavy, distinct, vheavy) for spec in args.backends.split(";" if ";" in args.backends else ",")]
     meta["load_avg_end"] = os.getloadavg()
     doc = {"meta": meta, "results": results}
     if args.out:
