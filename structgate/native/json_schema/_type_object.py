@@ -331,7 +331,11 @@ class ObjectMixin:
         for j, kv in enumerate(kvs):
             if self.grammar and len(kv) > 256:  # each member is written once, called from every count
                 name = f"member:{w.lstrip('/') or 'root'}.{j}".replace("~", "_")
-                name = re.sub(r"[^A-Za-z0-9_.:/-]", "_", name)
+                name = base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", name)
+                n_clash = 1
+                while name in self.rules:  # the same pointer compiled for another merged schema
+                    n_clash += 1
+                    name = f"{base}.{n_clash}"
                 self.rules[name] = kv
                 self.rule_where[name] = w
                 kv = f"(?&{name})"
