@@ -330,33 +330,24 @@ def trim(d: CPDFA) -> CPDFA | None:
 
 
 def minimize(d: CPDFA) -> CPDFA:
-    """Moore's partition refinement (the automaton must be trimmed: -1 is the only dead state)."""
-    block = [1 if a else 0 for a in d.accept]
-    nblocks = len(set(block))
-    while True:
-        sig: dict[tuple, int] = {}
-        nb = []
-        for s, row in enumerate(d.delta):
-            key = (block[s],) + tuple(block[t] if t >= 0 else -1 for t in row)
-            nb.append(sig.setdefault(key, len(sig)))
-        if len(sig) == nblocks:
-            break
-        block, nblocks = nb, len(sig)
-    # renumber with the start's block first, in BFS order
-    rep: dict[int, int] = {}
-    for s in range(len(block)):
-        rep.setdefault(block[s], s)
-    order, seen = [block[0]], {block[0]}
-    i = 0
-    while i < len(order):
-        for t in d.delta[rep[order[i]]]:
-            if t >= 0 and block[t] not in seen:
-                seen.add(block[t])
-                order.append(block[t])
-        i += 1
-    new = {b: k for k, b in enumerate(order)}
-    delta = [[new[block[t]] if t >= 0 else -1 for t in d.delta[rep[b]]] for b in order]
-    return CPDFA(list(d.atoms), delta, [d.accept[rep[b]] for b in order])
+    """The minimal automaton of a trimmed ``d`` (-1 the only dead state), by the engine's
+    minimiser (:func:`structgate.native.regex.dfa.minimize`: vectorised Moore rounds, then
+    Valmari's O(m log n) refinement; verified congruence)."""
+    import numpy as np
+
+    from ..regex.dfa import minimize as _minimize
+
+    n, k = len(d.delta), len(d.atoms)
+    if n <= 1:
+        return d
+    table = np.zeros((n + 1, max(k, 1)), dtype=np.int64)
+    if k:
+        table[1:, :k] = np.asarray(d.delta, dtype=np.int64) + 1
+    accepting = np.zeros(n + 1, dtype=bool)
+    accepting[1:] = d.accept
+    new, acc = _minimize(table, accepting)
+    delta = (new[1:, :k].astype(np.int64) - 1).tolist()
+    return CPDFA(list(d.atoms), delta, [bool(x) for x in acc[1:]])
 
 
 def matches(d: CPDFA, text: str) -> bool:
@@ -461,7 +452,8 @@ def to_regex(d: CPDFA, enc: Callable[[CharSet], str | None], cap: int) -> str | 
 
 
 def emit(d: CPDFA | None, enc: Callable[[CharSet], str | None], *, inline_cap: int,
-         define: Callable[[str, str], None] | None, name_base: str, what: str, where: str) -> str | None:
+         define: Callable[[str, str], None] | None, name_base: str, what: str, where: str,
+         max_rules: int = 256) -> str | None:
     """The automaton as a regex text: inline (state elimination) when it fits ``inline_cap``
     characters; else, when ``define`` is given (grammar mode), right-linear rules
     ``name_base.<state>`` (``define(name, text)`` registers each) and a call of the start's rule.
@@ -470,7 +462,8 @@ def emit(d: CPDFA | None, enc: Callable[[CharSet], str | None], *, inline_cap: i
     Raises
     ------
     CompileLimitError
-        ``max_regex_size``: no ``define`` and the eliminated text exceeds ``inline_cap``.
+        ``max_regex_size``: no ``define`` and the eliminated text exceeds ``inline_cap``;
+        ``max_automaton_rules``: rules needed for more than ``max_rules`` states.
     """
     if d is None:
         return None
@@ -482,6 +475,11 @@ def emit(d: CPDFA | None, enc: Callable[[CharSet], str | None], *, inline_cap: i
         raise CompileLimitError("max_regex_size", f">{inline_cap}", inline_cap,
                                 f"{what} at {where or 'the root'}: the automaton's regex is too large in the "
                                 "flat-regex API (schema_to_grammar writes it as rules)")
+    if len(d.delta) > max_rules:
+        raise CompileLimitError("max_automaton_rules", len(d.delta), max_rules,
+                                f"{what} at {where or 'the root'}: the minimal automaton has {len(d.delta)} states, "
+                                "each a rule (the engine's cost grows with the rule count); raise "
+                                "CompileOptions.extra['max_automaton_rules'] or simplify the schema")
     names = [f"{name_base}.{s}" for s in range(len(d.delta))]
     for s in range(len(d.delta)):
         alts = []

@@ -38,6 +38,10 @@ DEFAULT_MAX_PRODUCT_STATES = 10_000
 #: an automaton whose eliminated regex text is longer than this (characters) is written as
 #: right-linear rules in grammar mode (``CompileOptions.extra["automaton_inline_max_chars"]``)
 DEFAULT_AUTOMATON_INLINE_MAX_CHARS = 4_000
+#: grammar mode: most states of an automaton written as right-linear rules (the pushdown engine's
+#: NFA build grows with the rule count: 3,000 rules cost ~15 s); ``CompileLimitError(
+#: "max_automaton_rules")`` beyond (``CompileOptions.extra["max_automaton_rules"]``)
+DEFAULT_MAX_AUTOMATON_RULES = 256
 #: largest integer ``multipleOf`` compiled (one automaton state per residue;
 #: ``CompileOptions.extra["max_multiple_of"]``)
 DEFAULT_MAX_MULTIPLE_OF = 1_000

@@ -86,7 +86,7 @@ class RefsMixin:
             self.rule_where[name] = where or "#"
         cap = self.automaton_inline_max if self.grammar else self.max_size
         return emit(d, enc, inline_cap=cap, define=define if self.grammar else None, name_base=base, what=what,
-                    where=where)
+                    where=where, max_rules=self.max_automaton_rules)
 
     def _new_rule_name(self, refs: list[str]) -> str:
         """A deterministic, unused rule name for the schema that ``refs`` (its ``$ref`` strings,

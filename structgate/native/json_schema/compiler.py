@@ -29,7 +29,8 @@ from ...backends.interface import CompileOptions
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._charset import STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
-                      DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE, DEFAULT_REGEX_UNROLL_DEPTH,
+                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
+                      DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, NEVER, TYPES,
                       _count_refs, _is_num, _json_equal, _load, _ptr)
 from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
@@ -96,6 +97,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         self.max_product_states = int(options.extra.get("max_product_states", DEFAULT_MAX_PRODUCT_STATES))
         self.automaton_inline_max = int(options.extra.get("automaton_inline_max_chars",
                                                           DEFAULT_AUTOMATON_INLINE_MAX_CHARS))
+        self.max_automaton_rules = int(options.extra.get("max_automaton_rules", DEFAULT_MAX_AUTOMATON_RULES))
         self._dfa_texts: dict[tuple, str | None] = {}
         #: format policy (``options.extra["formats"]``): "default" (or its old name "strict") enforces
         #: every FORMAT_REGEX; "lenient" leaves LENIENT_ANNOTATIONS as annotations; other formats are
