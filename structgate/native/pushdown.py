@@ -1081,7 +1081,14 @@ class PushdownIndex:
         nodes, cfgs = self._walk(cr, tw)
         row = self._allowed_row(tw[0], nodes, tw[1])
         # class nodes whose configuration is complete (the base rule returned) after >= 1 byte
-        toks, offs = self._uncertain(nodes[self._accepting.take(cfgs)], tw[0])
+        acc = nodes[self._accepting.take(cfgs)]
+        if tw[0] is self._trie:
+            # the grammar's own trie: the rest of those tokens is walked from the caller's
+            # configuration below these nodes (:meth:`_walk_below`); no token list
+            toks, offs = acc, None
+        else:
+            # a rule's coarser trie merges bytes the caller may tell apart: token by token
+            toks, offs = self._uncertain(acc, tw[0])
         # deepest stack any walked configuration reached: the walk holds for a frame at depth d
         # iff d + that <= max_depth (otherwise pushes it took would be refused on the real stack)
         reach = int(self._cfg_depth.take(cfgs).max()) if cfgs.size else 0
@@ -1089,6 +1096,68 @@ class PushdownIndex:
         info = (row, toks, offs, bool(self._accepting[cr]), reach)
         self._rel_cache[cr] = info
         return info
+
+    def _walk_below(self, seeds: np.ndarray, p: int) -> np.ndarray:
+        """Token ids strictly below the grammar-trie nodes ``seeds`` (global ids, any levels) whose
+        remaining bytes stay alive fed from configuration ``p``: the tokens that complete a frame
+        mid-token and go on in its caller. One sparse gather per level over the children of the
+        live (node, configuration) pairs, so a subtree dies at once instead of token by token; a
+        node may be live with several configurations (several threads), so nothing is made dense."""
+        trie = self._trie
+        levels = trie.levels
+        W = self.n_classes
+        lb = trie.level_base
+        lv = np.searchsorted(lb, seeds, side="right") - 1
+        order = np.argsort(lv, kind="stable")
+        seeds, lv = seeds[order], lv[order]
+        bounds_at = np.searchsorted(lv, np.arange(len(levels) + 1))
+        res: list[np.ndarray] = []
+        alive = _EMPTY_I64  # local node ids at level d
+        alive_v = _EMPTY_I64
+        d = int(lv[0]) if lv.size else len(levels)
+        while d + 1 < len(levels):
+            a, b = bounds_at[d], bounds_at[d + 1]
+            if b > a:  # seeds of this level join with the caller's configuration
+                alive = np.concatenate([alive, seeds[a:b] - lb[d]])
+                alive_v = np.concatenate([alive_v, np.full(b - a, p, dtype=np.int64)])
+            if alive.size == 0:
+                if b >= seeds.shape[0]:
+                    break
+                d = int(lv[b])
+                continue
+            _base, _par, cls, bounds = levels[d + 1]
+            st = bounds[alive]
+            cnt = bounds[alive + 1] - st
+            cs = np.cumsum(cnt)
+            tot = int(cs[-1])
+            if tot:
+                idx = np.repeat(st - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
+                fl = np.repeat(alive_v, cnt)
+                fl *= W
+                fl += cls[idx]
+                vals = self._table.ravel().take(fl)
+                if vals.min() < 0:
+                    self._ensure_rows(np.unique(fl[vals < 0] // W))
+                    vals = self._table.ravel().take(fl)
+                nz = vals != 0
+                alive, alive_v = idx[nz], vals[nz]
+                if alive.size:
+                    res.append(alive + lb[d + 1])
+            else:
+                alive, alive_v = _EMPTY_I64, _EMPTY_I64
+            d += 1
+        if not res:
+            return _EMPTY_I64
+        nodes = np.unique(np.concatenate(res))
+        ts = trie.node_tok_start
+        a = ts[nodes]
+        cnt = ts[nodes + 1] - a
+        tot = int(cnt.sum())
+        if not tot:
+            return _EMPTY_I64
+        cs = np.cumsum(cnt)
+        toks = trie.tokens_by_node[np.repeat(a - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)]
+        return toks[(toks < self.vocab.n_tokens) & ~np.isin(toks, self._eos)]
 
     def _uncertain(self, acc_nodes: np.ndarray, trie):
         """(token ids, offsets) of every token with a proper prefix ending on one of
@@ -1178,9 +1247,11 @@ class PushdownIndex:
                     row |= self._rows[sl]
                     self._clear_eos(row)
                 if toks.size and p:
-                    ok = self._suffix_ok(p, toks, offs)
-                    if ok.any():
-                        good = toks[ok]
+                    if offs is None:  # accepting nodes of the grammar's trie
+                        good = self._walk_below(toks, p)
+                    else:
+                        good = toks[self._suffix_ok(p, toks, offs)]
+                    if good.size:
                         u = row.view(np.uint32)
                         np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
         n_non_eos = int(np.unpackbits(row.view(np.uint8)).sum())
