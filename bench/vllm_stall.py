@@ -224,7 +224,8 @@ def run_backend(spec: str, args, heavy: dict, distinct: list[dict], validate_hea
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", default="native,guidance")
-    ap.add_argument("--corpus", default="/work/shared/data/maskbench", help="MaskBench data folder (*.jsonl)")
+    ap.add_argument("--corpus", required=True,
+                    help="MaskBench development subset folder (*.jsonl); where to get it: bench/README.md, 'Corpora'")
     ap.add_argument("--heavy", default="JsonSchemaStore---nuclei-jsonschema.json")
     ap.add_argument("--validate-heavy", default="Github_easy---o12621.json",
                     help="a schema slow to validate (0.6-0.8 s on native), sent once like --heavy; '' to skip")
