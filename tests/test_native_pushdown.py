@@ -350,3 +350,36 @@ def test_tokens_under_a_class_node_brute_force(coarse, llama3_vocab):
     both = np.array(nodes[:4])
     assert sorted(set(t.tokens_under(both).tolist())) == sorted(
         set().union(*[set(t.tokens_under(np.array([g])).tolist()) for g in nodes[:4]]))
+
+
+def test_repeated_large_subtrees_are_built_once(llama3_vocab):
+    """A large subtree used in several places (the same bounded string under many properties)
+    becomes one called rule: the NFA holds it once, the language is unchanged (Python ``re`` on
+    samples) and the masks equal one direct walk at every step."""
+    import re
+
+    from structgate.native.pushdown import share_repeated_subtrees
+
+    v = llama3_vocab
+    body = r'"[a-z]{0,5000}"'
+    rx = "\\{" + ",".join(f'"k{i}":{body}' for i in range(6)) + "\\}"
+    g = Grammar({"root": parse_regex(rx)}, "root").check()
+    shared = share_repeated_subtrees(g, 4096)
+    assert shared is not g and any(n.startswith("__shared") for n in shared.rules)
+    assert share_repeated_subtrees(g, 10**9) is g
+    gn = build_grammar_nfa(g)
+    assert len(gn.nfa) < 25_000, len(gn.nfa)  # one copy of the 5000-repeat (~10k states), not six
+    pi = PushdownIndex(gn, v)
+    rng = random.Random(5)
+    pat = re.compile(rx)
+    for _ in range(30):
+        vals = ['"' + "".join(rng.choice("abc") for _ in range(rng.choice([0, 3, 5000, 5001]))) + '"' for _ in range(6)]
+        text = "{" + ",".join(f'"k{i}":{x}' for i, x in enumerate(vals)) + "}"
+        assert pi.matches(text.encode()) == bool(pat.fullmatch(text)), text[:80]
+    a = np.empty(pi.width, np.int32)
+    s = 1
+    for tok in v.encode('{"k0":"abc","k1":"' + "ab" * 20):
+        pi.fill_row(s, a)
+        assert (pi.direct_row(s) == a).all()
+        s = pi.next_state(s, tok)
+        assert s > 0

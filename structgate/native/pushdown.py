@@ -198,6 +198,77 @@ def check_size(grammar: Grammar, max_nfa_states: int) -> None:
                                 "the pattern (after expanding counted repeats) is too large")
 
 
+def share_repeated_subtrees(grammar: Grammar, min_size: int) -> Grammar:
+    """A grammar where every subtree (the same node object: the regex parser hash-conses) that
+    occurs in two or more places and whose NFA-size estimate exceeds ``min_size`` is a rule of its
+    own, kept as a call (``__shared<i>``), so it is built once instead of once per place (e.g. the
+    same ``{"type": "string", "maxLength": 4096}`` under many properties). The language is
+    unchanged. Returns ``grammar`` itself when there is nothing to share."""
+    rules = grammar.rules
+    count: dict[int, int] = {}
+    node_of: dict[int, Expr] = {}
+    seen: set[int] = set()
+    for r in grammar.reachable():
+        stack = [rules[r]]
+        while stack:
+            n = stack.pop()
+            if not isinstance(n, (Concat, Alt, Repeat)) or id(n) in seen:
+                continue
+            seen.add(id(n))
+            for x in ((n.item,) if isinstance(n, Repeat) else n.items):
+                if isinstance(x, (Concat, Alt, Repeat)):
+                    count[id(x)] = count.get(id(x), 0) + 1
+                    node_of[id(x)] = x
+                    stack.append(x)
+    memo: dict = {}
+    picked = {k: node_of[k] for k, c in count.items() if c > 1 and _size(node_of[k], memo) > min_size}
+    if not picked:
+        return grammar
+    names = {k: f"__shared{i}" for i, k in enumerate(sorted(picked, key=lambda k: -memo[k]))}
+    done: dict[int, Expr] = {}
+
+    def rewrite(node, top: bool):
+        # iterative post-order; a picked node below the top becomes its rule's reference
+        stack = [(node, False)]
+        out: list = []
+        while stack:
+            nd, fin = stack.pop()
+            k = id(nd)
+            if not fin:
+                if k in names and not (top and nd is node):
+                    out.append(Ref(names[k]))
+                    continue
+                if k in done:
+                    out.append(done[k])
+                    continue
+                if isinstance(nd, (Concat, Alt, Repeat)):
+                    stack.append((nd, True))
+                    kids = (nd.item,) if isinstance(nd, Repeat) else nd.items
+                    stack.extend((x, False) for x in reversed(kids))
+                    continue
+                out.append(nd)
+                continue
+            if isinstance(nd, Repeat):
+                item = out.pop()
+                r = nd if item is nd.item else Repeat(item, nd.min, nd.max)
+            else:
+                c = len(nd.items)
+                items = tuple(out[len(out) - c:])
+                del out[len(out) - c:]
+                r = nd if all(a is b for a, b in zip(items, nd.items)) else type(nd)(items)
+            if not (top and nd is node):
+                done[k] = r
+            out.append(r)
+        return out[0]
+
+    new_rules = {r: rewrite(b, False) for r, b in rules.items()}
+    for k, nm in names.items():
+        new_rules[nm] = rewrite(picked[k], True)
+    g = Grammar(new_rules, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
+                set(grammar.keep_calls) | set(names.values()))
+    return g.check()
+
+
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                       max_nfa_states: int = 2_000_000) -> GrammarNFA:
     """Compile every reachable rule of ``grammar`` into one NFA with ``CALL``/``RET`` states.
@@ -220,6 +291,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     GrammarSyntaxError
         An anchor (``^``/``$``) inside a grammar rule.
     """
+    grammar = share_repeated_subtrees(grammar, inline_max_size)
     check_size(grammar, max_nfa_states)
     g = GrammarNFA()
     nfa = g.nfa = NFA(max_nfa_states)
