@@ -736,3 +736,35 @@ def test_format_hostname():
         assert not re.fullmatch(rx, json.dumps(h)), h
     lenient = CompileOptions(whitespace="compact", extra={"formats": "lenient"})
     assert re.fullmatch(schema_to_regex(schema, lenient), '"_invalid!"')
+
+
+@pytest.mark.parametrize("schema", [{"type": "number", "maximum": 2**53 + 3}, {"type": "number", "minimum": 2**53 + 1},
+                                    {"type": "number", "exclusiveMaximum": 2**53 + 3},
+                                    {"type": "number", "minimum": -(2**53 + 3)},
+                                    {"type": "number", "minimum": 2**53 + 1, "maximum": 2**53 + 9},
+                                    {"type": "number", "maximum": 10**20 + 1}])
+def test_number_bounds_beyond_2_53_are_sound(schema):
+    """An integer bound that is not a double: validators compare the parsed float of a decimal
+    (9007199254740995.0 → 9007199254740996.0) with the integer exactly; integer literals exactly."""
+    import json as _json
+    import random as _random
+    import re as _re
+
+    import jsonschema as _js
+
+    from structgate.backends.interface import CompileOptions
+    from structgate.native.json_schema import schema_to_regex
+
+    rx = _re.compile(schema_to_regex(schema, CompileOptions(whitespace="compact")))
+    val = _js.Draft202012Validator(schema)
+    rnd = _random.Random(repr(schema))
+    accepted = 0
+    for _ in range(300):
+        base = rnd.choice([2**53, -(2**53), 10**20]) + rnd.randint(-12, 12)
+        t = rnd.choice([str(base), f"{base}.0", f"{base}.5", f"{base / 1e15:.17g}e15"])
+        got = bool(rx.fullmatch(t))
+        assert not (got and not val.is_valid(_json.loads(t))), t
+        accepted += got
+        if float(t).is_integer() and "." not in t and "e" not in t:  # integer literals: exact
+            assert got == val.is_valid(_json.loads(t)), t
+    assert accepted

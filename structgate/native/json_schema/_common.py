@@ -83,8 +83,20 @@ def _is_num(v) -> bool:
 
 def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
     """(bound, exclusive) for a number bound: an exclusive bound becomes the inclusive bound at the
-    next double toward ``toward`` when the bound is within float range (see the caller)."""
+    next double toward ``toward`` when the bound is within float range (see the caller). An
+    inclusive integer bound that is not a double (|v| > 2**53, e.g. 9007199254740995) becomes the
+    nearest double on the inside: validators compare the parsed float of ``9007199254740995.0``
+    (9007199254740996.0) with the integer exactly, so the decimal bound alone would let it in."""
     if not exclusive:
+        if isinstance(v, int) and not isinstance(v, bool):
+            try:
+                f = float(v)
+            except OverflowError:
+                return _dec(v), False
+            if f != v and math.isfinite(f):
+                if (f > v and toward < 0) or (f < v and toward > 0):
+                    f = math.nextafter(f, toward)
+                return Decimal(repr(f)), False
         return _dec(v), False
     try:
         f = float(v)

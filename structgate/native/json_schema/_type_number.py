@@ -69,7 +69,15 @@ class NumberMixin:
             lo_d, lo_x = _exclusive_as_float(lo[0], lo[1], math.inf)
         if hi is not None:
             hi_d, hi_x = _exclusive_as_float(hi[0], hi[1], -math.inf)
-        return number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
+        rng = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
+        if any(b is not None and isinstance(b[0], int) and not isinstance(b[0], bool) and abs(b[0]) > 2 ** 53
+               for b in (lo, hi)):
+            # a bound beyond 2**53 was moved to a double for decimals (see _exclusive_as_float);
+            # integer literals are compared exactly by validators: keep them exact
+            ilo, ihi = _integer_bounds(lo, hi)
+            ints = integer_range(ilo, ihi)
+            return alt([x for x in (ints, rng) if x is not None])
+        return rng
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
