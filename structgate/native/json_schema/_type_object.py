@@ -324,6 +324,12 @@ class ObjectMixin:
         n = len(listed)
         what = "maxProperties" if pmax is not None else "minProperties"
         w = _ptr(where, what)
+        if extra is not None and pmin > n + 1:
+            # at most one extra member counts toward the minimum (see below): a minimum that needs
+            # two or more would give an empty or narrowed object language without saying so
+            raise UnsupportedFeatureError("minProperties", f"{pmin} properties need {pmin - n} keys beyond the "
+                                          f"{n} listed ones; an automaton cannot tell a repeated key "
+                                          '({"b": 2, "b": 3} is one property) from two', _ptr(where, "minProperties"))
         kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
         if extra is not None:
             kvs.append(extra)
@@ -343,27 +349,34 @@ class ObjectMixin:
         m = len(texts)
         sym_text = texts + [self.comma + x for x in texts]  # symbol j: first member; m + j: after a comma
         top = pmax if pmax is not None else max(pmin, 1)
-        req_from = [False] * (n + 1)  # a required listed member at index >= i
+        req_from = [False] * (n + 2)  # a required listed member at index >= i
         for i in range(n - 1, -1, -1):
             req_from[i] = req_from[i + 1] or listed[i][2]
-        index = {(0, 0): 0}
-        todo = [(0, 0)]
+        # state (next listed index | n + 1 after an extra member, members so far, members that
+        # count toward minProperties): extra keys may repeat each other ({"b": 2, "b": 3} is one
+        # property once parsed), so at most one extra member counts toward the minimum (an extra
+        # key is never a listed one); every member counts toward the maximum (sound: a repeated
+        # key only narrows)
+        index = {(0, 0, 0): 0}
+        todo = [(0, 0, 0)]
         delta, accept = [], []
         i = 0
         while i < len(todo):
-            at, k = todo[i]
+            at, k, km = todo[i]
             i += 1
             row = [-1] * (2 * m)
             k2 = k + 1 if pmax is not None else min(k + 1, top)
+            km2 = min(km + 1, pmin)
             if pmax is None or k + 1 <= pmax:
                 for j in range(at, n):
-                    self._count_step(row, index, todo, j + (0 if k == 0 else m), (j + 1, k2), w)
+                    self._count_step(row, index, todo, j + (0 if k == 0 else m), (j + 1, k2, km2), w)
                     if listed[j][2]:
                         break  # a required member cannot be skipped
-                if extra is not None and not req_from[at]:
-                    self._count_step(row, index, todo, n + (0 if k == 0 else m), (n, k2), w)
+                if extra is not None and not req_from[min(at, n)]:
+                    self._count_step(row, index, todo, n + (0 if k == 0 else m),
+                                     (n + 1, k2, km2 if at <= n else km), w)
             delta.append(row)
-            accept.append(not req_from[at] and k >= pmin)
+            accept.append(not req_from[min(at, n)] and km >= pmin)
         atoms = [((s, s),) for s in range(2 * m)]
         d = trim(CPDFA(atoms, delta, accept))
 
