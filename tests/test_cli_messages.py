@@ -138,3 +138,15 @@ def test_help_is_plain_text(argv, capsys):
     out = capsys.readouterr().out
     assert "``" not in out and ":mod:" not in out and ":func:" not in out
     assert "maskstep_cmd" not in out and "Other modules may add" not in out
+
+
+def test_extras_as_one_mapping(vocab):
+    """``get_backend(name, vocab, extra={...})``: the spelling the docs and limit messages use."""
+    b = get_backend("native", vocab, extra={"max_multiple_of": 5}, max_whitespace=2)
+    assert b.options.extra["max_multiple_of"] == 5 and b.options.max_whitespace == 2
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="max_multiple_off"):
+        get_backend("native", vocab, extra={"max_multiple_off": 5})
+    with pytest.raises(InvalidConstraintError, match="mapping"):
+        get_backend("native", vocab, extra=5)

@@ -69,6 +69,9 @@ def test_a_typed_unsupported_refusal_is_reported_and_skipped():
     assert not is_unsupported_refusal(500, json.dumps(refusal))
     assert not is_unsupported_refusal(400, json.dumps(_http_error("GrammarSyntaxError: bad regex")))
     assert not is_unsupported_refusal(400, "not json")
+    kind = _http_error("ConstraintKindError: backend 'example-choice' does not support constraint kind "
+                       "'json_schema'; it supports: choice")
+    assert is_unsupported_refusal(400, json.dumps(kind))
     req = {"name": "person", "kind": "json_schema", "path": "/v1/chat/completions", "body": {},
            "check": ("json_schema", OBJ)}
     res = send(_Client(_Response(400, refusal)), "http://x", req, "structgate-outlines-core", "m")

@@ -429,14 +429,16 @@ class Backend(ABC):
         Token bytes, EOS ids and logits width every mask is built for.
     **options
         Keyword overrides of :class:`CompileOptions`; other keys land in ``options.extra`` when
-        the backend declares them (``extra_options``, or its registry spec's ``options``).
+        the backend declares them (``extra_options``, or its registry spec's ``options``). The
+        extras may also be given as one mapping, ``extra={"max_product_states": 20_000}`` (the
+        spelling ``CompileOptions(extra=...)`` and the docs use); its keys are checked alike.
 
     Raises
     ------
     InvalidConstraintError
         An option name neither a :class:`CompileOptions` field nor a declared extra of this or
         another registered backend (with a did-you-mean; see
-        :func:`structgate.backends.registry.check_option_names`).
+        :func:`structgate.backends.registry.check_option_names`), or ``extra`` that is not a mapping.
     """
 
     name: ClassVar[str] = "?"
@@ -448,6 +450,16 @@ class Backend(ABC):
         from .registry import check_option_names
 
         self.vocab = vocab
+        if "extra" in options:
+            from collections.abc import Mapping
+
+            from ..errors import InvalidConstraintError
+
+            ex = options.pop("extra")
+            if not isinstance(ex, Mapping):
+                raise InvalidConstraintError(f"backend option extra must be a mapping of extra option names to "
+                                             f"values, got {type(ex).__name__}")
+            options = {**options, **ex}
         check_option_names(type(self), options)
         self.options = CompileOptions().updated(**options)
 

@@ -265,9 +265,12 @@ def _error_message(body: str) -> str:
 
 def is_unsupported_refusal(status_code: int, body: str) -> bool:
     """Whether an HTTP response is the backend's typed refusal of the constraint: a 400 whose error
-    message names :class:`~structgate.errors.UnsupportedFeatureError` (the structgate plugin puts the
-    error's class name into vLLM's 400 message). Other 400s (syntax errors, limits) are errors."""
-    return status_code == 400 and "UnsupportedFeatureError" in _error_message(body)
+    message names :class:`~structgate.errors.UnsupportedFeatureError` or
+    :class:`~structgate.errors.ConstraintKindError` (a backend without that constraint kind; the
+    structgate plugin puts the error's class name into vLLM's 400 message). Other 400s (syntax
+    errors, limits) are errors."""
+    msg = _error_message(body)
+    return status_code == 400 and ("UnsupportedFeatureError" in msg or "ConstraintKindError" in msg)
 
 
 def is_viable_prefix(check: tuple[str, Any], text: str) -> bool | None:
