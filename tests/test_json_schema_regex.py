@@ -768,3 +768,16 @@ def test_number_bounds_beyond_2_53_are_sound(schema):
         if float(t).is_integer() and "." not in t and "e" not in t:  # integer literals: exact
             assert got == val.is_valid(_json.loads(t)), t
     assert accepted
+
+
+@pytest.mark.parametrize("pattern", ["^[^]a]$", "^[]a]$", "x[]", "[^]"])
+def test_ecma_empty_and_any_classes_are_refused(pattern):
+    """``[]`` / ``[^]`` are the empty / any class in ECMA-262 but a literal ``]`` member in
+    Python's re (jsonschema's): the dialects disagree, so the pattern is a typed refusal naming it
+    (like ``{,n}``), never one reading silently (found by a new-user pass)."""
+    from structgate.errors import UnsupportedFeatureError
+    from structgate.native.json_schema import schema_to_regex
+
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_regex({"type": "string", "pattern": pattern})
+    assert "[^]" in str(e.value) and e.value.where == "/pattern"

@@ -326,9 +326,9 @@ class _Parser:
                 self.i += 1
                 break
             if c == "]" and first:
-                # ECMAScript: [] is the empty class, [^] any character
-                self.i += 1
-                break
+                # ECMAScript: [] is the empty class, [^] any character; Python's re (which validators
+                # such as jsonschema use) reads that ] as a literal member: refused, like {,n}
+                self.unsupported("character class [] / [^] (empty / any in ECMA-262, a literal ] in Python re)")
             first = False
             a_lo, a_up, a_single = self._class_atom()
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
