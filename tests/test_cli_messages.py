@@ -150,3 +150,12 @@ def test_extras_as_one_mapping(vocab):
         get_backend("native", vocab, extra={"max_multiple_off": 5})
     with pytest.raises(InvalidConstraintError, match="mapping"):
         get_backend("native", vocab, extra=5)
+
+
+@pytest.mark.parametrize("value", ["x", 1.5, None.__class__, True])
+def test_native_integer_options_are_checked_when_the_backend_is_made(value, vocab):
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="max_product_states"):
+        get_backend("native", vocab, max_product_states=value)
+    assert get_backend("native", vocab, max_product_states=20_000).options.extra["max_product_states"] == 20_000

@@ -214,8 +214,24 @@ class NativeBackend(Backend):
         | ({"grammar"} if _has_frontend("gbnf") else set())
         | ({"structural_tag"} if _has_frontend("structural_tag") else set()))
 
+    #: extras that must be integers (limits and sizes); checked when the backend is made
+    INT_EXTRAS = ("compile_cache_size", "inline_max_size", "row_budget_bytes", "max_regex_size", "regex_unroll_depth",
+                  "rule_inline_max_chars", "shared_inline_max_chars", "automaton_inline_max_chars",
+                  "max_automaton_rules", "max_multiple_of", "max_product_states")
+
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
+        for k in self.INT_EXTRAS:
+            v = self.options.extra.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                try:
+                    ok = not isinstance(v, bool) and float(v).is_integer()
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    from ..errors import InvalidConstraintError
+
+                    raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
         self.cache_size = int(self.options.extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
         self.inline_max_size = int(self.options.extra.get("inline_max_size", 4096))
         self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
