@@ -54,7 +54,7 @@ from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
 
 __all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CLASSES", "CALL", "RET",
-           "class_trie", "no_gc"]
+           "class_trie", "no_gc", "count_large_repeats"]
 
 CALL, RET = 6, 7
 TERMINATED = -1
@@ -146,6 +146,9 @@ class GrammarNFA:
         self.owner: list[int] = []
         self.rule_has_calls: list[bool] = []
         self.rule_classes: list[np.ndarray] = []
+        #: per rule: 1 when it is a counting rule of :func:`count_large_repeats` (its internal
+        #: frames do not count toward the recursion depth bound)
+        self.rule_counting: list[int] = []
 
 
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
@@ -269,8 +272,136 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int) -> Grammar:
     return g.check()
 
 
+COUNT_PREFIX = "__count"
+
+
+def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = 32) -> tuple[Grammar, set[str]]:
+    """A grammar where every large counted repeat ``x{m,n}`` (``max(m, n) >= min_count`` and
+    ``size(x) * max(m, n) > min_expand``, ``x`` not nullable) is a binary counter of called rules
+    instead of ``n`` copies of ``x``: ``E_k = E_(k-1) E_(k-1)`` (exactly ``2**k`` copies),
+    ``F_k = (E_(k-1) | ε) F_(k-1)`` (0 to ``2**k - 1``), and ``x{m,n} = x{m} x{0,n-m}`` from the bits
+    of ``m`` and ``n - m`` — O(log n) rules and NFA states instead of O(n), the same language, and a
+    parse of any count is unique (so a configuration holds O(log² n) items). ``x{m,}`` becomes
+    ``x{m} x*``. The pushdown matcher then counts on its stack: a string with ``maxLength:
+    1000000`` compiles in microseconds and exactly (what llguidance's derivative-based lexer does
+    with its counted repeats, by other means).
+
+    Returns
+    -------
+    (grammar, counting rule names)
+        ``grammar`` itself and an empty set when nothing is rewritten. The counting rules are
+        :attr:`Grammar.keep_calls` (never inlined back); their internal frames (up to 2·log2 n)
+        do not count toward the recursion depth bound: a counted repeat costs the one level of the
+        call into it, like any rule call, whatever its count.
+    """
+    rules = grammar.rules
+    null: list = []
+    new: dict[str, Expr] = {}
+    tags: dict[int, str] = {}
+    pins: list = []
+    taken = set(rules)
+    EMPTY = Concat(())
+
+    def tag(item) -> str:
+        t = tags.get(id(item))
+        if t is None:
+            i = len(tags)
+            while any(n.startswith(f"{COUNT_PREFIX}{i}_") for n in taken):
+                i += 1
+            t = tags[id(item)] = f"{COUNT_PREFIX}{i}"
+            pins.append(item)
+        return t
+
+    def exact(item, k: int):  # x{2**k}
+        if k == 0:
+            return item
+        nm = f"{tag(item)}_e{k}"
+        if nm not in new:
+            sub = exact(item, k - 1)
+            new[nm] = Concat((sub, sub))
+        return Ref(nm)
+
+    def below(item, k: int):  # x{0, 2**k - 1}
+        if k == 0:
+            return EMPTY
+        if k == 1:
+            return Repeat(item, 0, 1)
+        nm = f"{tag(item)}_f{k}"
+        if nm not in new:
+            new[nm] = Concat((Alt((exact(item, k - 1), EMPTY)), below(item, k - 1)))
+        return Ref(nm)
+
+    def upto(item, r: int):  # x{0, r}
+        if r <= 1:
+            return EMPTY if r == 0 else Repeat(item, 0, 1)
+        k = r.bit_length() - 1
+        if r == (1 << (k + 1)) - 1:
+            return below(item, k + 1)
+        return Alt((below(item, k), Concat((exact(item, k), upto(item, r - (1 << k))))))
+
+    def fixed(item, m: int):  # x{m}
+        return [exact(item, k) for k in range(m.bit_length() - 1, -1, -1) if m >> k & 1]
+
+    size_memo: dict = {}
+
+    def replace(nd: Repeat):
+        count = max(nd.min, nd.max if nd.max is not None else 0)
+        if count < min_count or _size(nd.item, size_memo) * count <= min_expand:
+            return nd
+        if not null:
+            null.append(grammar.nullable_rules())
+        from .ir import _nullable
+
+        if _nullable(nd.item, null[0]):
+            return nd
+        parts = fixed(nd.item, nd.min)
+        parts.append(Repeat(nd.item, 0, None) if nd.max is None else upto(nd.item, nd.max - nd.min))
+        parts = [p for p in parts if not (isinstance(p, Concat) and not p.items)]
+        return parts[0] if len(parts) == 1 else Concat(tuple(parts))
+
+    done: dict[int, Expr] = {}
+
+    def rewrite(node):
+        stack = [(node, False)]
+        out: list = []
+        while stack:
+            nd, fin = stack.pop()
+            k = id(nd)
+            if not fin:
+                if k in done:
+                    out.append(done[k])
+                elif isinstance(nd, (Concat, Alt, Repeat)):
+                    stack.append((nd, True))
+                    kids = (nd.item,) if isinstance(nd, Repeat) else nd.items
+                    stack.extend((x, False) for x in reversed(kids))
+                else:
+                    out.append(nd)
+                continue
+            if isinstance(nd, Repeat):
+                item = out.pop()
+                r = replace(nd if item is nd.item else Repeat(item, nd.min, nd.max))
+            else:
+                c = len(nd.items)
+                items = tuple(out[len(out) - c:])
+                del out[len(out) - c:]
+                r = nd if all(a is b for a, b in zip(items, nd.items)) else type(nd)(items)
+            done[k] = r
+            out.append(r)
+        return out[0]
+
+    new_rules = {r: rewrite(rules[r]) if r in rules else None for r in grammar.reachable()}
+    if not new:
+        return grammar, set()
+    full = dict(rules)
+    full.update((r, b) for r, b in new_rules.items() if b is not None)
+    full.update(new)
+    g = Grammar(full, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
+                set(grammar.keep_calls) | set(new))
+    return g, set(new)
+
+
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
-                      max_nfa_states: int = 2_000_000) -> GrammarNFA:
+                      max_nfa_states: int = 2_000_000, count_repeats_over: int = 512) -> GrammarNFA:
     """Compile every reachable rule of ``grammar`` into one NFA with ``CALL``/``RET`` states.
 
     Parameters
@@ -283,6 +414,10 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         A rule referenced once is always inlined.
     max_nfa_states : int
         Cap on NFA states.
+    count_repeats_over : int
+        A counted repeat whose expansion would exceed this many NFA states (and that repeats 32
+        times or more) is matched by a binary counter of called rules
+        (:func:`count_large_repeats`); ``0`` expands every repeat.
 
     Raises
     ------
@@ -291,6 +426,9 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     GrammarSyntaxError
         An anchor (``^``/``$``) inside a grammar rule.
     """
+    counting: set[str] = set()
+    if count_repeats_over > 0:
+        grammar, counting = count_large_repeats(grammar, count_repeats_over)
     grammar = share_repeated_subtrees(grammar, inline_max_size)
     check_size(grammar, max_nfa_states)
     g = GrammarNFA()
@@ -348,6 +486,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             index[r] = len(g.rule_names)
             g.rule_names.append(r)
     g.rule_start = [-1] * len(g.rule_names)
+    g.rule_counting = [1 if r in counting else 0 for r in g.rule_names]
     call_memo: dict[tuple[int, int], int] = {}
     byte = nfa.byte
 
@@ -726,10 +865,7 @@ class PushdownIndex:
         self.byte_classes = bc
         self._bc_list = [int(c) for c in bc]
         self.n_classes = W = int(bc.max()) + 1
-        # class interval of every BYTE state
-        cl = self._bc_list
-        self._clo = [cl[nfa.lo[s]] if nfa.kind[s] == BYTE else -1 for s in range(len(nfa))]
-        self._chi = [cl[nfa.hi[s]] if nfa.kind[s] == BYTE else -1 for s in range(len(nfa))]
+        self._hi = nfa.hi  # a BYTE state's class interval: bc[lo[s]]..bc[hi[s]] (read in _compute_row)
         # stacks
         self._stk_ret: list[int] = [-1]
         self._stk_parent: list[int] = [0]
@@ -762,6 +898,11 @@ class PushdownIndex:
         self._rule_tries: dict[int, _ClassTrie | None] = {}
         self._dirty: dict[int, int] = {}
         self._owner = np.asarray(gnfa.owner + [0], dtype=np.int64) if gnfa.owner else None
+        # return states inside counting rules: their frames are free of the depth bound
+        self._free_ret = None
+        if any(getattr(gnfa, "rule_counting", ())) and gnfa.owner:
+            rc = gnfa.rule_counting
+            self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(N + 1 - len(gnfa.owner))
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
         self._bc_np = bc.astype(np.int64)
@@ -812,7 +953,8 @@ class PushdownIndex:
     def _push(self, ret: int, parent: int) -> int:
         k = self._stk_ids.get((ret, parent))
         if k is None:
-            d = self._stk_depth[parent] + 1
+            d = self._stk_depth[parent] + (0 if self._free_ret is not None and ret >= 0
+                                           and self._free_ret[ret] else 1)
             if d > self.max_depth:
                 return -1
             k = len(self._stk_ret)
@@ -908,7 +1050,7 @@ class PushdownIndex:
         """Fill ``table[c]`` (every class) with the configurations reached by one byte."""
         items = self._cfg_keys[c]
         N = self._N
-        clo, chi, out = self._clo, self._chi, self._out
+        cl, lo, hi, out = self._bc_list, self._lo, self._hi, self._out
         W = self.n_classes
         row = np.zeros(W, dtype=np.int64)
         iv = []
@@ -916,7 +1058,7 @@ class PushdownIndex:
             leaf = it % N
             if leaf == self._ACCEPT or it < 0:
                 continue
-            iv.append((clo[leaf], chi[leaf], it))
+            iv.append((cl[lo[leaf]], cl[hi[leaf]], it))
         if iv:
             iv.sort()
             pts = sorted({a for a, _, _ in iv} | {b + 1 for _, b, _ in iv})
@@ -1107,6 +1249,7 @@ class PushdownIndex:
                                 "every cached row is in use")
 
     _pinned: frozenset = frozenset()
+    _free_ret: bytearray | None = None
 
     # -- stack-relative masks (the context-independent / context-dependent split) ---------------------
     def _vbase(self, depth: int) -> int:
@@ -1292,7 +1435,14 @@ class PushdownIndex:
         groups: dict[int, list[int]] = {}
         for it in items:
             groups.setdefault(it // N if it >= 0 else 0, []).append(it)
-        if len(groups) > 1:
+        fr = self._free_ret
+        if fr is not None and any(k and fr[self._stk_ret[k]] for k in groups if self._stk_ret[k] >= 0):
+            # inside a binary counter (count_large_repeats): its frames hold one item each, so the
+            # split below would walk a group per counter frame; one direct walk is the same row
+            nodes, _cfgs = self._walk(state)
+            row = self._allowed_row(self._trie, nodes, self._token_cnode)
+            self._clear_eos(row)
+        elif len(groups) > 1:
             row = np.zeros(self.width, dtype=np.int32)
             for k, its in groups.items():
                 sub = self._intern(frozenset(its))
