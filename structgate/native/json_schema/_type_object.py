@@ -224,6 +224,8 @@ class ObjectMixin:
         comma = self.comma
         kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
         n = len(listed)
+        if self.grammar and n:
+            return self._members_linear(kvs, [req for _, _, req in listed], extra, where)
         # N[i]: non-empty comma-joined subsequences of members i.. (declared order) that contain
         # every required member. Linear size: N_i = (?:(?:kv_i,)?N_{i+1}|kv_i) for optional i with
         # no required member after it; kv_i(?:,N_{i+1})? / kv_i,N_{i+1} for required i;
@@ -257,6 +259,44 @@ class ObjectMixin:
             return rf"\{{{ws}(?:{nxt}{ws})?\}}"
         return rf"\{{{ws}{nxt}{ws}\}}"
 
+
+    def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
+        """Grammar mode: the members of an object, listed ones in declared order (each optional one
+        may be left out), then any number of ``extra`` members. Two families, one text each:
+        ``A_i`` = what may follow once a member was written (``(?:,kv_i)?A_(i+1)``, or ``,kv_i
+        A_(i+1)`` for a required ``i``) and ``F_i`` = the first member from ``i`` on
+        (``kv_i A_(i+1) | F_(i+1)``). A member and an ``A_i`` longer than 256 characters become
+        rules, so each is written once and, as both places it appears continue the same way
+        (``A_(i+1)``), its automaton is built once: linear in the members and in the nesting
+        depth (writing ``kv_i`` twice per object doubles nested values at every level).
+
+        Returns the object's regex text, ``{`` to ``}``."""
+        comma, ws = self.comma, self.ws
+        base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", f"obj:{where.lstrip('/') or 'root'}".replace("~", "_"))
+
+        def named(text: str, tag: str) -> str:
+            if len(text) <= 256:
+                return text
+            name, k = f"{base}.{tag}", 1
+            while name in self.rules:
+                k += 1
+                name = f"{base}.{tag}.{k}"
+            self.rules[name] = text
+            self.rule_where[name] = where or "#"
+            return f"(?&{name})"
+
+        n = len(kvs)
+        kv = [named(t, f"m{i}") for i, t in enumerate(kvs)]
+        a = f"(?:{comma}{extra})*" if extra is not None else ""  # A_n
+        f = f"{extra}{a}" if extra is not None else None  # F_n (None: nothing can come first)
+        for i in range(n - 1, -1, -1):
+            ai1 = named(a, f"a{i + 1}") if a else ""
+            first = f"{kv[i]}{ai1}"
+            f = first if req[i] or f is None else f"(?:{first}|{f})"
+            a = f"{comma}{kv[i]}{ai1}" if req[i] else f"(?:{comma}{kv[i]})?{ai1}"
+        if any(req):
+            return rf"\{{{ws}{f}{ws}\}}"
+        return rf"\{{{ws}(?:{f}{ws})?\}}"
 
     # -- exact counts and key languages (product automata) ---------------------------------------
     def _key_automaton(self, s, where):
