@@ -50,5 +50,75 @@ FORMAT_REGEX = {
 #: default; the JSTS "only an annotation by default" tests): asserting them is what users of
 #: constrained decoding and the MaskBench labels expect (llguidance and XGrammar assert them too)
 LENIENT_ANNOTATIONS = frozenset({"uri", "uri-reference", "hostname"})
-#: decoded length range of each format's strings (to drop a length bound the format already meets)
-FORMAT_LENGTH = {"date": (10, 10), "uuid": (36, 36), "ipv4": (7, 15)}
+#: decoded length range (shortest, longest; None = unbounded) of each format's strings, read off
+#: the regexes above (time: ``hh:mm:ss`` + ``Z`` = 9 up to ``.`` + 9 fraction digits + ``+hh:mm`` = 24;
+#: date-time = date + ``T`` + time; email: ``a@b.c``; uri: ``a:``; checked against each format's
+#: automaton in tests/test_native_format_length.py). A ``minLength``/``maxLength`` the range already
+#: meets is dropped (exact); other bounds are intersected (``_type_string.StringMixin.string``)
+FORMAT_LENGTH = {"date": (10, 10), "time": (9, 24), "date-time": (20, 35), "uuid": (36, 36), "ipv4": (7, 15),
+                 "email": (5, None), "uri": (2, None), "uri-reference": (0, None), "hostname": (1, None)}
+
+
+def format_length_implied(fmt: str, lmin: int, lmax: int | None) -> bool:
+    """Whether every string of ``fmt`` has ``lmin``..``lmax`` code points (``lmax=None``: no maximum)."""
+    lo, hi = FORMAT_LENGTH[fmt]
+    return lmin <= lo and (lmax is None or (hi is not None and hi <= lmax))
+
+
+# -- sound subsets of email / hostname under a maxLength too large for the exact product -----------
+#: RFC 5321 §4.5.3.1.1: a local part has at most 64 octets (ASCII: code points)
+EMAIL_LOCAL_MAX = 64
+#: RFC 1035 §2.3.4: a label has at most 63 octets
+LABEL_MAX = 63
+#: most labels a subset allows (its automaton grows with every label, ~2 states per character)
+SUBSET_MAX_LABELS = 16
+#: labels a subset makes room for before it lengthens them (``www.example.co.uk`` has 4)
+_SUBSET_PREFERRED_LABELS = 4
+#: the dot-atom local part of ``email`` (its product with a length counter is exact)
+EMAIL_LOCAL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
+
+
+def label_regex(b: int) -> str:
+    """One host-name label of 1..``b`` letters, digits and inner hyphens (``label_regex(63)`` is the
+    label of ``email`` and ``hostname``)."""
+    return "[A-Za-z0-9]" if b <= 1 else rf"[A-Za-z0-9](?:[A-Za-z0-9-]{{0,{b - 2}}}[A-Za-z0-9])?"
+
+
+def _labels_shape(budget: int, min_labels: int) -> tuple[int, int]:
+    """(most labels K, most characters per label b) with ``K*(b+1) <= budget`` (K labels and the K-1
+    dots between them fit ``budget - 1``): room for :data:`_SUBSET_PREFERRED_LABELS` labels first,
+    then labels as long as possible (at most :data:`LABEL_MAX`), then as many as fit (at most
+    :data:`SUBSET_MAX_LABELS`). ``budget >= 2 * min_labels``."""
+    b = min(LABEL_MAX, budget // _SUBSET_PREFERRED_LABELS - 1)
+    if b < 1:
+        b = max(1, budget // min_labels - 1)
+    return min(SUBSET_MAX_LABELS, budget // (b + 1)), b
+
+
+def hostname_subset(lmax: int) -> str | None:
+    """A sound subset of ``hostname`` whose strings have at most ``lmax`` code points: 1..K labels of
+    1..b characters with ``K*(b+1) - 1 <= lmax`` (:func:`_labels_shape`); every host name of at most
+    K labels of at most b characters is in it. None when ``lmax < 1``."""
+    if lmax < 1:
+        return None
+    k, b = _labels_shape(lmax + 1, 1)
+    lab = label_regex(b)
+    return lab if k == 1 else rf"{lab}(?:\.{lab}){{0,{k - 1}}}"
+
+
+def email_subset_shape(lmax: int) -> tuple[int, int, int] | None:
+    """(local-part length a, domain labels K, label length b) of the sound ``email`` subset for
+    ``maxLength`` ``lmax``: a dot-atom of 1..a characters, ``@``, 2..K labels of 1..b characters,
+    with ``a + 1 + K*b + (K-1) <= lmax``. ``a`` = a quarter of ``lmax`` up to the RFC 5321 limit
+    of 64, the rest to the domain (:func:`_labels_shape`). None when ``lmax < 5`` (``a@b.c``)."""
+    if lmax < 5:
+        return None
+    a = min(EMAIL_LOCAL_MAX, max(1, lmax // 4))
+    k, b = _labels_shape(lmax - a, 2)
+    return a, k, b
+
+
+def email_domain_subset(k: int, b: int) -> str:
+    """2..``k`` labels of 1..``b`` characters, dot-separated (the domain of :func:`email_subset_shape`)."""
+    lab = label_regex(b)
+    return rf"{lab}(?:\.{lab}){{1,{k - 1}}}"

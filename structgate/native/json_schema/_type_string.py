@@ -3,12 +3,15 @@ excluded by a folded ``not``; canonical keys that are not one of a list of names
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
-from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._automata import from_ast, length_dfa, product, trim
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ..regex.parser import parse_regex
+from ._automata import complement, from_ast, length_dfa, literals_ast, matches, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
 from ._common import _NOT_STR, _is_num, _ptr
-from ._formats import FORMAT_LENGTH
+from ._formats import (EMAIL_LOCAL, FORMAT_LENGTH, email_domain_subset, email_subset_shape, format_length_implied,
+                       hostname_subset)
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 
@@ -29,14 +32,22 @@ class StringMixin:
         if lmax is not None and lmin > lmax:
             return None
         length = None if (lmin == 0 and lmax is None) else (lmin, lmax)
+        fmt = schema.get("format")
+        if not (isinstance(fmt, str) and fmt in self.formats):
+            fmt = None  # not asserted: an annotation (unknown, or lenient)
         if schema.get(_NOT_STR):
             if length is not None or "pattern" in schema:
                 raise UnsupportedFeatureError("not", "not enum of strings together with a length bound or "
                                               "pattern", _ptr(where, "not"))
+            if fmt is not None:
+                return self._format_not_in(fmt, schema[_NOT_STR], _ptr(where, "not"))
             return _key_not_in(schema[_NOT_STR])
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
+            if fmt is not None:
+                body = self._pattern_with_format(schema["pattern"], branches, fmt, lmin, lmax, w)
+                return None if body is None else f'"{body}"'
             try:
                 body = pattern_body_regex(branches, length, w)
             except UnsupportedFeatureError as e:
@@ -44,12 +55,11 @@ class StringMixin:
                     raise
                 body = self._pattern_with_length(schema["pattern"], branches, lmin, lmax, w)
             return None if body is None else f'"{body}"'
-        fmt = schema.get("format")
-        if isinstance(fmt, str) and fmt in self.formats:
-            flen = FORMAT_LENGTH.get(fmt)
-            if length is None or (flen and lmin <= flen[0] and (lmax is None or flen[1] <= lmax)):
+        if fmt is not None:
+            if length is None or format_length_implied(fmt, lmin, lmax):
                 return f'"{self.formats[fmt]}"'
-            # format is an annotation in 2020-12: with a length bound we cannot intersect, drop it
+            body = self._format_with_length(fmt, lmin, lmax, _ptr(where, "format"))
+            return None if body is None else f'"{body}"'
         char = json_char_regex(ANY)
         if length is None:
             return STRING
@@ -62,6 +72,101 @@ class StringMixin:
         if lmax == 0:
             return '""'
         return f'"(?:{char}){q}"'
+
+    def _format_with_length(self, fmt: str, lmin: int, lmax: int | None, where: str) -> str | None:
+        """String bodies of ``format`` ``fmt`` with ``lmin``..``lmax`` code points, ``where`` = the
+        ``format`` keyword's pointer (the bound is not implied by :data:`._formats.FORMAT_LENGTH`).
+
+        Exact where it fits: the product of the format regex's code-point automaton with a counter
+        (as :meth:`_pattern_with_length`; bounded by ``max_product_states``, written inline or as
+        at most ``max_automaton_rules`` rules), in canonical spelling like the unbounded format.
+        Beyond those limits, ``email`` and ``hostname`` with ``minLength`` at most their shortest
+        string (5, 1) become a documented **sound subset** whose longest string meets ``maxLength``
+        (:meth:`_format_length_subset`); any other format or bound re-raises the
+        :class:`~structgate.errors.CompileLimitError` (its hint names ``format`` and ``where``):
+        the format is never dropped."""
+        key = ("format-length", fmt, lmin, lmax)
+        if key in self._dfa_texts:
+            return self._dfa_texts[key]
+        what = f"format {fmt!r} with minLength/maxLength"
+        cap = self.max_product_states
+        try:
+            d = from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where)
+            d = trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where))
+            out = self._emit_dfa(d, _canonical_char, what, where)
+        except CompileLimitError:
+            if lmax is None or fmt not in ("email", "hostname") or lmin > FORMAT_LENGTH[fmt][0]:
+                raise
+            out = self._format_length_subset(fmt, lmax, where)
+        self._dfa_texts[key] = out
+        return out
+
+    def _format_length_subset(self, fmt: str, lmax: int, where: str) -> str | None:
+        """The sound subset of ``email`` / ``hostname`` under ``maxLength`` ``lmax`` (used when the
+        exact product is over the limits; ``minLength`` is at most the format's shortest string):
+
+        * ``hostname``: 1..K labels of 1..b characters, ``K*(b+1) - 1 <= lmax``
+          (:func:`._formats.hostname_subset`; 255 → 4 labels of 63);
+        * ``email``: a dot-atom local part of 1..a characters (exact: its product with a counter),
+          ``@``, 2..K labels of 1..b characters, ``a + K*(b+1) <= lmax``
+          (:func:`._formats.email_subset_shape`; 1024 → a = 64, 15 labels of 63; 255 → a = 63,
+          4 labels of 47).
+
+        Every string has at most ``lmax`` code points and is in the format, so every accepted
+        instance is valid; valid instances with more labels, longer labels or a longer local part
+        (that still fit ``lmax``) are not generated."""
+        if fmt == "hostname":
+            return hostname_subset(lmax)
+        shape = email_subset_shape(lmax)
+        if shape is None:
+            return None
+        a, k, b = shape
+        what, cap = "format 'email' local part with maxLength", self.max_product_states
+        d = from_ast(_format_ast(EMAIL_LOCAL), max_states=cap, what=what, where=where)
+        local = self._emit_dfa(trim(product(d, length_dfa(1, a), max_states=cap, what=what, where=where)),
+                               _canonical_char, what, where)
+        return f"(?:{local})@{email_domain_subset(k, b)}"
+
+    def _format_not_in(self, fmt: str, names: list[str], where: str) -> str | None:
+        """JSON strings (quotes included) of ``format`` ``fmt`` whose value is not in ``names`` (a
+        folded ``not`` of string ``enum``/``const``): exact, the format's automaton times the
+        complement of the names', in canonical spelling (as :func:`_key_not_in`); names outside the
+        format are left out (none left: the format's own regex). Bounded like every product (the
+        ``email`` automaton alone has 252 states: with a name in it, more than the default
+        ``max_automaton_rules`` in ``schema_to_grammar``, a typed CompileLimitError)."""
+        key = ("format-not-in", fmt, tuple(names))
+        if key not in self._dfa_texts:
+            what, cap = f"format {fmt!r} with not", self.max_product_states
+            d = from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where)
+            names = [n for n in names if matches(d, n)]  # the others the format excludes already
+            if not names:
+                self._dfa_texts[key] = self.formats[fmt]
+            else:
+                d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=where)),
+                            max_states=cap, what=what, where=where)
+                self._dfa_texts[key] = self._emit_dfa(trim(d), _canonical_char, what, where)
+        body = self._dfa_texts[key]
+        return None if body is None else f'"{body}"'
+
+    def _pattern_with_format(self, pattern: str, branches, fmt: str, lmin: int, lmax: int | None,
+                             where: str) -> str | None:
+        """String bodies matching both ``pattern`` and ``format`` ``fmt`` (and ``lmin``..``lmax``
+        code points unless the format implies them): exact, the product of the two code-point
+        automata (and a counter), canonical spelling; over ``max_product_states`` /
+        ``max_automaton_rules``, :class:`~structgate.errors.CompileLimitError` naming both keywords
+        (``where`` = the ``pattern`` pointer)."""
+        key = ("pattern-format", pattern, fmt, lmin, lmax)
+        if key in self._dfa_texts:
+            return self._dfa_texts[key]
+        what, cap = f"pattern with format {fmt!r}", self.max_product_states
+        d = from_ast(pattern_ast(branches), max_states=cap, what=what, where=where)
+        d = product(d, from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where),
+                    max_states=cap, what=what, where=where)
+        if not format_length_implied(fmt, lmin, lmax):
+            d = product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where)
+        out = self._emit_dfa(trim(d), _canonical_char, what, where)
+        self._dfa_texts[key] = out
+        return out
 
     def _pattern_with_length(self, pattern: str, branches, lmin: int, lmax: int | None, where: str) -> str | None:
         """String bodies whose decoded value matches ``pattern`` and has ``lmin``..``lmax`` code
@@ -77,6 +182,19 @@ class StringMixin:
         out = self._emit_dfa(d, json_char_regex, what, where)
         self._dfa_texts[key] = out
         return out
+
+
+@lru_cache(maxsize=None)
+def _format_ast(regex: str):
+    """Code-point AST of a :data:`._formats.FORMAT_REGEX` text (Python ``re`` spelling, which the
+    engine's regex parser reads: classes, ``(?:..)``, ``{m,n}``, escaped ``.`` and ``-``)."""
+    return parse_regex(regex)
+
+
+def _canonical_char(cs):
+    """One code point of ``cs`` in its canonical JSON spelling (every format character is printable
+    ASCII other than ``"`` and ``\\``: written plainly, as the unbounded format regexes are)."""
+    return json_char_regex(cs, escapes=False)
 
 
 def _key_not_in(names: list[str]) -> str:
