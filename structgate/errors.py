@@ -35,6 +35,18 @@ class StructgateError(Exception):
     #: short machine-readable kind, used in benchmark reports and JSON output
     kind: str = "error"
 
+    def __reduce__(self):
+        # picklable whatever the subclass's __init__ takes (errors cross process boundaries: the
+        # native backend's compile processes, vLLM's engine-core -> API-server messages)
+        return (_rebuild_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild_error(cls, args, state):
+    e = cls.__new__(cls)
+    Exception.__init__(e, *args)
+    e.__dict__.update(state)
+    return e
+
 
 class GrammarSyntaxError(StructgateError, ValueError):
     """A regex / grammar / schema text that does not parse.

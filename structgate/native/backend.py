@@ -197,7 +197,10 @@ class NativeBackend(Backend):
         :class:`~structgate.backends.interface.CompileOptions` fields; also
         ``compile_cache_size`` (int, compiled grammars kept, LRU; 0 disables the cache),
         ``inline_max_size`` (int, size up to which a shared non-recursive rule is inlined),
-        ``row_budget_bytes`` (int, cached mask rows kept per grammar, bytes; -1 unlimited).
+        ``row_budget_bytes`` (int, cached mask rows kept per grammar, bytes; -1 unlimited),
+        ``compile_processes`` (int, default ``$STRUCTGATE_COMPILE_PROCESSES`` or 0: that many worker
+        processes build grammars and their NFAs, so a long compile neither holds this process's GIL
+        nor outlives ``compile_timeout_s``; see :class:`CompilePool`).
 
     Notes
     -----
@@ -215,7 +218,7 @@ class NativeBackend(Backend):
         | ({"structural_tag"} if _has_frontend("structural_tag") else set()))
 
     #: extras that must be integers (limits and sizes); checked when the backend is made
-    INT_EXTRAS = ("compile_cache_size", "inline_max_size", "row_budget_bytes", "max_regex_size", "regex_unroll_depth",
+    INT_EXTRAS = ("compile_cache_size", "inline_max_size", "compile_processes", "row_budget_bytes", "max_regex_size", "regex_unroll_depth",
                   "rule_inline_max_chars", "shared_inline_max_chars", "automaton_inline_max_chars",
                   "max_automaton_rules", "max_multiple_of", "max_product_states")
 
@@ -235,6 +238,25 @@ class NativeBackend(Backend):
         self.cache_size = int(self.options.extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
         self.inline_max_size = int(self.options.extra.get("inline_max_size", 4096))
         self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
+        cp = self.options.extra.get("compile_processes")
+        if cp is None:
+            import os
+
+            cp = os.environ.get(ENV_COMPILE_PROCESSES, "0") or "0"
+        try:
+            self.compile_processes = int(cp)
+        except (TypeError, ValueError):
+            from ..errors import InvalidConstraintError
+
+            raise InvalidConstraintError(f"native option 'compile_processes' (or ${ENV_COMPILE_PROCESSES}) must "
+                                         f"be an integer, got {cp!r}") from None
+        if not 0 <= self.compile_processes <= MAX_COMPILE_PROCESSES:
+            from ..errors import InvalidConstraintError
+
+            raise InvalidConstraintError(f"native option 'compile_processes' must be 0 (compile in this process) "
+                                         f"to {MAX_COMPILE_PROCESSES}, got {self.compile_processes}")
+        if self.compile_processes > 0:
+            CompilePool.get(self.compile_processes).warm()  # workers start now, not at the first compile
         self._cache: "OrderedDict[str, NativeCompiledGrammar]" = OrderedDict()
         self._lock = threading.Lock()
         # per-vocabulary preprocessing, once per process (as XGrammar's TokenizerInfo): the token
@@ -346,18 +368,29 @@ class NativeBackend(Backend):
         lim = self.options.compile_timeout_s
         deadline = t0 + lim if lim and lim > 0 else None
         try:
-            grammar = self.to_grammar(constraint)
-            self._check_deadline(t0)
-            root = grammar.rules[grammar.root]
-            from .ir import has_anchor
+            gnfa = grammar = None
+            if self.compile_processes > 0:
+                # grammar IR and NFA in a worker process (this process's GIL stays free); the
+                # eager-DFA case (anchors inside a regex) comes back as None and is built here
+                gnfa, waited = CompilePool.get(self.compile_processes).build(
+                    constraint, self.options, self.inline_max_size, self.supported_kinds, deadline)
+                t0 += waited  # a worker's start is not charged to the compile
+                deadline = None if deadline is None else deadline + waited
+            if gnfa is None:
+                grammar = self.to_grammar(constraint)
+                self._check_deadline(t0)
+                root = grammar.rules[grammar.root]
+                from .ir import has_anchor
 
-            if len(grammar.rules) == 1 and has_anchor(root):
-                # zero-width assertions inside the pattern: the eager DFA implements them
-                g = self._compile_eager(constraint, grammar, deadline, t0)
-                return self._remember(key, g)
-            from .pushdown import PushdownIndex, build_grammar_nfa
+                if len(grammar.rules) == 1 and has_anchor(root):
+                    # zero-width assertions inside the pattern: the eager DFA implements them
+                    g = self._compile_eager(constraint, grammar, deadline, t0)
+                    return self._remember(key, g)
+                from .pushdown import build_grammar_nfa
 
-            gnfa = build_grammar_nfa(grammar, inline_max_size=self.inline_max_size)
+                gnfa = build_grammar_nfa(grammar, inline_max_size=self.inline_max_size)
+            from .pushdown import PushdownIndex
+
             self._check_deadline(t0)
             index = PushdownIndex(gnfa, self.vocab, max_depth=self.options.max_recursion_depth,
                                   max_states=max(self.options.max_dfa_states, 2),
@@ -447,3 +480,150 @@ def _nesting_limit() -> CompileLimitError:
     return CompileLimitError("nesting_depth", f"> {sys.getrecursionlimit()} frames", sys.getrecursionlimit(),
                              "the constraint is nested too deeply (schema nesting, anyOf chains, or number "
                              "bounds with hundreds of digits); simplify it")
+
+
+ENV_COMPILE_PROCESSES = "STRUCTGATE_COMPILE_PROCESSES"
+#: upper bound of ``compile_processes`` (each worker is a Python process of ~100 MB)
+MAX_COMPILE_PROCESSES = 32
+
+
+class _Frontend:
+    """The vocabulary-free half of :class:`NativeBackend` (constraint → grammar IR), for workers."""
+
+    def __init__(self, options: CompileOptions, kinds: frozenset) -> None:
+        self.options = options
+        self.supported_kinds = kinds
+
+    to_grammar = NativeBackend.to_grammar
+    _v1_options = NativeBackend._v1_options
+    _regex_grammar = staticmethod(NativeBackend._regex_grammar)
+
+
+def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset):
+    """Worker side of :class:`CompilePool`: the grammar NFA of ``constraint``, or None when the
+    eager-DFA path applies (anchors inside a regex: built by the caller). Typed errors are raised
+    as in-process (they pickle, :class:`~structgate.errors.StructgateError`)."""
+    from .ir import has_anchor
+    from .pushdown import build_grammar_nfa, no_gc
+
+    with no_gc():
+        try:
+            grammar = _Frontend(options, kinds).to_grammar(constraint)
+            if len(grammar.rules) == 1 and has_anchor(grammar.rules[grammar.root]):
+                return None
+            return build_grammar_nfa(grammar, inline_max_size=inline_max_size)
+        except RecursionError:
+            raise _nesting_limit() from None
+
+
+def _warm_worker() -> None:
+    import structgate.native.json_schema  # noqa: F401  (imports and tables before the first job)
+    import structgate.native.pushdown  # noqa: F401
+
+
+class CompilePool:
+    """Worker processes that build grammars (constraint → grammar IR → grammar NFA) for the native
+    backend, one pool per process and size (``compile_processes``).
+
+    Why: the engine core of vLLM is one Python process; a compile in a thread there holds the GIL
+    for its whole length in pure Python, so every running request's step waits (issue 15's stall).
+    In a worker the compile runs on another core and only the NFA (flat integer lists) is pickled
+    back; the token index, which needs the vocabulary's trie, is built in the caller (a few ms).
+    ``compile_timeout_s`` is enforced preemptively: a compile past its deadline has its workers
+    terminated (the pool is rebuilt on the next compile) and raises
+    ``CompileLimitError("compile_timeout_s")``; a worker that dies (memory) raises
+    ``CompileLimitError("compile_process")``. Workers are started with ``spawn`` (no fork of a
+    multi-threaded engine) and import the compiler once (:func:`_warm_worker`).
+    """
+
+    _pools: dict[int, "CompilePool"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, n: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.n = n
+        self._ready: list = []
+        self._ex = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_warm_worker)
+
+    def warm(self) -> None:
+        """Start the workers (asynchronously: one no-op job each)."""
+        try:
+            if not self._ready:
+                self._ready = [self._ex.submit(_warm_worker) for _ in range(self.n)]
+        except RuntimeError:  # shut down meanwhile
+            pass
+
+    def _wait_ready(self) -> float:
+        """Wait (at most 60 s) for the workers' start; returns the seconds waited (a worker's start,
+        ~1 s, is not charged to a compile's ``compile_timeout_s``)."""
+        t = time.monotonic()
+        for f in self._ready:
+            try:
+                f.result(timeout=60)
+            except Exception:  # a broken pool surfaces at submit / result below
+                pass
+        return time.monotonic() - t
+
+    @classmethod
+    def get(cls, n: int) -> "CompilePool":
+        with cls._lock:
+            p = cls._pools.get(n)
+            if p is None:
+                p = cls._pools[n] = CompilePool(n)
+            return p
+
+    @classmethod
+    def _drop(cls, pool: "CompilePool") -> None:
+        with cls._lock:
+            if cls._pools.get(pool.n) is pool:
+                del cls._pools[pool.n]
+        procs = list(getattr(pool._ex, "_processes", {}).values())
+        pool._ex.shutdown(wait=False, cancel_futures=True)
+        for pr in procs:
+            try:
+                pr.terminate()
+            except Exception:  # already gone
+                pass
+
+    def build(self, constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset,
+              deadline: float | None):
+        """``(grammar NFA, seconds waited for the workers' start)``: the NFA of ``constraint`` built
+        in a worker (None: build it in the caller).
+
+        Raises
+        ------
+        StructgateError
+            What the in-process compile raises (re-raised from the worker).
+        CompileLimitError
+            ``compile_timeout_s`` past ``deadline`` (``time.monotonic()``), ``compile_process`` when
+            the worker died.
+        """
+        from concurrent.futures import TimeoutError as FutTimeout
+        from concurrent.futures.process import BrokenProcessPool
+
+        self.warm()
+        waited = self._wait_ready()
+        if deadline is not None:
+            deadline += waited
+        try:
+            fut = self._ex.submit(_build_in_worker, constraint, options, inline_max_size, kinds)
+        except (BrokenProcessPool, RuntimeError):
+            CompilePool._drop(self)
+            gnfa, w2 = CompilePool.get(self.n).build(constraint, options, inline_max_size, kinds, deadline)
+            return gnfa, waited + w2
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            return fut.result(timeout=timeout), waited
+        except FutTimeout:
+            CompilePool._drop(self)
+            CompilePool.get(self.n).warm()  # the replacement starts now
+            lim = options.compile_timeout_s
+            raise CompileLimitError("compile_timeout_s", lim, lim, "the compile was stopped in its worker "
+                                    "process") from None
+        except BrokenProcessPool:
+            CompilePool._drop(self)
+            raise CompileLimitError("compile_process", "worker exited", self.n,
+                                    "the compile worker process died (memory?)") from None
