@@ -33,7 +33,7 @@ from ..errors import GrammarSyntaxError, InvalidConstraintError
 from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
 
 __all__ = ["Ref", "ByteSet", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
-           "chars", "ref", "byteset", "share_subtree", "share_subtrees", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
+           "chars", "ref", "byteset", "share_subtree", "share_subtrees", "rebuild", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +345,47 @@ class Grammar:
             raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "
                                          "string (every alternative needs an unproductive rule or an empty set)")
         return self
+
+
+def rebuild(node: Expr, done: dict, pre=None, post=None, memo_root: bool = True) -> Expr:
+    """``node`` rebuilt bottom-up (iterative post-order, no Python recursion): ``pre(n)``, when
+    given, may return a replacement for ``n`` before its children are visited (None: descend);
+    ``post(n)``, when given, maps each rebuilt ``Concat``/``Alt``/``Repeat`` to its replacement.
+    A node whose children are unchanged is kept (the same object). ``done`` memoises by node
+    identity across calls (shared subtrees are rebuilt once); ``memo_root=False`` keeps ``node``
+    itself out of it (a rule body that is rewritten differently where it is referenced)."""
+    stack = [(node, False)]
+    out: list = []
+    while stack:
+        nd, fin = stack.pop()
+        k = id(nd)
+        if not fin:
+            r = pre(nd) if pre is not None else None
+            if r is not None:
+                out.append(r)
+            elif k in done:
+                out.append(done[k])
+            elif isinstance(nd, (Concat, Alt, Repeat)):
+                stack.append((nd, True))
+                kids = (nd.item,) if isinstance(nd, Repeat) else nd.items
+                stack.extend((x, False) for x in reversed(kids))
+            else:
+                out.append(nd)
+            continue
+        if isinstance(nd, Repeat):
+            item = out.pop()
+            r = nd if item is nd.item else Repeat(item, nd.min, nd.max)
+        else:
+            c = len(nd.items)
+            items = tuple(out[len(out) - c:])
+            del out[len(out) - c:]
+            r = nd if all(a is b for a, b in zip(items, nd.items)) else type(nd)(items)
+        if post is not None:
+            r = post(r)
+        if memo_root or nd is not node:
+            done[k] = r
+        out.append(r)
+    return out[0]
 
 
 def share_subtree(grammar: Grammar, target: Expr, name: str) -> Grammar:

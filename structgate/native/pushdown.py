@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
-from .ir import ByteSet, Grammar, Ref
+from .ir import ByteSet, Grammar, Ref, rebuild
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
@@ -231,38 +231,10 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int) -> Grammar:
     done: dict[int, Expr] = {}
 
     def rewrite(node, top: bool):
-        # iterative post-order; a picked node below the top becomes its rule's reference
-        stack = [(node, False)]
-        out: list = []
-        while stack:
-            nd, fin = stack.pop()
-            k = id(nd)
-            if not fin:
-                if k in names and not (top and nd is node):
-                    out.append(Ref(names[k]))
-                    continue
-                if k in done:
-                    out.append(done[k])
-                    continue
-                if isinstance(nd, (Concat, Alt, Repeat)):
-                    stack.append((nd, True))
-                    kids = (nd.item,) if isinstance(nd, Repeat) else nd.items
-                    stack.extend((x, False) for x in reversed(kids))
-                    continue
-                out.append(nd)
-                continue
-            if isinstance(nd, Repeat):
-                item = out.pop()
-                r = nd if item is nd.item else Repeat(item, nd.min, nd.max)
-            else:
-                c = len(nd.items)
-                items = tuple(out[len(out) - c:])
-                del out[len(out) - c:]
-                r = nd if all(a is b for a, b in zip(items, nd.items)) else type(nd)(items)
-            if not (top and nd is node):
-                done[k] = r
-            out.append(r)
-        return out[0]
+        # a picked node below the top becomes its rule's reference
+        def pre(nd):
+            return Ref(names[id(nd)]) if id(nd) in names and not (top and nd is node) else None
+        return rebuild(node, done, pre=pre, memo_root=not top)
 
     new_rules = {r: rewrite(b, False) for r, b in rules.items()}
     for k, nm in names.items():
@@ -362,32 +334,7 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     done: dict[int, Expr] = {}
 
     def rewrite(node):
-        stack = [(node, False)]
-        out: list = []
-        while stack:
-            nd, fin = stack.pop()
-            k = id(nd)
-            if not fin:
-                if k in done:
-                    out.append(done[k])
-                elif isinstance(nd, (Concat, Alt, Repeat)):
-                    stack.append((nd, True))
-                    kids = (nd.item,) if isinstance(nd, Repeat) else nd.items
-                    stack.extend((x, False) for x in reversed(kids))
-                else:
-                    out.append(nd)
-                continue
-            if isinstance(nd, Repeat):
-                item = out.pop()
-                r = replace(nd if item is nd.item else Repeat(item, nd.min, nd.max))
-            else:
-                c = len(nd.items)
-                items = tuple(out[len(out) - c:])
-                del out[len(out) - c:]
-                r = nd if all(a is b for a, b in zip(items, nd.items)) else type(nd)(items)
-            done[k] = r
-            out.append(r)
-        return out[0]
+        return rebuild(node, done, post=lambda r: replace(r) if isinstance(r, Repeat) else r)
 
     new_rules = {r: rewrite(rules[r]) if r in rules else None for r in grammar.reachable()}
     if not new:
