@@ -517,6 +517,10 @@ def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max
 
 
 def _warm_worker() -> None:
+    import signal
+
+    # Ctrl-C / vLLM's shutdown signal the whole process group: the owner stops its workers itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import structgate.native.json_schema  # noqa: F401  (imports and tables before the first job)
     import structgate.native.pushdown  # noqa: F401
 
