@@ -67,7 +67,7 @@ from ..errors import StructgateError
 __all__ = ["Patch", "VllmPatchError", "register_patch", "patches", "apply_all", "applied",
            "require_attr", "require_signature", "require_source", "mark", "is_marked",
            "vllm_version", "check_vllm_version", "SUPPORTED_VLLM", "PATCH_MODULES", "OPTIONAL_PATCHES",
-           "disabled_reason", "preflight", "errors", "skipped", "source_fingerprint"]
+           "disabled_reason", "preflight", "errors", "skipped", "fail_at_runtime", "source_fingerprint"]
 
 logger = logging.getLogger("structgate.plugin")
 
@@ -92,6 +92,7 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
     "engine-compile-error-reason",      # without it an engine-side compile error is vLLM's HTTP 500
     "frontend-compile-error-400",
     "metrics-registry",                 # /metrics without structgate series
+    "metrics-multiproc-route",          # the same, only under --api-server-count N
     "metrics-mask-fill",
     "metrics-dir",
     "cpu-env-defaults",                 # the user sets VLLM_CPU_KVCACHE_SPACE
@@ -104,6 +105,7 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
 PREREQUISITES: dict[str, tuple[str, ...]] = {
     "scheduler-fill-loop-check": ("scheduler-batched-bitmask",),
     "request-backend-validate": ("request-backend-compile",),
+    "metrics-registry": ("metrics-multiproc-route",),
 }
 
 #: set to 1 to apply the patches on a vLLM release outside :data:`SUPPORTED_VLLM` (at your risk)
@@ -209,6 +211,22 @@ def errors() -> dict[str, BaseException]:
 def skipped() -> dict[str, str]:
     """Entries not applied because a prerequisite failed, with the reason."""
     return dict(_skipped)
+
+
+def fail_at_runtime(name: str, err: BaseException) -> None:
+    """Record that entry ``name``, applied at import, found at run time that what it patches is not
+    what it was checked against (a shape only visible when vLLM calls it, e.g. the routes an app
+    builder added). It is then reported like an entry that failed to apply (:func:`errors`, the
+    startup line, ``--ledger``), with the same consequences (an essential one disables structgate
+    names). Never raises."""
+    with _lock:
+        _applied.discard(name)
+        _errors[name] = err
+    p = _patches.get(name)
+    if p is not None:
+        _report(p, err)
+    else:
+        logger.warning("structgate: patch %s failed at run time: %s", name, err)
 
 
 def disabled_reason() -> str | None:

@@ -9,7 +9,10 @@ The plugin sets that variable in the first vLLM process (a fresh temporary folde
 exit) so every process vLLM starts inherits it. The API server's registry (whatever
 ``vllm.v1.metrics.prometheus.get_prometheus_registry`` returns: the default one, or the
 multiprocess one under ``--api-server-count N``) gets a :class:`StructgateCollector` (ledger entry
-``metrics-registry``) that sums those files at scrape time. Scrapes lag the engine by at most ~1 s.
+``metrics-registry``) that sums those files at scrape time, each process once (the scraped
+process's own figures fresh from memory, not also from its file), so every API server renders the
+same totals. Under ``--api-server-count N`` the ``GET /metrics`` route is made to render that
+registry (ledger entry ``metrics-multiproc-route``). Scrapes lag the engine by at most ~1 s.
 
 Series (all prefixed ``structgate_``):
 

@@ -586,6 +586,7 @@ register_patch(Patch(
 # -- 6. metrics on /metrics ----------------------------------------------------------------------------
 _registries: "set[int]" = set()
 _collector = None
+_last_registry = None  # what vLLM's attach_router got from get_prometheus_registry (metrics-multiproc-route)
 
 
 def _apply_metrics_registry(mod) -> None:
@@ -600,8 +601,9 @@ def _apply_metrics_registry(mod) -> None:
     from .metrics import StructgateCollector
 
     def get_prometheus_registry():
-        global _collector
+        global _collector, _last_registry
         reg = orig()
+        _last_registry = reg
         if id(reg) not in _registries:
             if _collector is None:
                 _collector = StructgateCollector()
@@ -629,6 +631,94 @@ register_patch(Patch(
         "engine processes' snapshot files at scrape time",
     versions="0.32.0", removal="when vLLM lets plugins add collectors",
     apply=_apply_metrics_registry, order=50))
+
+
+#: the /metrics route the instrumentator adds (``Instrumentator.expose``'s inner ``metrics``)
+_INSTRUMENTATOR_ENDPOINT = ("prometheus_fastapi_instrumentator", "expose.<locals>.metrics")
+
+
+def _is_instrumentator_metrics_route(route: Any) -> bool:
+    ep = getattr(route, "endpoint", None)
+    return (getattr(route, "path", None) == "/metrics" and "GET" in (getattr(route, "methods", None) or ())
+            and str(getattr(ep, "__module__", "")).startswith(_INSTRUMENTATOR_ENDPOINT[0])
+            and str(getattr(ep, "__qualname__", "")).endswith(_INSTRUMENTATOR_ENDPOINT[1]))
+
+
+def serve_registry_route(old: Any, registry: Any) -> Any:
+    """A FastAPI route for ``GET /metrics`` like ``old`` (the instrumentator's: same path, name, tags,
+    schema entry, Prometheus text format, uncompressed as vLLM configures it) that renders
+    ``registry`` -- vLLM's own, holding the multiprocess collector and structgate's -- instead of a
+    registry rebuilt at each scrape."""
+    from fastapi.routing import APIRoute
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    from starlette.responses import Response
+
+    # sync: FastAPI runs it in its thread pool, as the instrumentator's; no annotations (this module's
+    # are strings, which FastAPI would try to resolve for the OpenAPI schema)
+    def metrics():
+        return Response(content=generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    metrics.__structgate_patch__ = "metrics-multiproc-route"  # type: ignore[attr-defined]
+    return APIRoute(old.path, metrics, methods=["GET"], name=getattr(old, "name", None),
+                    tags=getattr(old, "tags", None), include_in_schema=getattr(old, "include_in_schema", True),
+                    response_class=getattr(old, "response_class", Response))
+
+
+def _apply_metrics_route(mod) -> None:
+    import os
+
+    sym = "vllm.entrypoints.serve.instrumentator.metrics.attach_router"
+    orig = ledger.require_attr(mod, "attach_router", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, ("app",), sym)
+    ledger.require_source(orig, ("get_prometheus_registry()", "Instrumentator(", "registry=registry",
+                                 ".expose(app", 'Mount("/metrics"'), sym)
+    isym = "prometheus_fastapi_instrumentator.Instrumentator.expose"
+    expose = ledger.require_attr(ledger.require_attr(mod, "Instrumentator", isym), "expose", isym)
+    # the behaviour worked around: under PROMETHEUS_MULTIPROC_DIR the route renders a fresh registry
+    ledger.require_source(expose, ("PROMETHEUS_MULTIPROC_DIR", "CollectorRegistry()", "MultiProcessCollector("),
+                          isym)
+    ledger.require_attr(__import__("fastapi.routing", fromlist=["x"]), "APIRoute", "fastapi.routing.APIRoute")
+
+    def attach_router(app):
+        global _last_registry
+        before = {id(r) for r in app.router.routes}
+        _last_registry = None  # the registry this call of vLLM's attach_router gets, not an earlier one
+        orig(app)
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            return  # one API server: the instrumentator's route renders vLLM's registry (the collector is in it)
+        reg = _last_registry
+        found = [i for i, r in enumerate(app.router.routes)
+                 if id(r) not in before and _is_instrumentator_metrics_route(r)]
+        if reg is None or len(found) != 1:
+            ledger.fail_at_runtime("metrics-multiproc-route", VllmPatchError(
+                sym, f"expected vLLM's registry and one instrumentator GET /metrics route, found "
+                     f"{'no registry' if reg is None else 'a registry'} and {len(found)} such route(s); "
+                     "/metrics keeps vLLM's routes and lacks structgate's series"))
+            return
+        i = found[0]
+        app.router.routes[i] = serve_registry_route(app.router.routes[i], reg)
+
+    mod.attach_router = ledger.mark(attach_router, orig, "metrics-multiproc-route")
+
+
+register_patch(Patch(
+    name="metrics-multiproc-route",
+    module="vllm.entrypoints.serve.instrumentator.metrics",
+    target="attach_router (the GET /metrics route under --api-server-count N)",
+    why="with more than one API server (PROMETHEUS_MULTIPROC_DIR set) the GET /metrics route that "
+        "attach_router adds through prometheus_fastapi_instrumentator's Instrumentator.expose ignores the "
+        "registry vLLM passes and renders a CollectorRegistry it builds at each scrape holding only the "
+        "multiprocess collector, so the StructgateCollector added by metrics-registry is never collected",
+    how="wrap attach_router: after vLLM's own, and only when PROMETHEUS_MULTIPROC_DIR is set, replace the "
+        "one instrumentator GET /metrics route it added by an APIRoute (same path, name, schema entry, "
+        "text format) rendering the registry vLLM's attach_router got -- its multiprocess collector "
+        "(vLLM's series, the same samples) plus StructgateCollector; any other shape leaves the routes "
+        "unchanged and reports the entry failed",
+    versions="0.32.0 (prometheus-fastapi-instrumentator 8.1.0)",
+    removal="when vLLM's /metrics route renders the registry get_prometheus_registry returns",
+    apply=_apply_metrics_route, order=60))
 
 
 def _apply_metrics_fill(mod) -> None:
