@@ -160,3 +160,163 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
     assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="regex",
                    error="syntax") >= 1
     assert _sample(fams, "structgate_cache_bytes", backend="native") > 0
+
+
+# -- several API servers (vLLM's --api-server-count N) ---------------------------------------------
+_ENGINE = textwrap.dedent("""
+    import sys
+    from structgate.plugin import metrics
+    for i in range(3):
+        metrics.record_compile("native", "json_schema", 0.002 * (i + 1))
+    metrics.record_compile_failure("native", "json_schema", "invalid")
+    metrics.record_fill("native", 0.0003, rows=4)
+    metrics.register_cache("native", lambda: {"entries": 3, "bytes": 3000})
+    metrics.set_info(version="0.1.0", backends="native", patches="engine-a")
+    print(metrics.flush())
+""")
+
+# an API-server process: records k deferred validations, leaves a snapshot file (its writer's flush),
+# records one more that only its fresh figures hold, then renders what its /metrics would show
+_API = textwrap.dedent("""
+    import sys
+    from structgate.plugin import metrics
+    k = int(sys.argv[1])
+    metrics.set_info(version="0.1.0", backends="", patches="api-a")
+    metrics.record_fallback("validation_deferred", k)
+    metrics.flush()
+    metrics.record_fallback("validation_deferred")
+    sys.stdout.write(metrics.render_text())
+""")
+
+
+def test_each_api_server_renders_the_same_totals_counting_each_process_once(tmp_path):
+    """Engine figures (one snapshot file) appear once in each API server's render; an API server's own
+    figures are its fresh ones, not fresh + its file; the other API server's come from its file."""
+    env = {**os.environ, "STRUCTGATE_METRICS_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    a = subprocess.run([sys.executable, "-c", _API, "2"], capture_output=True, text=True, env=env, timeout=120)
+    assert a.returncode == 0, a.stderr
+    # the first API server exited after its render: its atexit flush left its final figures (3)
+    b = subprocess.run([sys.executable, "-c", _API, "5"], capture_output=True, text=True, env=env, timeout=120)
+    assert b.returncode == 0, b.stderr
+    fa, fb = _families(a.stdout), _families(b.stdout)
+    # A saw: the engine, itself (2 + 1 fresh); B saw: the engine, A's file (3), itself (5 + 1 fresh)
+    assert _sample(fa, "structgate_fallbacks", "_total", reason="validation_deferred") == 3
+    assert _sample(fb, "structgate_fallbacks", "_total", reason="validation_deferred") == 3 + 6
+    for f in (fa, fb):  # the engine's figures once, whichever API server renders
+        assert _sample(f, "structgate_compile_seconds", "_count", backend="native", kind="json_schema") == 3
+        assert abs(_sample(f, "structgate_compile_seconds", "_sum", backend="native", kind="json_schema")
+                   - 0.012) < 1e-9
+        assert _sample(f, "structgate_compile_failures", "_total", backend="native", kind="json_schema",
+                       error="invalid") == 1
+        assert _sample(f, "structgate_mask_fill_rows", "_total", backend="native") == 4
+        assert _sample(f, "structgate_cache_entries", backend="native") == 3
+        infos = f["structgate_info"].samples
+        assert len(infos) == 1 and infos[0].labels["backends"] == "native"
+        assert infos[0].labels["patches"] == "api-a,engine-a"
+    # a third render after both exited (any API server scraping now): the same totals as B's
+    c = subprocess.run([sys.executable, "-c", "import sys; from structgate.plugin import metrics; "
+                        "sys.stdout.write(metrics.render_text())"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    fc = _families(c.stdout)
+    assert _sample(fc, "structgate_fallbacks", "_total", reason="validation_deferred") == 9
+    assert _sample(fc, "structgate_compile_seconds", "_count", backend="native", kind="json_schema") == 3
+
+
+_MULTIPROC_APP = textwrap.dedent("""
+    # an API server of `vllm serve --api-server-count 2`: PROMETHEUS_MULTIPROC_DIR is set before
+    # prometheus_client is imported (vLLM sets it in the launcher), the app gets vLLM's routers
+    import json, os, sys
+    import structgate.plugin as p
+    p.register()
+    if sys.argv[1:] == ["changed"]:  # the route vLLM adds no longer looks like the instrumentator's
+        from structgate.plugin import patches
+        patches._INSTRUMENTATOR_ENDPOINT = ("prometheus_fastapi_instrumentator", "no_such_endpoint")
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from prometheus_client import CollectorRegistry, Counter, generate_latest, multiprocess
+    from vllm.entrypoints.serve.instrumentator import register_instrumentator_api_routers
+    from structgate.plugin import ledger
+    Counter("sgtest_requests", "a multiprocess counter of this process", ["x"]).labels(x="1").inc(7)
+    app = FastAPI()
+    register_instrumentator_api_routers(app)
+    with TestClient(app) as c:
+        r1, r2 = c.get("/metrics"), c.get("/metrics")
+    ref = CollectorRegistry()
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:  # what the route served before
+        multiprocess.MultiProcessCollector(ref)
+    json.dump({"status": r1.status_code, "ctype": r1.headers["content-type"], "text": r1.text, "text2": r2.text,
+               "ref": generate_latest(ref).decode(), "applied": sorted(ledger.applied()),
+               "errors": {k: str(v) for k, v in ledger.errors().items()}, "disabled": ledger.disabled_reason(),
+               "schema": "/metrics" in c.get("/openapi.json").json()["paths"]}, sys.stdout)
+""")
+
+
+@pytest.mark.parametrize("multiproc", [True, False])
+def test_metrics_route_serves_the_collector_with_several_api_servers(tmp_path, multiproc):
+    """vLLM's own attach_router in a fresh process, as one of N API servers (PROMETHEUS_MULTIPROC_DIR
+    set: the instrumentator's route rebuilt a registry per scrape and lost structgate's series) and as
+    the only one; oracle for vLLM's series: prometheus_client's MultiProcessCollector on the same folder."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("fastapi")
+    sg = tmp_path / "sg"
+    sg.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir")}
+    env["STRUCTGATE_METRICS_DIR"] = str(sg)
+    if multiproc:
+        (tmp_path / "prom").mkdir()
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "prom")
+    out = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    run = subprocess.run([sys.executable, "-c", _MULTIPROC_APP], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    res = json.loads(run.stdout.strip().splitlines()[-1])
+    assert res["status"] == 200 and res["ctype"].startswith("text/plain"), res["ctype"]
+    assert {"metrics-registry", "metrics-multiproc-route"} <= set(res["applied"]) and not res["errors"]
+    assert res["schema"]  # the route is still in the OpenAPI schema
+    for text in (res["text"], res["text2"]):  # every scrape, not only the first
+        fams = _families(text)
+        assert _sample(fams, "structgate_compile_seconds", "_count", backend="native", kind="json_schema") == 3
+        assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="json_schema",
+                       error="invalid") == 1
+        assert _sample(fams, "structgate_mask_fill_seconds", "_count", backend="native") == 1
+        assert _sample(fams, "structgate_cache_entries", backend="native") == 3
+        info = fams["structgate_info"].samples
+        assert len(info) == 1 and info[0].labels["backends"] == "native"
+        assert "metrics-multiproc-route" in info[0].labels["patches"]
+        assert text.count("# TYPE structgate_compile_seconds histogram") == 1
+        if multiproc:  # vLLM's multiprocess series as before: exactly the reference's samples
+            ref = _families(res["ref"])
+            assert _sample(ref, "sgtest_requests", "_total", x="1") == 7
+            for name, fam in ref.items():
+                got = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in fams[name].samples}
+                want = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in fam.samples}
+                assert got == want, name
+        else:
+            assert _sample(fams, "sgtest_requests", "_total", x="1") == 7
+
+
+def test_metrics_route_shape_changed_fails_closed(tmp_path):
+    """Under PROMETHEUS_MULTIPROC_DIR, a /metrics route the entry does not recognise is left alone: vLLM's
+    /metrics works as without structgate, the entry is reported failed (optional: structgate stays on)."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("fastapi")
+    (tmp_path / "prom").mkdir()
+    (tmp_path / "sg").mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
+           "STRUCTGATE_METRICS_DIR": str(tmp_path / "sg")}
+    out = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    run = subprocess.run([sys.executable, "-c", _MULTIPROC_APP, "changed"], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    res = json.loads(run.stdout.strip().splitlines()[-1])
+    assert res["status"] == 200 and res["schema"]
+    assert "metrics-multiproc-route" in res["errors"] and "metrics-multiproc-route" not in res["applied"]
+    assert "0 such route(s)" in res["errors"]["metrics-multiproc-route"]
+    assert res["disabled"] is None  # optional entry: structgate names still accepted
+    assert "structgate_" not in res["text"]  # the instrumentator's route, as without the entry
+    assert _families(res["text"]).keys() == _families(res["ref"]).keys()
+    assert "optional patch metrics-multiproc-route not applied" in run.stderr
