@@ -243,7 +243,7 @@ def test_every_monkeypatch_is_in_the_ledger():
     names = {p.name: p for p in ledger.patches()}
     for n in ("cpu-version-shim", "cpu-dist-info-shim", "cpu-env-defaults", "metrics-dir", "attr-request-backend",
               "attr-manager", "attr-grammar-slot", "scheduler-fill-loop-check", "engine-compile-error-reason",
-              "frontend-compile-error-400", "metrics-registry", "metrics-mask-fill"):
+              "frontend-compile-error-400", "metrics-registry", "metrics-mask-fill", "metrics-multiproc-route"):
         assert n in names, n
         p = names[n]
         assert p.why and p.how and p.versions and p.removal
