@@ -497,3 +497,27 @@ def test_not_beside_email_over_the_rule_limit_is_refused():
     with pytest.raises(CompileLimitError) as ei:
         schema_to_grammar({"type": "string", "format": "email", "not": {"const": "a@b.c"}})
     assert "format 'email'" in str(ei.value) and "at /not" in str(ei.value)
+
+
+# -- allOf with several formats (_merge.py): never dropped ---------------------------------------
+def test_allof_of_two_asserted_formats_is_refused_not_dropped(native):
+    from structgate.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="two different formats"):
+        native[0].compile(Constraint("json_schema", {"type": "string", "allOf": [{"format": "email"},
+                                                                             {"format": "date"}]}))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "allOf": [{"format": "email"}, {"format": "int64"}]},  # int64: not asserted
+    {"type": "string", "allOf": [{"format": "int64"}, {"format": "email"}]},
+    {"type": "string", "allOf": [{"format": "email"}, {"maxLength": 30}]},
+])
+def test_allof_keeps_the_asserted_format(schema, native):
+    backend, accepts = native
+    g = backend.compile(Constraint("json_schema", schema))
+    val = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for s in ["example", "a@b.co", "2020-01-01", "x" * 25 + "@b.co", "x" * 40 + "@b.co"]:
+        ok = accepts(g, s)
+        assert not ok or val.is_valid(s), (schema, s)  # sound: never accepts what jsonschema rejects
+        assert ok == (_email_ok(s) and val.is_valid(s)), (schema, s)

@@ -123,8 +123,14 @@ class MergeMixin:
         if pats:
             m["pattern"] = pats[0]
         fmts = [s["format"] for s, _ in parts if "format" in s]
-        if fmts and all(f == fmts[0] for f in fmts):
-            m["format"] = fmts[0]  # differing formats: annotations only, dropped
+        if fmts:
+            # asserted formats (self.formats) are constraints: two different ones would need the
+            # product of their automata, so they are refused, never dropped; a format the compiler
+            # does not assert is an annotation and gives way to an asserted one
+            asserted = sorted({f for f in fmts if isinstance(f, str) and f in self.formats})
+            if len(asserted) > 1:
+                unsup(f"two different formats ({', '.join(map(repr, asserted))}) cannot be intersected")
+            m["format"] = asserted[0] if asserted else fmts[0]
         mult = [s["multipleOf"] for s, _ in parts if "multipleOf" in s]
         if mult:
             if any(x != mult[0] for x in mult):
