@@ -548,6 +548,7 @@ class CompilePool:
         from concurrent.futures import ProcessPoolExecutor
 
         self.n = n
+        self._dropped = False  # set by _drop: its jobs fail with BrokenProcessPool / CancelledError
         self._ready: list = []
         self._ex = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_warm_worker)
@@ -584,7 +585,9 @@ class CompilePool:
         with cls._lock:
             if cls._pools.get(pool.n) is pool:
                 del cls._pools[pool.n]
-        procs = list(getattr(pool._ex, "_processes", {}).values())
+        pool._dropped = True
+        # ``_processes`` is None once the executor has shut down (a second drop of the same pool)
+        procs = list((getattr(pool._ex, "_processes", None) or {}).values())
         pool._ex.shutdown(wait=False, cancel_futures=True)
         for pr in procs:
             try:
@@ -593,7 +596,7 @@ class CompilePool:
                 pass
 
     def build(self, constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset,
-              deadline: float | None):
+              deadline: float | None, _retries: int = 0):
         """``(grammar NFA, seconds waited for the workers' start)``: the NFA of ``constraint`` built
         in a worker (None: build it in the caller).
 
@@ -605,6 +608,7 @@ class CompilePool:
             ``compile_timeout_s`` past ``deadline`` (``time.monotonic()``), ``compile_process`` when
             the worker died.
         """
+        from concurrent.futures import CancelledError
         from concurrent.futures import TimeoutError as FutTimeout
         from concurrent.futures.process import BrokenProcessPool
 
@@ -627,7 +631,13 @@ class CompilePool:
             lim = options.compile_timeout_s
             raise CompileLimitError("compile_timeout_s", lim, lim, "the compile was stopped in its worker "
                                     "process") from None
-        except BrokenProcessPool:
+        except (BrokenProcessPool, CancelledError):
+            if self._dropped and _retries < 3:
+                # another compile's timeout (or death) stopped this pool's workers while this job
+                # ran or waited: not this compile's failure; run it again on the replacement pool
+                gnfa, w2 = CompilePool.get(self.n).build(constraint, options, inline_max_size, kinds, deadline,
+                                                         _retries + 1)
+                return gnfa, waited + w2
             CompilePool._drop(self)
             raise CompileLimitError("compile_process", "worker exited", self.n,
                                     "the compile worker process died (memory?)") from None
