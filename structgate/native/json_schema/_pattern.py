@@ -74,10 +74,13 @@ def _escape_sets(letter: str) -> tuple[CharSet, CharSet]:
 
 
 class _Parser:
-    def __init__(self, pattern: str, where: str | None):
+    def __init__(self, pattern: str, where: str | None, upper: bool = False):
         self.p = pattern
         self.i = 0
         self.where = where
+        #: build the *upper* sets (what either dialect matches) instead of the lower ones: a superset
+        #: of the pattern's strings, for proofs that two patterns share no string (oneOf)
+        self.upper = upper
 
     def err(self, msg: str, pos: int | None = None):
         raise GrammarSyntaxError(f"invalid pattern: {msg}", self.p, self.i if pos is None else pos,
@@ -185,7 +188,7 @@ class _Parser:
             return ("set", self.char_class())
         if c == ".":
             self.i += 1
-            return ("set", complement(_LINE_TERM))
+            return ("set", complement(((0x0A, 0x0A),) if self.upper else _LINE_TERM))  # Python: all but \n
         if c == "^":
             self.i += 1
             return ("bol",)
@@ -305,8 +308,8 @@ class _Parser:
 
     def escape_atom(self):
         self.i += 1
-        lo, _ = self._escape_cp(in_class=False)
-        return ("set", lo)
+        lo, up = self._escape_cp(in_class=False)
+        return ("set", up if self.upper else lo)
 
     def char_class(self):
         start = self.i
@@ -346,8 +349,8 @@ class _Parser:
         lo = union(*lower) if lower else ()
         up = union(*upper) if upper else ()
         if negate:
-            return complement(up)
-        return lo
+            return complement(lo if self.upper else up)
+        return up if self.upper else lo
 
     def _class_atom(self):
         c = self.peek()
@@ -361,8 +364,12 @@ class _Parser:
         return ((cp, cp),), ((cp, cp),), cp
 
 
-def parse_pattern(pattern: str, where: str | None = None):
+def parse_pattern(pattern: str, where: str | None = None, upper: bool = False):
     """Parse an ECMA-262 pattern into ``(ast, anchored_start, anchored_end)`` per top-level branch.
+
+    ``upper=True`` builds every character set as what *either* dialect matches (a superset of the
+    pattern's strings; see :func:`pattern_ast` for ``$``), for disjointness proofs; the default
+    lower sets (what both match) are the sound subset the emitters use.
 
     Returns
     -------
@@ -379,7 +386,7 @@ def parse_pattern(pattern: str, where: str | None = None):
     """
     if not isinstance(pattern, str):
         raise GrammarSyntaxError("pattern must be a string", repr(pattern), 0, where)
-    parser = _Parser(pattern, where)
+    parser = _Parser(pattern, where, upper)
     ast = parser.parse()
     branches = ast[1] if ast[0] == "alt" else (ast,)
     out = []
@@ -535,11 +542,12 @@ def _intersect_length(node, a_s, a_e, length, where):
                                   "cannot intersect this pattern with a length bound", where)
 
 
-def pattern_ast(branches):
+def pattern_ast(branches, upper: bool = False):
     """The decoded strings the pattern matches (:func:`parse_pattern` output) as a regex AST of
     :mod:`structgate.native.regex.parser` (``Chars``/``Concat``/``Alt``/``Repeat`` over code
     points; an unanchored side becomes ``.*`` over every code point): the input of
-    :mod:`._automata`."""
+    :mod:`._automata`. ``upper=True`` (with ``parse_pattern(..., upper=True)`` output): a superset,
+    where a trailing ``$`` also allows one final ``\n`` (Python's ``$`` matches before it)."""
     from ..regex.parser import Alt, Chars, Concat, Repeat
 
     any_star = Repeat(Chars(ANY), 0, None)
@@ -558,6 +566,7 @@ def pattern_ast(branches):
 
     out = []
     for node, a_s, a_e in branches:
-        items = ([] if a_s else [any_star]) + [conv(node)] + ([] if a_e else [any_star])
+        end = [Repeat(Chars(((0x0A, 0x0A),)), 0, 1)] if upper else []
+        items = ([] if a_s else [any_star]) + [conv(node)] + (end if a_e else [any_star])
         out.append(Concat(tuple(items)))
     return out[0] if len(out) == 1 else Alt(tuple(out))

@@ -1,15 +1,17 @@
-"""``anyOf`` / ``oneOf``: alternation, and the disjointness checks that make ``oneOf`` compile as
-``anyOf`` soundly (plus the exact ``oneOf`` of ``required``-only branches)."""
+"""``anyOf`` / ``oneOf``: alternation; ``oneOf`` as the ``anyOf`` of its branches where they are
+proven disjoint (:mod:`._disjoint`), else of each branch minus the branches it may overlap (plus
+the compact exact ``oneOf`` of ``required``-only branches)."""
 from __future__ import annotations
 
 import json
 
-from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import ANNOTATIONS, TYPES, _json_equal, _ptr
+from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ._common import ANNOTATIONS, _ptr
+from ._disjoint import DisjointMixin, _kinds, _member
 from ._numeric import alt
 
 
-class UnionMixin:
+class UnionMixin(DisjointMixin):
     """``anyOf``/``oneOf`` (part of ``compiler._Compiler``)."""
 
     def union(self, schema, where):
@@ -20,23 +22,177 @@ class UnionMixin:
         rest = {k: v for k, v in schema.items() if k != key}
         constraining = {k for k in rest if k not in ANNOTATIONS}
         if key == "oneOf":
-            try:
-                self.check_disjoint(branches, rest, _ptr(where, key))
-            except UnsupportedFeatureError:
-                exact = self.oneof_of_required(branches)
-                if exact is None:
-                    raise
-                branches = exact  # the same language as an anyOf (see oneof_of_required)
-                if not branches:
-                    return None
+            items = self.oneof_as_anyof(branches, rest if constraining else None, _ptr(where, key))
+            if not items:
+                return None
+        else:
+            items = [(i, b, None) for i, b in enumerate(branches)]
         outs = []
-        for i, b in enumerate(branches):
+        for i, b, blame in items:
             w = _ptr(where, key, i)
             sub = {"allOf": [rest, b]} if constraining else b
-            r = self.value(sub, w)
+            if blame is None:
+                r = self.value(sub, w)
+            else:
+                try:
+                    r = self.value(sub, w)
+                except (UnsupportedFeatureError, RecursionError) as e:
+                    plain = {"allOf": [rest, branches[i]]} if constraining else branches[i]
+                    self.value(plain, w)  # the branch itself unsupported: that error, not the oneOf's
+                    why = f"{e.feature} at {e.where}: {e.detail}" if isinstance(e, UnsupportedFeatureError) \
+                        else "a recursive schema"
+                    raise self._overlap_error(*blame, _ptr(where, key), "the exact form (allOf [A, not B]) "
+                                              f"is not supported here ({why})") from None
             if r is not None:
                 outs.append(r)
         return alt(outs)
+
+    #: most anyOf branches the exact oneOf (each branch minus the branches it may overlap) may
+    #: expand to (the product, per branch, of the alternatives of each negation it needs)
+    MAX_ONEOF_EXPANSION = 64
+
+    def oneof_as_anyof(self, branches, rest, where) -> list[tuple[int, object, tuple | None]]:
+        """``oneOf`` as the branches of an ``anyOf`` of the same language: ``(index of the oneOf
+        branch, schema, blame)`` each.
+
+        A value is valid against ``oneOf`` iff it is valid against one branch and against no other:
+        ``oneOf(B) = ∨_i (B_i ∧ ∧_{j≠i} ¬B_j)``. Where ``B_i`` and ``B_j`` are proven disjoint
+        (:mod:`._disjoint`, each branch taken together with ``rest``, the keywords beside ``oneOf``),
+        ``B_i`` implies ``¬B_j`` and the term is left out: pairwise disjoint branches are the anyOf
+        as written. A branch that may overlap others becomes ``allOf [B_i, ¬B_j, ...]`` with each
+        ``¬B_j`` in positive form (:meth:`._negation.NegationMixin._negate`, exact; written
+        context-free where it can be, else in the context of ``rest ∧ B_i``), keeping only the alternatives of ``¬B_j`` not proven disjoint from
+        ``B_i`` (a branch left with none allows nothing and is dropped). ``blame`` = the pair
+        ``(i, j)`` such a branch was built for (for the error if it does not compile).
+        Branches that only list ``required`` keys use :meth:`oneof_of_required` (compact).
+
+        Raises ``UnsupportedFeatureError("oneOf (overlapping branches)")`` naming a pair when a
+        ``¬B_j`` has no positive form or the expansion exceeds :attr:`MAX_ONEOF_EXPANSION`."""
+        reduced = [self._conjuncts({"allOf": [rest, b]} if rest is not None else b) for b in branches]
+        pairs = []
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                if reduced[i] is None or reduced[j] is None:
+                    continue  # a branch that allows nothing overlaps nothing
+                if not self._reduced_disjoint(reduced[i], reduced[j]):
+                    pairs.append((i, j))
+        if not pairs:
+            return [(i, b, None) for i, b in enumerate(branches)]
+        exact = self.oneof_of_required(branches)
+        if exact is not None:
+            return [(i, b, None) for i, b in enumerate(exact)]  # the same language (see oneof_of_required)
+        out, total = [], 0
+        for i, b in enumerate(branches):
+            js = sorted({y for x, y in pairs if x == i} | {x for x, y in pairs if y == i})
+            if not js:
+                out.append((i, b, None))
+                total += 1
+                continue
+            ctx = reduced[i][0] if len(reduced[i]) == 1 else {}
+            vals = self._values_only_in(ctx, [branches[j] for j in js])
+            if vals is not None:  # finitely many values: keep those no overlapping branch allows
+                if vals:
+                    out.append((i, {"enum": vals}, None))
+                    total += 1
+                continue
+            parts, n = [b], 1
+            for j in js:
+                neg, base = self._negation_in(ctx, branches[j], (min(i, j), max(i, j)), j, where)
+                kept = [] if neg is False else [
+                    a for a in _alternatives(neg, base)
+                    if not self._reduced_disjoint(reduced[i], self._conjuncts(a))]
+                if not kept:
+                    parts = None  # B_i ∧ ¬B_j allows nothing (B_i inside B_j): no branch
+                    break
+                if any(self._covers_objects(ctx, a) for a in kept):
+                    # every object of B_i fails B_j: ¬B_j only matters for B_i's other values
+                    kept = [{"type": "object"}] + [a for a in kept if not _object_only(self._conjuncts(a))]
+                parts.append(kept[0] if len(kept) == 1 else {"anyOf": kept})
+                n *= len(kept)
+            if parts is None:
+                continue
+            total += n
+            if total > self.MAX_ONEOF_EXPANSION:
+                x, y = min(i, js[0]), max(i, js[0])
+                raise self._overlap_error(x, y, where, "the exact form (each branch minus the branches it may "
+                                          f"overlap) would need more than {self.MAX_ONEOF_EXPANSION} alternatives")
+            out.append((i, {"allOf": parts}, (min(i, js[0]), max(i, js[0]))))
+        return out
+
+    def _negation_in(self, ctx, b, pair, j, where):
+        """``(not b, base)`` for branch ``j`` = ``b``: ``_negate(base, b)`` with ``base`` = ``{}``
+        (alternatives valid anywhere), else ``ctx`` (the branch it is conjoined with:
+        ``additionalProperties`` of ``b`` is negated relative to the keys ``ctx`` allows); the
+        oneOf refusal naming ``pair`` when neither has a positive form."""
+        err = None
+        for base in ({}, ctx) if ctx else ({},):
+            try:
+                return self._negate(base, b, _ptr(where, j)), base
+            except UnsupportedFeatureError as e:
+                err = e
+            except RecursionError:
+                raise self._overlap_error(*pair, where, f"the exact form needs not branch {j}, a recursive "
+                                          "schema") from None
+        raise self._overlap_error(*pair, where, f"the exact form needs not branch {j}, which has no positive "
+                                  f"form here ({err.feature} at {err.where}: {err.detail})") from None
+
+    def _values_only_in(self, ctx, others) -> list | None:
+        """When ``ctx`` (a branch with the keywords beside ``oneOf``) lists finitely many values
+        (``enum``/``const``): those valid against it and against none of ``others`` (decided by the
+        validator); None otherwise."""
+        vals = ctx.get("enum") if isinstance(ctx.get("enum"), list) else [ctx["const"]] if "const" in ctx else None
+        if vals is None or len(vals) > self.MAX_DISJOINT_VALUES:
+            return None
+        try:
+            mine = self._validator_for(ctx)
+            theirs = [self._validator_for(o) for o in others]
+            return [v for v in vals if mine.is_valid(v) and not any(t.is_valid(v) for t in theirs)]
+        except Exception:  # a schema the validator cannot read: the general form
+            return None
+
+    def _covers_objects(self, ctx, a) -> bool:
+        """Whether every object valid against ``ctx`` is valid against ``a``, for ``a`` of the
+        forms the negation writes for objects (a sufficient check): ``{type: object, required: R,
+        properties: {k: {not: S}, ...}}`` where ``ctx`` requires ``R`` and each ``k`` with a value
+        disjoint from ``S``."""
+        if not isinstance(a, dict) or set(a) - ANNOTATIONS - {"type", "required", "properties"}:
+            return False
+        if a.get("type") != "object" or not isinstance(ctx, dict):
+            return False
+        req = a.get("required", [])
+        have = ctx.get("required", [])
+        if not (isinstance(req, list) and isinstance(have, list) and set(req) <= set(have)):
+            return False
+        props = a.get("properties", {})
+        if not isinstance(props, dict):
+            return False
+        for k, sub in props.items():
+            if not (k in req and isinstance(sub, dict) and set(sub) == {"not"}):
+                return False
+            if not self._reduced_disjoint(self._conjuncts(_member(ctx, k)), self._conjuncts(sub["not"])):
+                return False
+        return True
+
+    def _reduced_disjoint(self, ca, cb) -> bool:
+        """:meth:`._disjoint.DisjointMixin.disjoint` of two :meth:`_conjuncts` results."""
+        if ca is None or cb is None:
+            return True
+        self._disjoint_steps = 0
+        try:
+            return any(self._dicts_disjoint(x, y, 0) for x in ca for y in cb)
+        except (UnsupportedFeatureError, GrammarSyntaxError, CompileLimitError, RecursionError,
+                ValueError, TypeError, KeyError):
+            return False
+
+    @staticmethod
+    def _overlap_error(i, j, where, why: str) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(
+            "oneOf (overlapping branches)",
+            f"branches {i} and {j} may both match a value; oneOf is compiled as anyOf when the branches "
+            "are provably disjoint (different types, distinct const/enum values, disjoint numeric ranges "
+            "or string patterns/lengths, a property one requires with disjoint values or forbidden by "
+            "the other), else as each branch minus the branches it may overlap (allOf [A, not B]); "
+            f"{why}", where)
 
     #: most anyOf branches :meth:`oneof_of_required` may write (each is a copy of the object regex)
     MAX_ONEOF_REQUIRED_BRANCHES = 64
@@ -84,116 +240,22 @@ class UnionMixin:
                     return None
         return out
 
-    def _branch_types(self, b) -> set[str]:
-        """Types a branch's values can have (a superset), for oneOf disjointness."""
-        if b is True:
-            return set(TYPES) - {"integer"}
-        if b is False:
-            return set()
-        if not isinstance(b, dict):
-            return set(TYPES) - {"integer"}  # malformed: value() raises GrammarSyntaxError later
-        if "$ref" in b and len(b) == 1:
-            try:
-                return self._branch_types(self.resolve(b["$ref"], ""))
-            except Exception:
-                return set(TYPES) - {"integer"}
-        ts = set(TYPES) - {"integer"}
-        if "type" in b and isinstance(b["type"], (str, list)):
-            t = b["type"]
-            t = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)}
-            ts = {("number" if x == "integer" else x) for x in t}
-        vals = self._listed_values(b)
-        if vals is not None:
-            ts &= {self._type_of(v) for v in vals}
-        return ts
 
-    @staticmethod
-    def _listed_values(s) -> list | None:
-        """The values a schema's ``const`` or (well-formed) ``enum`` allows, else None."""
-        if not isinstance(s, dict):
-            return None
-        if "const" in s:
-            return [s["const"]]
-        if "enum" in s and isinstance(s["enum"], list):
-            return s["enum"]
-        return None
+def _alternatives(neg, ctx) -> list:
+    """The alternatives of ``neg`` = ``_negate(ctx, B)`` (``ctx ∧ ¬B``) to conjoin with a schema
+    inside ``ctx``: ``[X, Y, ...]`` for ``allOf [ctx, anyOf [X, Y, ...]]``, ``[X]`` for ``allOf
+    [ctx, X]``, ``[true]`` for ``ctx`` itself, else ``[neg]`` (which repeats ``ctx``)."""
+    if neg is ctx:
+        return [True]
+    if isinstance(neg, dict) and set(neg) == {"allOf"} and isinstance(neg["allOf"], list) \
+            and len(neg["allOf"]) == 2 and neg["allOf"][0] is ctx:
+        second = neg["allOf"][1]
+        if isinstance(second, dict) and set(second) == {"anyOf"} and isinstance(second["anyOf"], list):
+            return list(second["anyOf"])
+        return [second]
+    return [neg]
 
-    @staticmethod
-    def _type_of(v) -> str:
-        if v is None:
-            return "null"
-        if isinstance(v, bool):
-            return "boolean"
-        if isinstance(v, (int, float)):
-            return "number"
-        if isinstance(v, str):
-            return "string"
-        if isinstance(v, list):
-            return "array"
-        return "object"
 
-    def check_disjoint(self, branches, rest, where):
-        """oneOf is compiled as anyOf: only sound if no value is valid in two branches."""
-        n = len(branches)
-        types = [self._branch_types(b) for b in branches]
-        for i in range(n):
-            for j in range(i + 1, n):
-                if not (types[i] & types[j]):
-                    continue
-                bi, bj = branches[i], branches[j]
-                if self._disjoint_values(bi, bj):
-                    continue
-                raise UnsupportedFeatureError(
-                    "oneOf (overlapping branches)",
-                    f"branches {i} and {j} may both match a value; oneOf is compiled as anyOf only "
-                    "when the branches are provably disjoint (different types, distinct const/enum "
-                    "values, disjoint numeric ranges, a property required by both with disjoint "
-                    "values, or a key one requires and the other forbids)", where)
-
-    def _disjoint_values(self, a, b, depth: int = 0) -> bool:
-        """True when no JSON value is valid against both a and b (a sufficient check)."""
-        if depth > 8:
-            return False
-        a, b = self._deref(a), self._deref(b)
-
-        def vals(s):
-            return self._listed_values(self._deref(s))
-
-        va, vb = vals(a), vals(b)
-        if va is not None and vb is not None:
-            return not any(_json_equal(x, y) for x in va for y in vb)
-        if not (isinstance(a, dict) and isinstance(b, dict)):
-            return False
-        # numeric-only branches with disjoint intervals
-        if self._branch_types(a) <= {"number"} and self._branch_types(b) <= {"number"}:
-            try:
-                (la, ha), (lb, hb) = self._bounds(a, ""), self._bounds(b, "")
-            except GrammarSyntaxError:
-                la = ha = lb = hb = None
-
-            def below(hi, lo):  # every value <= hi is < every value >= lo
-                return hi is not None and lo is not None and (
-                    hi[0] < lo[0] or (hi[0] == lo[0] and (hi[1] or lo[1])))
-            if below(ha, lb) or below(hb, la):
-                return True
-        pa, pb = a.get("properties", {}), b.get("properties", {})
-        ra, rb = set(a.get("required", [])), set(b.get("required", []))
-        if not (isinstance(pa, dict) and isinstance(pb, dict)):
-            return False
-        for k in set(pa) & set(pb) & ra & rb:  # a discriminator property
-            x, y = vals(pa[k]), vals(pb[k])
-            if x is not None and y is not None and not any(_json_equal(u, v) for u in x for v in y):
-                return True
-            if self._branch_types(self._deref(pa[k])).isdisjoint(self._branch_types(self._deref(pb[k]))) \
-                    or self._disjoint_values(pa[k], pb[k], depth + 1):
-                return True
-
-        def forbids(s, props, k):
-            if props.get(k) is False:
-                return True
-            return k not in props and s.get("additionalProperties") is False and not s.get("patternProperties")
-        objects_only = self._branch_types(a) == {"object"} or self._branch_types(b) == {"object"}
-        if objects_only:
-            if any(forbids(b, pb, k) for k in ra) or any(forbids(a, pa, k) for k in rb):
-                return True
-        return False
+def _object_only(conj) -> bool:
+    """Whether a :meth:`._disjoint.DisjointMixin._conjuncts` result allows objects only."""
+    return conj is None or any(_kinds(c) <= {"object"} for c in conj)
