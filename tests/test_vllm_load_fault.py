@@ -72,15 +72,18 @@ BAD = [
     ({"structured_outputs": {"regex": r"\bfoo"}}, "word boundary"),
     ({"structured_outputs": {"grammar": "root ::= foo"}}, "undefined rule 'foo'"),
     ({"structured_outputs": {"choice": []}}, "cannot be an empty list"),  # vLLM's own generic check
-    # over a compile limit: found by validation in the API server ...
-    ({"structured_outputs": {"grammar": 'root ::= ("ab"{1000}){1000}'}}, "max_nfa_states"),
+    # over a compile limit: found by validation in the API server (a counted repeat of a nullable
+    # item is expanded: ("ab"{1000}){1000} or maxLength: 100000000 are binary counters, and compile) ...
+    ({"structured_outputs": {"grammar": 'root ::= ("a"? "b"?){3000000}'}}, "max_nfa_states"),
+    ({"structured_outputs": {"json": {"type": "string", "pattern": r"^(?:\S+\s+){0,99}\S+$",
+                                      "maxLength": 5000}}}, "max_product_states"),
     # ... or only by the engine's compile (validation passes them)
-    ({"structured_outputs": {"json": {"type": "string", "maxLength": 100000000}}}, "max_nfa_states"),
-    ({"structured_outputs": {"json": {"type": "array", "items": {"type": "integer"}, "maxItems": 1000000}}},
-     "max_nfa_states"),
     ({"structured_outputs": {"json": {"type": "object", "properties": {
-        "s": {"type": "string", "pattern": "(a{1000}){1000}"}}}}}, "max_nfa_states"),
+        "s": {"type": "string", "pattern": "^(a?b?){3000000}$"}}}}}, "max_nfa_states"),
 ]
+# large counted repeats that were over a limit before the counters: now valid requests (issue 10)
+COUNTED = [{"type": "string", "maxLength": 100000000}, {"type": "array", "items": {"type": "integer"}, "maxItems": 1000000},
+           {"type": "object", "properties": {"s": {"type": "string", "pattern": "(a{1000}){1000}"}}}]
 
 
 def _workload(seed: int) -> list[dict]:
@@ -103,7 +106,9 @@ def _workload(seed: int) -> list[dict]:
         items.append({"kind": "regex", "c": rx, "body": {"prompt": "R: ", "structured_outputs": {"regex": rx}}})
     for body, needle in BAD:
         items.append({"kind": "bad", "needle": needle, "body": {"prompt": "B: ", **body}})
-    for body, needle in BAD[8:]:  # engine-side failures, streamed: the 400 may come in-band
+    for s in COUNTED:
+        items.append({"kind": "json", "c": s, "body": {"prompt": "N: ", "structured_outputs": {"json": s}}})
+    for body, needle in BAD[9:]:  # engine-side failures, streamed: the 400 may come in-band
         items.append({"kind": "bad", "needle": needle, "stream": True, "body": {"prompt": "B: ", **body}})
     for i in range(6):  # disconnect mid-stream, plain and constrained
         so = {} if i % 2 else {"structured_outputs": {"regex": "[a-z ]{40,200}"}}

@@ -450,7 +450,7 @@ class NativeBackend(Backend):
         with self._lock:
             if constraint.cache_key() in self._cache:
                 return
-        from .pushdown import check_size
+        from .pushdown import check_size, count_large_repeats
         from .regex import RegexOptions
 
         try:
@@ -459,7 +459,8 @@ class NativeBackend(Backend):
 
                 check_schema(constraint.value, self.options)  # the compiler pass, no IR: cheap
                 return
-            check_size(self.to_grammar(constraint), RegexOptions().max_nfa_states)
+            # the size the compile will build: large counted repeats are counters, not copies
+            check_size(count_large_repeats(self.to_grammar(constraint))[0], RegexOptions().max_nfa_states)
         except RecursionError:
             raise _nesting_limit() from None
 
