@@ -408,68 +408,41 @@ def share_subtrees(grammar: Grammar, targets: dict[str, Expr]) -> Grammar:
     windows = [(t, n) for n, t in targets.items() if isinstance(t, Concat) and len(t.items) > 1]
     kinds = {k for k, _l, _t, _n in specs}
     used: set[str] = set()
-    hit = False
-    memo: dict[int, Expr] = {}
-    new_rules: dict[str, Expr] = {}
-    keep: list = []
-    for rname, body in grammar.rules.items():
-        stack = [(body, False)]
-        out: list[Expr] = []
-        while stack:
-            nd, done = stack.pop()
-            k = id(nd)
-            if not done:
-                if k in memo:
-                    out.append(memo[k])
-                    continue
-                if type(nd) in kinds:
-                    for tkind, tlen, target, name in specs:
-                        if type(nd) is tkind and (tlen < 0 or len(nd.items) == tlen) and nd == target:
-                            memo[k] = Ref(name)
-                            keep.append(nd)
-                            hit = True
-                            used.add(name)
-                            break
-                    else:
-                        name = None
-                    if name is not None:
-                        out.append(memo[k])
-                        continue
-                if isinstance(nd, (Concat, Alt)):
-                    stack.append((nd, True))
-                    stack.extend((x, False) for x in reversed(nd.items))
-                    continue
-                if isinstance(nd, Repeat):
-                    stack.append((nd, True))
-                    stack.append((nd.item, False))
-                    continue
-                memo[k] = nd
-                out.append(nd)
-                continue
-            if isinstance(nd, Repeat):
-                item = out.pop()
-                r = nd if item is nd.item else Repeat(item, nd.min, nd.max)
-            else:
-                c = len(nd.items)
-                items = tuple(out[len(out) - c:])
-                del out[len(out) - c:]
-                if windows and isinstance(nd, Concat):
-                    for target, name in windows:
-                        if len(items) > len(target.items):
-                            items, found = _replace_window(items, target.items, name)
-                            if found:
-                                hit = True
-                                used.add(name)
-                same = len(items) == c and all(a is b for a, b in zip(items, nd.items))
-                r = nd if same else (items[0] if len(items) == 1 else type(nd)(items))
-            memo[k] = r
-            keep.append(nd)
-            out.append(r)
-        new_rules[rname] = out[0]
+    matched: dict[int, Ref | None] = {}  # node id -> its target's reference (None: no target), compared once
+
+    def pre(nd):
+        if type(nd) not in kinds:
+            return None
+        k = id(nd)
+        if k not in matched:
+            matched[k] = None
+            for tkind, tlen, target, name in specs:
+                if type(nd) is tkind and (tlen < 0 or len(nd.items) == tlen) and nd == target:
+                    matched[k] = Ref(name)
+                    used.add(name)
+                    break
+        return matched[k]
+
+    def windowed(r):  # Concat targets also replace a run of items in a longer concatenation
+        if windows and isinstance(r, Concat):
+            items = r.items
+            for target, name in windows:
+                if len(items) > len(target.items):
+                    items, found = _replace_window(items, target.items, name)
+                    if found:
+                        used.add(name)
+            if items is not r.items:
+                return items[0] if len(items) == 1 else Concat(items)
+        return r
+
+    done: dict[int, Expr] = {}
+    new_rules = {rname: rebuild(body, done, pre=pre, post=windowed) for rname, body in grammar.rules.items()}
+    hit = bool(used)
     if not hit:
         return grammar
-    for name in used:
-        new_rules[name] = targets[name]
+    for name in targets:  # in the order given (deterministic)
+        if name in used:
+            new_rules[name] = targets[name]
     return Grammar(new_rules, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
                    set(grammar.keep_calls) | used)
 
