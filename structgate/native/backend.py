@@ -377,18 +377,12 @@ class NativeBackend(Backend):
                 t0 += waited  # a worker's start is not charged to the compile
                 deadline = None if deadline is None else deadline + waited
             if gnfa is None:
-                grammar = self.to_grammar(constraint)
-                self._check_deadline(t0)
-                root = grammar.rules[grammar.root]
-                from .ir import has_anchor
-
-                if len(grammar.rules) == 1 and has_anchor(root):
+                grammar, gnfa = _grammar_and_nfa(self, constraint, self.inline_max_size,
+                                                 lambda: self._check_deadline(t0))
+                if gnfa is None:
                     # zero-width assertions inside the pattern: the eager DFA implements them
                     g = self._compile_eager(constraint, grammar, deadline, t0)
                     return self._remember(key, g)
-                from .pushdown import build_grammar_nfa
-
-                gnfa = build_grammar_nfa(grammar, inline_max_size=self.inline_max_size)
             from .pushdown import PushdownIndex
 
             self._check_deadline(t0)
@@ -500,19 +494,31 @@ class _Frontend:
     _regex_grammar = staticmethod(NativeBackend._regex_grammar)
 
 
+def _grammar_and_nfa(frontend, constraint: Constraint, inline_max_size: int, check=None):
+    """``(grammar IR, grammar NFA)`` of ``constraint`` through ``frontend.to_grammar`` (a
+    :class:`NativeBackend` or a :class:`_Frontend`); the NFA is None when the eager-DFA path
+    applies (one rule with anchors inside). ``check()``, when given, runs between the two stages
+    (the deadline). Raises what ``to_grammar`` and :func:`~.pushdown.build_grammar_nfa` raise."""
+    from .ir import has_anchor
+    from .pushdown import build_grammar_nfa
+
+    grammar = frontend.to_grammar(constraint)
+    if check is not None:
+        check()
+    if len(grammar.rules) == 1 and has_anchor(grammar.rules[grammar.root]):
+        return grammar, None
+    return grammar, build_grammar_nfa(grammar, inline_max_size=inline_max_size)
+
+
 def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset):
     """Worker side of :class:`CompilePool`: the grammar NFA of ``constraint``, or None when the
     eager-DFA path applies (anchors inside a regex: built by the caller). Typed errors are raised
     as in-process (they pickle, :class:`~structgate.errors.StructgateError`)."""
-    from .ir import has_anchor
-    from .pushdown import build_grammar_nfa, no_gc
+    from .pushdown import no_gc
 
     with no_gc():
         try:
-            grammar = _Frontend(options, kinds).to_grammar(constraint)
-            if len(grammar.rules) == 1 and has_anchor(grammar.rules[grammar.root]):
-                return None
-            return build_grammar_nfa(grammar, inline_max_size=inline_max_size)
+            return _grammar_and_nfa(_Frontend(options, kinds), constraint, inline_max_size)[1]
         except RecursionError:
             raise _nesting_limit() from None
 
