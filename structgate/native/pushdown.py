@@ -255,7 +255,7 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     of ``m`` and ``n - m`` — O(log n) rules and NFA states instead of O(n), the same language, and a
     parse of any count is unique (so a configuration holds O(log² n) items). ``x{m,}`` becomes
     ``x{m} x*``. The pushdown matcher then counts on its stack: a string with ``maxLength:
-    1000000`` compiles in microseconds and exactly (what llguidance's derivative-based lexer does
+    1000000`` compiles in milliseconds and exactly (what llguidance's derivative-based lexer does
     with its counted repeats, by other means).
 
     Returns
@@ -847,7 +847,7 @@ class PushdownIndex:
         self._owner = np.asarray(gnfa.owner + [0], dtype=np.int64) if gnfa.owner else None
         # return states inside counting rules: their frames are free of the depth bound
         self._free_ret = None
-        if any(getattr(gnfa, "rule_counting", ())) and gnfa.owner:
+        if any(gnfa.rule_counting) and gnfa.owner:
             rc = gnfa.rule_counting
             self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(N + 1 - len(gnfa.owner))
         self._terminated_slot = -1
