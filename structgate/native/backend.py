@@ -292,13 +292,14 @@ class NativeBackend(Backend):
             from . import json_schema as js
 
             if hasattr(js, "schema_to_grammar"):
-                return _share_json_string(js.schema_to_grammar(constraint.value, self.options)).check()
+                # the compiler calls the shared string and key-tail rules itself
+                return js.schema_to_grammar(constraint.value, self.options).check()
             return _share_json_string(self._regex_grammar(js.schema_to_regex(constraint.value, self._v1_options())))
         if kind == "json_object":
             from . import json_schema as js
 
             if hasattr(js, "json_object_grammar"):
-                return _share_json_string(js.json_object_grammar(self.options)).check()
+                return js.json_object_grammar(self.options).check()
             return _share_json_string(self._regex_grammar(js.json_object_regex(self._v1_options())))
         if kind == "grammar" and "grammar" in self.supported_kinds:
             from .frontends import parse_grammar

@@ -8,12 +8,11 @@ import re
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._automata import CPDFA, complement, from_ast, length_dfa, literals_ast, product, trim
-from ._charset import STRING, json_char_regex, literal_string_regex
+from ._charset import json_char_regex, literal_string_regex
 from ._common import ANNOTATIONS
 from ._common import _ptr
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
-from ._type_string import _key_not_in
 
 
 #: with ``maxProperties`` and possible extra keys, the count is exact (extras kept) when the
@@ -210,7 +209,7 @@ class ObjectMixin:
             if pn_key is not None:
                 key = self._extra_key(pn_key, names, _ptr(where, "propertyNames"))
             else:
-                key = STRING if not names else _key_not_in(names)
+                key = self.any_string if not names else self.key_not_in(names)
             if key is not None:
                 extra = f"{key}{self.colon}{extra_v}"
         if counted is not None:

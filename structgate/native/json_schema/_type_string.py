@@ -41,7 +41,7 @@ class StringMixin:
                                               "pattern", _ptr(where, "not"))
             if fmt is not None:
                 return self._format_not_in(fmt, schema[_NOT_STR], _ptr(where, "not"))
-            return _key_not_in(schema[_NOT_STR])
+            return self.key_not_in(schema[_NOT_STR])
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
@@ -62,7 +62,7 @@ class StringMixin:
             return None if body is None else f'"{body}"'
         char = json_char_regex(ANY)
         if length is None:
-            return STRING
+            return self.any_string
         if lmax is None:
             q = "*" if lmin == 0 else ("+" if lmin == 1 else f"{{{lmin},}}")
         elif lmin == lmax:

@@ -34,7 +34,7 @@ from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMA
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, NEVER, TYPES,
                       _count_refs, _is_num, _json_equal, _load, _ptr)
 from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
-from ._grammar import _grammar
+from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
 from ._negation import NegationMixin
 from ._numeric import JSON_NUMBER, alt
@@ -71,6 +71,10 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         #: grammar mode: rule name -> regex text (with ``(?&name)`` calls), and its JSON pointer
         self.rules: dict[str, str] = {}
         self.rule_where: dict[str, str] = {}
+        #: grammar mode: rules whose IR is built directly (no text): the shared JSON string and
+        #: key-tail rules, key exclusions
+        self.ir_rules: dict = {}
+        self._keyx: dict[tuple, str] = {}  # names -> key-exclusion rule
         self._rule_of: dict[str, str] = {}  # canonical merged schema -> rule name
         self._inline: dict[str, str | None] = {}  # canonical merged schema -> text, inlined once so far
         self._progress: dict[str, str] = {}  # canonical merged schemas being compiled -> reserved name
@@ -110,6 +114,31 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                         if fmode == "lenient" else dict(FORMAT_REGEX))
 
     # -- helpers ----------------------------------------------------------------------------------
+    @property
+    def any_string(self) -> str:
+        """Any JSON string: in grammar mode a call of :data:`._grammar.STRING_RULE`, else
+        :data:`STRING`."""
+        if not self.grammar:
+            return STRING
+        if STRING_RULE not in self.ir_rules:
+            self.ir_rules[STRING_RULE] = shared_rule_ir(STRING_RULE)
+        return f"(?&{STRING_RULE})"
+
+    def key_not_in(self, names) -> str:
+        """Canonically spelled JSON strings (quotes included) whose decoded value is not in
+        ``names``: in grammar mode a call of a rule built as IR (:func:`._grammar.key_not_in_ir`;
+        used once, the engine inlines it), else the text of :func:`_key_not_in`."""
+        if not self.grammar:
+            return _key_not_in(names)
+        key = tuple(names)
+        name = self._keyx.get(key)
+        if name is None:
+            name = self._keyx[key] = f"__keyx{len(self._keyx)}"
+            self.ir_rules[name] = key_not_in_ir(key)
+            if KEY_TAIL_RULE not in self.ir_rules:
+                self.ir_rules[KEY_TAIL_RULE] = shared_rule_ir(KEY_TAIL_RULE)
+        return f"(?&{name})"
+
     def any_value(self, depth: int | None = None) -> str:
         """Any JSON value: in grammar mode a call of the recursive rule :data:`JSON_VALUE_RULE` (any
         depth; ``depth`` ignored), in regex mode with at most ``depth`` (default :attr:`depth`)
@@ -118,9 +147,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             if JSON_VALUE_RULE not in self.rules:
                 call = f"(?&{JSON_VALUE_RULE})"
                 self.rules[JSON_VALUE_RULE] = ""  # reserved before the body refers to it
-                self.rules[JSON_VALUE_RULE] = ("(?:" + "|".join(["null", "true", "false", JSON_NUMBER, STRING,
+                self.rules[JSON_VALUE_RULE] = ("(?:" + "|".join(["null", "true", "false", JSON_NUMBER, self.any_string,
                                                                  self._array_of(call),
-                                                                 self._object_of(STRING, call)]) + ")")
+                                                                 self._object_of(self.any_string, call)]) + ")")
                 self.rule_where[JSON_VALUE_RULE] = "any JSON value"
             return f"(?&{JSON_VALUE_RULE})"
         d = self.depth if depth is None else depth
@@ -436,7 +465,7 @@ def json_object_grammar(options: CompileOptions | None = None):
     """Any JSON *object* (the ``json_object`` constraint), values of any depth (exact): a
     :class:`~structgate.native.ir.Grammar` with root ``root`` calling ``json:value``."""
     c = _Compiler(True, options or CompileOptions(), grammar=True)
-    return _grammar(c, c._object_of(STRING, c.any_value()), "json_object")
+    return _grammar(c, c._object_of(c.any_string, c.any_value()), "json_object")
 
 
 def json_object_regex(options: CompileOptions | None = None) -> str:
