@@ -253,6 +253,13 @@ class Grammar:
         """Rules that match at least one string (least fixpoint)."""
         return self._fixpoint(_productive)
 
+    def all_productive(self) -> bool:
+        """Whether every reachable rule matches at least one string (the productive rules found by
+        :meth:`check` are reused while :attr:`rules` is the same mapping)."""
+        hit = self.__dict__.get("_productive_memo")
+        prod = hit[1] if hit is not None and hit[0] is self.rules else self.productive_rules()
+        return all(r in prod for r in self.reachable())
+
     def recursive_rules(self) -> set[str]:
         """Rules on a reference cycle (Tarjan SCCs of size > 1, or self-references)."""
         names = self.reachable()
@@ -341,7 +348,9 @@ class Grammar:
                     state[nxt] = 1
                     path.append(nxt)
                     it.append(iter(sorted(first[nxt])))
-        if self.root not in self.productive_rules():
+        prod = self.productive_rules()
+        self.__dict__["_productive_memo"] = (self.rules, prod)
+        if self.root not in prod:
             raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "
                                          "string (every alternative needs an unproductive rule or an empty set)")
         return self

@@ -185,28 +185,30 @@ def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     return out[0]
 
 
-def grammar_size(grammar: Grammar) -> int:
+def grammar_size(grammar: Grammar, memo: dict | None = None) -> int:
     """NFA-size estimate of a grammar: the sum over its reachable rules of the states their bodies
-    need after expanding counted repeats (references count 1)."""
-    memo: dict = {}
+    need after expanding counted repeats (references count 1). ``memo``: node id → size, shared
+    with other passes over the same nodes (references counting 1)."""
+    memo = {} if memo is None else memo
     return sum(_size(grammar.rules[r], memo) for r in grammar.reachable())
 
 
-def check_size(grammar: Grammar, max_nfa_states: int) -> None:
+def check_size(grammar: Grammar, max_nfa_states: int, memo: dict | None = None) -> None:
     """Raise ``CompileLimitError("max_nfa_states")`` when :func:`grammar_size` exceeds the cap
     (before anything is built, so ``(a{2000}){2000}`` fails at once)."""
-    est = grammar_size(grammar)
+    est = grammar_size(grammar, memo)
     if est > max_nfa_states:
         raise CompileLimitError("max_nfa_states", est, max_nfa_states,
                                 "the pattern (after expanding counted repeats) is too large")
 
 
-def share_repeated_subtrees(grammar: Grammar, min_size: int) -> Grammar:
+def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None = None) -> Grammar:
     """A grammar where every subtree (the same node object: the regex parser hash-conses) that
     occurs in two or more places and whose NFA-size estimate exceeds ``min_size`` is a rule of its
     own, kept as a call (``__shared<i>``), so it is built once instead of once per place (e.g. the
     same ``{"type": "string", "maxLength": 4096}`` under many properties). The language is
-    unchanged. Returns ``grammar`` itself when there is nothing to share."""
+    unchanged. Returns ``grammar`` itself when there is nothing to share. ``memo``: as for
+    :func:`grammar_size`."""
     rules = grammar.rules
     count: dict[int, int] = {}
     node_of: dict[int, Expr] = {}
@@ -223,7 +225,7 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int) -> Grammar:
                     count[id(x)] = count.get(id(x), 0) + 1
                     node_of[id(x)] = x
                     stack.append(x)
-    memo: dict = {}
+    memo = {} if memo is None else memo
     picked = {k: node_of[k] for k, c in count.items() if c > 1 and _size(node_of[k], memo) > min_size}
     if not picked:
         return grammar
@@ -247,7 +249,29 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int) -> Grammar:
 COUNT_PREFIX = "__count"
 
 
-def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = 32) -> tuple[Grammar, set[str]]:
+def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
+    """Whether a reachable rule has a counted repeat of ``min_count`` or more (a cheap walk that
+    lets :func:`count_large_repeats` return before rebuilding anything)."""
+    seen: set[int] = set()
+    rules = grammar.rules
+    for r in grammar.reachable():
+        stack = [rules[r]]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Repeat):
+                if max(n.min, n.max or 0) >= min_count:
+                    return True
+                stack.append(n.item)
+            elif isinstance(n, (Concat, Alt)):
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                stack.extend(n.items)
+    return False
+
+
+def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = 32,
+                        memo: dict | None = None) -> tuple[Grammar, set[str]]:
     """A grammar where every large counted repeat ``x{m,n}`` (``max(m, n) >= min_count`` and
     ``size(x) * max(m, n) > min_expand``, ``x`` not nullable) is a binary counter of called rules
     instead of ``n`` copies of ``x``: ``E_k = E_(k-1) E_(k-1)`` (exactly ``2**k`` copies),
@@ -266,6 +290,8 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         do not count toward the recursion depth bound: a counted repeat costs the one level of the
         call into it, like any rule call, whatever its count.
     """
+    if not _has_large_repeat(grammar, min_count):
+        return grammar, set()
     rules = grammar.rules
     null: list = []
     new: dict[str, Expr] = {}
@@ -314,7 +340,7 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     def fixed(item, m: int):  # x{m}
         return [exact(item, k) for k in range(m.bit_length() - 1, -1, -1) if m >> k & 1]
 
-    size_memo: dict = {}
+    size_memo: dict = {} if memo is None else memo
 
     def replace(nd: Repeat):
         count = max(nd.min, nd.max if nd.max is not None else 0)
@@ -374,15 +400,32 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         An anchor (``^``/``$``) inside a grammar rule.
     """
     counting: set[str] = set()
+    # every rule productive and (checked below) no empty set built: every state is live
+    all_live = grammar.all_productive()
+    memo: dict = {}  # node id -> size estimate (references 1), shared by the three passes
+    pins = [grammar]  # the grammars the passes rewrote stay alive, so no memoised id is reused
     if count_repeats_over > 0:
-        grammar, counting = count_large_repeats(grammar, count_repeats_over)
-    grammar = share_repeated_subtrees(grammar, inline_max_size)
-    check_size(grammar, max_nfa_states)
+        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo)
+        pins.append(grammar)
+    grammar = share_repeated_subtrees(grammar, inline_max_size, memo)
+    pins.append(grammar)
+    check_size(grammar, max_nfa_states, memo)
     g = GrammarNFA()
     nfa = g.nfa = NFA(max_nfa_states)
     rules = grammar.rules
     order = grammar.reachable()
     recursive = grammar.recursive_rules()
+    # rules with the very same body object (front ends memoise parsed texts, so equal rule texts
+    # give one object; e.g. the same property list under several items schemas) are one rule: the
+    # same equation, so the same language. ``canon`` maps each such rule to the first in ``order``
+    canon: dict[str, str] = {}
+    first_of: dict[int, str] = {}
+    for r in order:
+        b = rules[r]
+        if r != grammar.root and isinstance(b, (Concat, Alt, Repeat)):
+            c = first_of.setdefault(id(b), r)
+            if c != r:
+                canon[r] = c
     uses: dict[str, int] = {}
     for r in order:
         seen: set[int] = set()
@@ -390,7 +433,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         while stack:
             n, mult = stack.pop()
             if isinstance(n, Ref):
-                uses[n.name] = uses.get(n.name, 0) + mult
+                nm = canon.get(n.name, n.name)
+                uses[nm] = uses.get(nm, 0) + mult
             elif isinstance(n, Repeat):
                 # a reference under a repeat is compiled once per copy
                 stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
@@ -402,7 +446,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     # decide callee by callee, callees first: a rule is inlined when it is used once, or when its
     # size *with its own inlined callees expanded* is small (so DAGs of shared rules stay calls)
     keep = getattr(grammar, "keep_calls", ()) or ()
-    call_rule: set[str] = {r for r in order if r in recursive or r == grammar.root or r in keep}
+    call_rule: set[str] = {canon.get(r, r) for r in order if r in recursive or r == grammar.root or r in keep}
     eff: dict[str, int] = {}
     post: list[str] = []
     state: dict[str, int] = {}
@@ -421,11 +465,19 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             elif nxt in rules and not state.get(nxt):
                 state[nxt] = 1
                 stack.append((nxt, iter(sorted(grammar.references(nxt)))))
+    # one memo for every rule: callees are decided before their callers, so a reference's size
+    # (its inlined size, or 1 for a call) is final whenever a subtree holding it is measured
+    ref_memo: dict = {}
+    ref_size: dict[str, int] = {}
     for r in post:  # callees before callers (cycles broken arbitrarily; those rules are calls anyway)
-        sz = _size(rules[r], {}, {x: eff[x] for x in grammar.references(r) if x in eff and x not in call_rule})
-        if r not in call_rule and uses.get(r, 0) > 1 and sz > inline_max_size:
-            call_rule.add(r)
-        eff[r] = sz
+        key = canon.get(r, r)
+        if key not in eff:
+            sz = _size(rules[key], ref_memo, ref_size)
+            if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
+                call_rule.add(key)
+            eff[key] = sz
+            ref_size[key] = 1 if key in call_rule else sz
+        ref_size[r] = ref_size[key]
     index = {grammar.root: 0}
     g.rule_names = [grammar.root]
     for r in order:
@@ -446,8 +498,9 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                                      f"{building[0]!r} is not supported", grammar.source,
                                      grammar.positions.get(building[0], 0), f"rule {building[0]!r}")
         if isinstance(child, Ref):
-            if child.name in index:
-                ck = (index[child.name], cnxt)
+            name = canon.get(child.name, child.name)
+            if name in index:
+                ck = (index[name], cnxt)
                 v = call_memo.get(ck)
                 if v is None:
                     v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
@@ -469,7 +522,13 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         g.rule_start[i] = body(name, ret)
         owner.extend([i] * (len(nfa) - len(owner)))
     nfa.start = g.rule_start[0]
-    _prune(g)
+    if all_live and nfa._fail < 0:
+        # a Thompson NFA of productive expressions (no empty byte set, no call of a rule that
+        # matches nothing): every state reaches its rule's RET, so there is nothing to prune
+        g.live = bytearray(b"\x01") * len(nfa)
+        g.live[nfa.match] = 0  # the regex NFA's MATCH state, unused by a grammar
+    else:
+        _prune(g)
     g.byte_classes = _alphabet(nfa)
     g.owner = owner
     _rule_partitions(g)
@@ -484,20 +543,21 @@ def _rule_partitions(g: GrammarNFA) -> None:
     has the same ranges in both)."""
     nfa = g.nfa
     n_rules = len(g.rule_names)
-    cuts = [set([0]) for _ in range(n_rules)]
-    calls = [False] * n_rules
-    kind, lo, hi, owner = nfa.kind, nfa.lo, nfa.hi, g.owner
-    for v in range(len(nfa)):
-        k = kind[v]
-        r = owner[v] if v < len(owner) else 0
-        if k == BYTE:
-            cuts[r].add(lo[v])
-            if hi[v] + 1 < 256:
-                cuts[r].add(hi[v] + 1)
-        elif k == CALL:
-            calls[r] = True
-    g.rule_has_calls = calls
-    g.rule_classes = [_classes_from_cuts(c) for c in cuts]
+    n = len(nfa)
+    kind = np.asarray(nfa.kind, dtype=np.int8)
+    owner = np.zeros(n, dtype=np.int64)
+    owner[:min(n, len(g.owner))] = g.owner[:n]
+    calls = np.zeros(n_rules, dtype=bool)
+    calls[owner[kind == CALL]] = True
+    b = np.flatnonzero(kind == BYTE)
+    mark = np.zeros((n_rules, 257), dtype=np.int32)
+    mark[:, 0] = 1
+    ob = owner[b]
+    mark[ob, np.asarray(nfa.lo, dtype=np.int64)[b]] = 1
+    mark[ob, np.asarray(nfa.hi, dtype=np.int64)[b] + 1] = 1  # column 256 (a range to 0xFF) is dropped
+    classes = (np.cumsum(mark[:, :256], axis=1) - 1).astype(np.uint8)
+    g.rule_has_calls = calls.tolist()
+    g.rule_classes = list(classes)
 
 
 def _prune(g: GrammarNFA) -> None:

@@ -1,0 +1,93 @@
+"""The grammar → NFA build's shortcuts (:func:`structgate.native.pushdown.build_grammar_nfa`), each
+against the construction it replaces:
+
+* *nothing to prune*: when every rule is productive and no empty byte set was built, the build sets
+  every state live without the backward fixpoint; ``live`` must equal what :func:`_prune` computes,
+  on JSON schemas, on grammars with unproductive rules and with empty sets (where the fixpoint runs);
+* *one rule per body*: rules whose bodies are the same object (equal rule texts parse to one object)
+  are built as one rule; the language and every token mask equal those of the same grammar with the
+  bodies as distinct copies.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.native.ir import Grammar, Ref, alt, lit, seq, star
+from structgate.native.json_schema._grammar import parse_rule
+from structgate.native.pushdown import PushdownIndex, _prune, build_grammar_nfa
+from structgate.native.regex import parse_regex
+
+SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]},
+    {"type": "array", "items": {"$ref": "#/$defs/n"}, "$defs": {"n": {"type": "object", "properties": {
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}, "v": {"enum": ["x", 1, None]}}}}},
+    {"anyOf": [{"type": "string", "maxLength": 50}, {"type": "number", "minimum": 3}]},
+    {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 7}}, "additionalProperties": False},
+]
+
+
+def _grammars():
+    out = []
+    be = get_backend("native", _grammars.vocab, whitespace="flexible", additional_properties=True)
+    for s in SCHEMAS:
+        out.append(be.to_grammar(Constraint("json_schema", s)))
+    # an unproductive recursive rule next to a productive root: its call states are dead
+    out.append(Grammar({"root": alt(lit("a"), seq(lit("b"), Ref("loop"))), "loop": seq(lit("c"), Ref("loop"))},
+                       "root").check())
+    # an empty byte set (a FAIL state) in an alternative
+    out.append(Grammar({"root": alt(lit("x"), seq(lit("y"), parse_regex("[^\\x00-\\U0010FFFF]")))}, "root").check())
+    return out
+
+
+@pytest.fixture(scope="module")
+def grammars(llama3_vocab):
+    _grammars.vocab = llama3_vocab
+    return _grammars()
+
+
+def test_live_states_equal_the_backward_fixpoint(grammars):
+    shortcut = 0
+    for g in grammars:
+        n = build_grammar_nfa(g)
+        live = bytearray(n.live)
+        _prune(n)
+        assert n.live == live, g.root
+        shortcut += all(live[1:])
+    assert shortcut >= len(SCHEMAS)  # the shortcut ran on the JSON grammars
+
+
+def _dup_grammar(shared: bool):
+    text = "(?:[a-f][0-9]{1,3}|z(?:xy|yx){0,3})(?:,(?:[a-f][0-9]{1,3}|q)){0,4}"
+    bodies = [parse_rule(text)] * 6 if shared else [parse_regex(text, calls=True) for _ in range(6)]
+    rules = {f"r{i}": b for i, b in enumerate(bodies)}
+    rules["root"] = star(alt(*(seq(lit(f"<{i}>"), Ref(f"r{i}"), lit(";")) for i in range(6))))
+    return Grammar(rules, "root").check()
+
+
+def test_rules_with_one_body_are_one_rule_with_the_same_masks(llama3_vocab):
+    assert parse_rule("(?:ab|c)*") is parse_rule("(?:ab|c)*")
+    a = build_grammar_nfa(_dup_grammar(True), inline_max_size=16)
+    b = build_grammar_nfa(_dup_grammar(False), inline_max_size=16)
+    # root and the one merged rule; the copies are six rules (and the subtrees they share)
+    assert a.rule_names == ["root", "r0"] and {f"r{i}" for i in range(6)} <= set(b.rule_names)
+    pa, pb = PushdownIndex(a, llama3_vocab), PushdownIndex(b, llama3_vocab)
+    rng = random.Random(5)
+    for _ in range(60):
+        parts = []
+        for _ in range(rng.randrange(1, 4)):
+            i = rng.randrange(6)
+            parts.append(f"<{i}>" + rng.choice(["a1", "f99,q", "zxyyx", "b7,c12,q,d3", "z", "a1234", "g1"]) + ";")
+        s = "".join(parts)
+        for t in (s, s[:-1], s + "<", s.replace(";", "", 1)):
+            assert pa.matches(t.encode()) == pb.matches(t.encode()), t
+    # masks along a walk of valid text agree at every step
+    text = "<0>a1,q;<3>zxy;<5>f12,b3;"
+    sa, sb = 1, 1
+    for tok in llama3_vocab.encode(text):
+        assert np.array_equal(pa.row(sa), pb.row(sb))
+        sa, sb = pa.next_state(sa, tok), pb.next_state(sb, tok)
+        assert sa > 0 and sb > 0
