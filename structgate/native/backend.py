@@ -268,6 +268,9 @@ class NativeBackend(Backend):
         class_trie(vocab, STANDARD_BYTE_CLASSES)
         _flat_tokens(vocab)
         _warm_json_string_trie(vocab)
+        # the JSON Schema compiler checks enum/const values with jsonschema: import it here (about
+        # 0.3 s, its attrs classes) rather than inside the first request that needs it
+        import jsonschema  # noqa: F401
 
     # -- stages -----------------------------------------------------------------------------------
     def to_grammar(self, constraint: Constraint):

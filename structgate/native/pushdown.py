@@ -411,7 +411,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     pins.append(grammar)
     check_size(grammar, max_nfa_states, memo)
     g = GrammarNFA()
-    nfa = g.nfa = NFA(max_nfa_states)
+    nfa = g.nfa = NFA(max_nfa_states, multi_range=True)
     rules = grammar.rules
     order = grammar.reachable()
     recursive = grammar.recursive_rules()
@@ -469,8 +469,20 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     # (its inlined size, or 1 for a call) is final whenever a subtree holding it is measured
     ref_memo: dict = {}
     ref_size: dict[str, int] = {}
+    # only the rules whose decision is open (used more than once, not a call already) and the
+    # rules they may inline (transitively) need a size
+    need = {canon.get(r, r) for r in order if canon.get(r, r) not in call_rule and uses.get(canon.get(r, r), 0) > 1}
+    work = list(need)
+    while work:
+        for x in grammar.references(work.pop()):
+            x = canon.get(x, x)
+            if x in rules and x not in need and x not in call_rule:
+                need.add(x)
+                work.append(x)
     for r in post:  # callees before callers (cycles broken arbitrarily; those rules are calls anyway)
         key = canon.get(r, r)
+        if key not in need:
+            continue
         if key not in eff:
             sz = _size(rules[key], ref_memo, ref_size)
             if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
@@ -492,7 +504,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     def leaf(child, cnxt: int):
         """The IR's leaves for :func:`drive`: byte sets, calls (a state) or inlined bodies (a node)."""
         if isinstance(child, ByteSet):
-            return nfa.split([byte(lo, hi, cnxt) for lo, hi in child.ranges]) if child.ranges else nfa.fail()
+            return nfa.byte_ranges(child.ranges, cnxt) if child.ranges else nfa.fail()
         if isinstance(child, Anchor):
             raise GrammarSyntaxError(f"anchor {'^' if child.kind == 'start' else '$'} inside grammar rule "
                                      f"{building[0]!r} is not supported", grammar.source,
@@ -555,6 +567,11 @@ def _rule_partitions(g: GrammarNFA) -> None:
     ob = owner[b]
     mark[ob, np.asarray(nfa.lo, dtype=np.int64)[b]] = 1
     mark[ob, np.asarray(nfa.hi, dtype=np.int64)[b] + 1] = 1  # column 256 (a range to 0xFF) is dropped
+    for v, rs in (nfa.multi or {}).items():  # a multi-range state: every range's bounds
+        r = owner[v]
+        for a, z in rs:
+            mark[r, a] = 1
+            mark[r, z + 1] = 1
     classes = (np.cumsum(mark[:, :256], axis=1) - 1).astype(np.uint8)
     g.rule_has_calls = calls.tolist()
     g.rule_classes = list(classes)
@@ -611,15 +628,17 @@ def _alphabet(nfa: NFA) -> np.ndarray:
     cuts = set(_STD_CUT_SET)
     kind, lo, hi = nfa.kind, nfa.lo, nfa.hi
     extra = False
+    multi = nfa.multi or {}
     for s in range(len(kind)):
         if kind[s] == BYTE:
-            a, b = lo[s], hi[s] + 1
-            if a not in cuts:
-                cuts.add(a)
-                extra = True
-            if b not in cuts and b <= 256:
-                cuts.add(b)
-                extra = True
+            for a, b in multi.get(s, ((lo[s], hi[s]),)):
+                b += 1
+                if a not in cuts:
+                    cuts.add(a)
+                    extra = True
+                if b not in cuts and b <= 256:
+                    cuts.add(b)
+                    extra = True
     if not extra:
         return STANDARD_BYTE_CLASSES
     cuts.discard(256)
@@ -873,6 +892,7 @@ class PushdownIndex:
         self._bc_list = [int(c) for c in bc]
         self.n_classes = W = int(bc.max()) + 1
         self._hi = nfa.hi  # a BYTE state's class interval: bc[lo[s]]..bc[hi[s]] (read in _compute_row)
+        self._multi = nfa.multi or None  # multi-range BYTE states: their ranges
         # stacks
         self._stk_ret: list[int] = [-1]
         self._stk_parent: list[int] = [0]
@@ -1061,11 +1081,16 @@ class PushdownIndex:
         W = self.n_classes
         row = np.zeros(W, dtype=np.int64)
         iv = []
+        multi = self._multi
         for it in items:
             leaf = it % N
             if leaf == self._ACCEPT or it < 0:
                 continue
-            iv.append((cl[lo[leaf]], cl[hi[leaf]], it))
+            rs = multi.get(leaf) if multi else None
+            if rs is None:
+                iv.append((cl[lo[leaf]], cl[hi[leaf]], it))
+            else:  # a multi-range BYTE state: one class interval per range
+                iv.extend((cl[a], cl[b], it) for a, b in rs)
         if iv:
             iv.sort()
             pts = sorted({a for a, _, _ in iv} | {b + 1 for _, b, _ in iv})

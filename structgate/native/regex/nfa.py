@@ -49,12 +49,17 @@ class NFA:
     has_assertions : bool
         True when some ``BOL``/``EOL``/``FAIL`` state exists (then a byte state may be dead and
         the DFA builder prunes dead states explicitly).
+    multi : dict[int, tuple[tuple[int, int], ...]] | None
+        Only in an NFA made with ``multi_range=True`` (the grammar NFA of
+        :mod:`structgate.native.pushdown`): ``BYTE`` states that match a *set* of byte ranges
+        (one state for, e.g., the ASCII part of ``[ \t\n\r]`` instead of one per range and an
+        epsilon split); ``lo``/``hi`` then bound the set. The eager DFA builder never sees one.
     """
 
     __slots__ = ("kind", "lo", "hi", "out", "outs", "start", "match", "has_assertions",
-                 "_byte_memo", "_eps_memo", "_fail", "max_states")
+                 "_byte_memo", "_eps_memo", "_fail", "max_states", "multi", "_multi_memo")
 
-    def __init__(self, max_states: int = 2_000_000) -> None:
+    def __init__(self, max_states: int = 2_000_000, multi_range: bool = False) -> None:
         self.kind: list[int] = []
         self.lo: list[int] = []
         self.hi: list[int] = []
@@ -66,6 +71,8 @@ class NFA:
         self._eps_memo: dict[tuple[int, ...], int] = {}
         self._fail = -1
         self.max_states = max_states
+        self.multi: dict[int, tuple] | None = {} if multi_range else None
+        self._multi_memo: dict = {}
         self.match = self._new(MATCH, -1, -1, -1, None)
 
     def __len__(self) -> int:
@@ -124,6 +131,20 @@ class NFA:
         self.has_assertions = True
         return self._new(kind, -1, -1, nxt, None)
 
+    def byte_ranges(self, ranges, nxt: int) -> int:
+        """One byte out of ``ranges`` (sorted, disjoint, non-empty) then ``nxt``: one ``BYTE``
+        state per range, or one multi-range state (:attr:`multi`) when this NFA allows them."""
+        if len(ranges) == 1:
+            return self.byte(ranges[0][0], ranges[0][1], nxt)
+        if self.multi is None:
+            return self.split([self.byte(lo, hi, nxt) for lo, hi in ranges])
+        key = (ranges, nxt)
+        s = self._multi_memo.get(key)
+        if s is None:
+            s = self._multi_memo[key] = self._new(BYTE, ranges[0][0], ranges[-1][1], nxt, None)
+            self.multi[s] = ranges
+        return s
+
     def chars(self, ranges, nxt: int) -> int:
         """States matching one code point of ``ranges`` (UTF-8 encoded) then ``nxt``."""
         if len(ranges) == 1:
@@ -132,11 +153,17 @@ class NFA:
                 return self.byte(lo, hi, nxt)
         firsts: list[int] = []
         byte = self.byte
+        single: list = []
         for seq in _byte_sequences(ranges):
+            if len(seq) == 1 and self.multi is not None:
+                single.append(seq[0])  # one-byte sequences (ASCII): one multi-range state
+                continue
             s = nxt
             for blo, bhi in seq:
                 s = byte(blo, bhi, s)
             firsts.append(s)
+        if single:
+            firsts.append(self.byte_ranges(tuple(sorted(single)), nxt))
         if not firsts:
             return self.fail()
         return self.split(firsts)
