@@ -4,6 +4,8 @@ against the construction it replaces:
 * *nothing to prune*: when every rule is productive and no empty byte set was built, the build sets
   every state live without the backward fixpoint; ``live`` must equal what :func:`_prune` computes,
   on JSON schemas, on grammars with unproductive rules and with empty sets (where the fixpoint runs);
+* *multi-range byte states*: a byte set of several ranges is one NFA state; a byte-level grammar
+  gives the masks of the same language written as a regex (the v1 engine's eager DFA);
 * *one rule per body*: rules whose bodies are the same object (equal rule texts parse to one object)
   are built as one rule; the language and every token mask equal those of the same grammar with the
   bodies as distinct copies.
@@ -16,10 +18,11 @@ import numpy as np
 import pytest
 
 from structgate import Constraint, get_backend
-from structgate.native.ir import Grammar, Ref, alt, lit, seq, star
+from structgate.native.ir import Grammar, Ref, alt, byteset, lit, plus, seq, star
 from structgate.native.json_schema._grammar import parse_rule
 from structgate.native.pushdown import PushdownIndex, _prune, build_grammar_nfa
-from structgate.native.regex import parse_regex
+from structgate.native.regex import compile_regex, parse_regex
+from structgate.native.token_index import TokenIndex
 
 SCHEMAS = [
     {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]},
@@ -91,3 +94,23 @@ def test_rules_with_one_body_are_one_rule_with_the_same_masks(llama3_vocab):
         assert np.array_equal(pa.row(sa), pb.row(sb))
         sa, sb = pa.next_state(sa, tok), pb.next_state(sb, tok)
         assert sa > 0 and sb > 0
+
+
+def test_multi_range_byte_sets_give_the_regex_masks(llama3_vocab):
+    v = llama3_vocab
+    cls = byteset([(0x41, 0x43), (0x61, 0x63), (0x20, 0x20)])
+    g = Grammar({"root": seq(plus(cls), lit("."), star(byteset([(0x30, 0x31), (0x35, 0x35)])))}, "root").check()
+    n = build_grammar_nfa(g)
+    assert n.nfa.multi, "no multi-range state was built"
+    pi, ti = PushdownIndex(n, v), TokenIndex(compile_regex(r"[A-Ca-c ]+\.[015]*"), v)
+    rng = random.Random(3)
+    for _ in range(4):
+        s1 = s2 = 1
+        for _ in range(12):
+            assert np.array_equal(pi.row(s1), ti.row(s2))
+            ids = [t for t in np.flatnonzero(np.unpackbits(ti.row(s2).view(np.uint8), bitorder="little")
+                                             [: v.vocab_size]).tolist() if t not in v.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)

@@ -35,7 +35,9 @@ def _index(rules, vocab, root="root", **kw):
 
 
 @pytest.mark.parametrize("rx", [r"[0-9]{1,3}", r"(a|b)*c", r"\w+@\w+\.com", r"[α-ω]+x", "(?:yes|no|maybe)",
-                                r'"[^"]*"', r"(?:ab|a)(?:bc|c)*", r"[\u4e00-\u9fff]{2,4}", r"(?i)straße|ǅ"])
+                                r'"[^"]*"', r"(?:ab|a)(?:bc|c)*", r"[\u4e00-\u9fff]{2,4}", r"(?i)straße|ǅ",
+                                # classes of several ASCII ranges (one multi-range NFA state each)
+                                r"[ \t\n\r]{0,4}x", r"[^a-c\x00-\x1f]{1,3}", r"[ace]+[0-9a-fA-F]{2}"])
 def test_regular_masks_equal_the_eager_dfa(rx, llama3_vocab):
     v = llama3_vocab
     pi = _index({"root": parse_regex(rx)}, v)
