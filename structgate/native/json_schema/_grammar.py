@@ -91,13 +91,9 @@ def key_not_in_ir(names: tuple):
         Concatenation starting with ``"``; :data:`~structgate.native.ir.NOTHING` if no string is left.
     """
     from ..ir import NOTHING, Ref, alt, lit, seq
+    from ._type_string import names_trie
 
-    trie: dict = {}
-    for n in names:
-        node = trie
-        for ch in n:
-            node = node.setdefault(ch, {})
-        node[None] = True
+    trie = names_trie(names)
     tail = Ref(KEY_TAIL_RULE)
     quote = lit('"')
     # iterative post-order over the trie (names can be long)

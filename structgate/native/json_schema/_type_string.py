@@ -197,14 +197,20 @@ def _canonical_char(cs):
     return json_char_regex(cs, escapes=False)
 
 
-def _key_not_in(names: list[str]) -> str:
-    """Canonically encoded JSON strings (quotes included) whose decoded value is not in names."""
+def names_trie(names) -> dict:
+    """The character trie of ``names``: nested dicts by character, ``None: True`` where a name ends."""
     trie: dict = {}
     for n in names:
         node = trie
         for ch in n:
             node = node.setdefault(ch, {})
         node[None] = True
+    return trie
+
+
+def _key_not_in(names: list[str]) -> str:
+    """Canonically encoded JSON strings (quotes included) whose decoded value is not in names."""
+    trie = names_trie(names)
     tail = KEY_TAIL  # any canonical characters, then the closing quote
 
     def rec(node) -> str:
