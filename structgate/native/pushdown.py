@@ -946,9 +946,18 @@ class PushdownIndex:
             self._terminated_slot = self._store_row(-1, row, len(self._eos), 0)
 
     def _tok_c(self, trie: _ClassTrie) -> np.ndarray:
-        tok_c = np.full(self.vocab.vocab_size, trie.n_nodes, dtype=np.int64)
-        tok_c[: self.vocab.n_tokens] = trie.token_cnode[: self.vocab.n_tokens]
-        tok_c[self._eos] = trie.n_nodes
+        """Token → class node of ``trie`` over the full id range (EOS and ids without bytes on the
+        dead slot), read-only, cached on the trie per (vocabulary size, EOS ids): every grammar of
+        the vocabulary shares it."""
+        key = (self.vocab.vocab_size, self.vocab.n_tokens, tuple(self._eos.tolist()))
+        cache = trie.__dict__.setdefault("_tok_c_cache", {})
+        tok_c = cache.get(key)
+        if tok_c is None:
+            tok_c = np.full(self.vocab.vocab_size, trie.n_nodes, dtype=np.int64)
+            tok_c[: self.vocab.n_tokens] = trie.token_cnode[: self.vocab.n_tokens]
+            tok_c[self._eos] = trie.n_nodes
+            tok_c.flags.writeable = False
+            cache[key] = tok_c
         return tok_c
 
     def _trie_for(self, cr: int):
