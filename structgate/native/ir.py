@@ -220,7 +220,18 @@ class Grammar:
         return out
 
     def reachable(self) -> list[str]:
-        """Rules reachable from the root, root first (breadth first)."""
+        """Rules reachable from the root, root first (breadth first). Memoised while the root and
+        every rule body are the same objects (analyses call it many times per compile); a copy of
+        the list is returned."""
+        key = (self.root, tuple(map(id, self.rules.values())), tuple(self.rules))
+        hit = self.__dict__.get("_reach_memo")
+        if hit is not None and hit[0] == key:
+            return list(hit[1])
+        order = self._reachable()
+        self.__dict__["_reach_memo"] = (key, tuple(order), tuple(self.rules.values()))  # bodies pinned
+        return order
+
+    def _reachable(self) -> list[str]:
         seen = {self.root: None}
         order = [self.root]
         i = 0
