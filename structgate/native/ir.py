@@ -485,32 +485,47 @@ def _replace_window(items: tuple, pat: tuple, name: str) -> tuple[tuple, bool]:
     return (tuple(out), True) if found else (items, False)
 
 
+def _holds(n: Expr, leaf, empty_repeat: bool) -> bool:
+    """A property of an expression that is ``all`` over a concatenation, ``any`` over an
+    alternation, true for ``x{0,..}`` when ``empty_repeat`` (else the item's) and ``leaf(n)`` on
+    leaves: an iterative post-order with a memo by node, so no nesting depth (a 1,000-character
+    key trie, say) can exhaust Python's stack."""
+    memo: dict[int, bool] = {}
+    stack = [(n, False)]
+    while stack:
+        x, done = stack.pop()
+        k = id(x)
+        if k in memo:
+            continue
+        if isinstance(x, (Concat, Alt)):
+            if not done:
+                stack.append((x, True))
+                stack.extend((c, False) for c in x.items if id(c) not in memo)
+                continue
+            vals = (memo[id(c)] for c in x.items)
+            memo[k] = all(vals) if isinstance(x, Concat) else any(vals)
+        elif isinstance(x, Repeat):
+            if x.min == 0 and empty_repeat:
+                memo[k] = True
+            elif not done:
+                stack.append((x, True))
+                stack.append((x.item, False))
+            else:
+                memo[k] = memo[id(x.item)]
+        else:
+            memo[k] = leaf(x)
+    return memo[id(n)]
+
+
 def _nullable(n: Expr, null: set[str]) -> bool:
-    if isinstance(n, Ref):
-        return n.name in null
-    if isinstance(n, (Chars, ByteSet)):
-        return False
-    if isinstance(n, Concat):
-        return all(_nullable(x, null) for x in n.items)
-    if isinstance(n, Alt):
-        return any(_nullable(x, null) for x in n.items)
-    if isinstance(n, Repeat):
-        return n.min == 0 or _nullable(n.item, null)
-    return True  # Anchor: zero width
+    """Whether ``n`` matches the empty string (``null``: the nullable rules)."""
+    return _holds(n, lambda x: x.name in null if isinstance(x, Ref) else not isinstance(x, (Chars, ByteSet)), True)
 
 
 def _productive(n: Expr, prod: set[str]) -> bool:
-    if isinstance(n, Ref):
-        return n.name in prod
-    if isinstance(n, (Chars, ByteSet)):
-        return bool(n.ranges)
-    if isinstance(n, Concat):
-        return all(_productive(x, prod) for x in n.items)
-    if isinstance(n, Alt):
-        return any(_productive(x, prod) for x in n.items)
-    if isinstance(n, Repeat):
-        return n.min == 0 or _productive(n.item, prod)
-    return True
+    """Whether ``n`` matches at least one string (``prod``: the productive rules)."""
+    return _holds(n, lambda x: x.name in prod if isinstance(x, Ref) else
+                  bool(x.ranges) if isinstance(x, (Chars, ByteSet)) else True, True)
 
 
 def _first_refs(n: Expr, null: set[str]) -> set[str]:

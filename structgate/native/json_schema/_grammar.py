@@ -90,7 +90,7 @@ def key_not_in_ir(names: tuple):
     Expr
         Concatenation starting with ``"``; :data:`~structgate.native.ir.NOTHING` if no string is left.
     """
-    from ..ir import NOTHING, Ref, alt, lit, seq
+    from ..ir import NOTHING, Alt, Ref, lit, seq
     from ._type_string import names_trie
 
     trie = names_trie(names)
@@ -117,7 +117,9 @@ def key_not_in_ir(names: tuple):
                 parts.append(seq(enc, done[id(node[c])]))
         if None not in node:  # not a listed name: the string may end here
             parts.append(quote)
-        done[id(node)] = alt(*parts) if parts else NOTHING
+        # the branches start with different characters: an Alt built directly (``alt()`` would
+        # hash every branch, and hashing a node hashes its whole subtree, recursively)
+        done[id(node)] = (parts[0] if len(parts) == 1 else Alt(tuple(parts))) if parts else NOTHING
     return seq(quote, done[id(trie)])
 
 
