@@ -1,6 +1,7 @@
 """Emitter for ``integer`` / ``number`` values: exact ranges, ``multipleOf``."""
 from __future__ import annotations
 
+
 import json
 import math
 from decimal import Decimal
@@ -11,6 +12,9 @@ from ._automata import from_ast, product, remainder_dfa, trim
 from ._charset import class_text
 from ._common import _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _exclusive_as_float, _ptr
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
+
+#: a number bound with more fraction digits than this is refused (CompileLimitError "nesting_depth")
+MAX_FRACTION_DIGITS = 200
 
 
 class NumberMixin:
@@ -69,6 +73,13 @@ class NumberMixin:
             lo_d, lo_x = _exclusive_as_float(lo[0], lo[1], math.inf)
         if hi is not None:
             hi_d, hi_x = _exclusive_as_float(hi[0], hi[1], -math.inf)
+        for d in (lo_d, hi_d):
+            # a bound with hundreds of fraction digits (1e-250): the range construction recurses
+            # once per digit; refused with the typed limit, whatever the Python stack has left
+            if d is not None and -Decimal(str(d)).as_tuple().exponent > MAX_FRACTION_DIGITS:
+                raise CompileLimitError("nesting_depth", f"{d}: over {MAX_FRACTION_DIGITS} fraction digits",
+                                        MAX_FRACTION_DIGITS, f"the number bound at {where or '#'} has too many "
+                                        "fraction digits for the range construction; round it")
         rng = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
         if any(b is not None and isinstance(b[0], int) and not isinstance(b[0], bool) and abs(b[0]) > 2 ** 53
                for b in (lo, hi)):
