@@ -200,6 +200,24 @@ CLASS_GRAMMARS = [
 ]
 
 
+def _mask_walks(g, vocab, cands, rng, steps, check):
+    """Three random walks of up to ``steps`` tokens over ``cands`` ((token, text) pairs): at each
+    step ``check(matcher, prefix, allowed token ids without EOS)``, then one allowed candidate."""
+    eos = set(vocab.eos_token_ids)
+    for _ in range(3):
+        m = g.matcher()
+        pre = ""
+        for _ in range(steps):
+            allowed = set(m.allowed_token_ids().tolist()) - eos
+            check(m, pre, allowed)
+            good = [(t, s) for t, s in cands if t in allowed]
+            if not good:
+                break
+            t, s = rng.choice(good)
+            assert m.advance(t)
+            pre += s
+
+
 def _cands(vocab, alphabet):
     out = []
     for t, b in enumerate(vocab.token_bytes):
@@ -227,27 +245,19 @@ def test_multi_range_classes_verdicts_and_masks(gbnf, pattern, alphabet, llama3_
         got = (m.advance(v.encode(s)) if s else True) and m.is_accepting()
         assert got == bool(full.fullmatch(s)), (gbnf, s)
     cands = _cands(v, alphabet)
-    eos = set(v.eos_token_ids)
-    for _ in range(3):
-        m = g.matcher()
-        pre = ""
-        for _ in range(5):
-            allowed = set(m.allowed_token_ids().tolist()) - eos
-            for t, s in cands:  # complete and sound on the alphabet's tokens
-                assert (t in allowed) == (part.fullmatch(pre + s, partial=True) is not None), (gbnf, pre, s)
-            for t in rng.sample(sorted(allowed), min(len(allowed), 1500)):  # sound on other allowed tokens
-                try:
-                    s = v.token_bytes[t].decode()
-                except UnicodeDecodeError:
-                    continue
-                assert part.fullmatch(pre + s, partial=True) is not None, (gbnf, pre, s)
-            assert m.is_accepting() == bool(full.fullmatch(pre)), (gbnf, pre)
-            good = [(t, s) for t, s in cands if t in allowed]
-            if not good:
-                break
-            t, s = rng.choice(good)
-            assert m.advance(t)
-            pre += s
+
+    def check(m, pre, allowed):
+        for t, s in cands:  # complete and sound on the alphabet's tokens
+            assert (t in allowed) == (part.fullmatch(pre + s, partial=True) is not None), (gbnf, pre, s)
+        for t in rng.sample(sorted(allowed), min(len(allowed), 1500)):  # sound on other allowed tokens
+            try:
+                s = v.token_bytes[t].decode()
+            except UnicodeDecodeError:
+                continue
+            assert part.fullmatch(pre + s, partial=True) is not None, (gbnf, pre, s)
+        assert m.is_accepting() == bool(full.fullmatch(pre)), (gbnf, pre)
+
+    _mask_walks(g, v, cands, rng, 5, check)
 
 
 # -- grammars: rules with one body ----------------------------------------------------------------
@@ -285,18 +295,10 @@ def test_rules_with_one_body_equal_recursive_regex(gbnf, root, rules, alphabet, 
         assert (adv and m.is_accepting()) == exp, (gbnf, s)
     assert seen > 0
     cands = _cands(v, alphabet)
-    eos = set(v.eos_token_ids)
-    for _ in range(3):
-        m = g.matcher()
-        pre = ""
-        for _ in range(6):
-            allowed = set(m.allowed_token_ids().tolist()) - eos
-            assert allowed <= {t for t, _ in cands}, (gbnf, pre)
-            for t, s in cands:
-                assert (t in allowed) == (pat.fullmatch(pre + s, partial=True, timeout=5) is not None), (gbnf, pre, s)
-            good = [(t, s) for t, s in cands if t in allowed]
-            if not good:
-                break
-            t, s = rng.choice(good)
-            assert m.advance(t)
-            pre += s
+
+    def check(m, pre, allowed):
+        assert allowed <= {t for t, _ in cands}, (gbnf, pre)
+        for t, s in cands:
+            assert (t in allowed) == (pat.fullmatch(pre + s, partial=True, timeout=5) is not None), (gbnf, pre, s)
+
+    _mask_walks(g, v, cands, rng, 6, check)
