@@ -121,14 +121,10 @@ class NativeCompiledGrammar(CompiledGrammar):
                 f"compile_ms={self.compile_s * 1e3:.1f})")
 
 
-_JSON_STRING_AST = None
-
-
 def _share_json_string(grammar):
     """Match every unconstrained JSON string through one called rule ``__json_string`` (its masks,
     which allow most of the vocabulary, are then computed once per grammar instead of once per
     string position; only tokens that close the string mid-token are checked against the stack)."""
-    global _JSON_STRING_AST
     from .ir import share_subtrees
 
     targets = {n: t for n, t in (("__json_string", _json_string_ast()), ("__json_key_tail", _key_tail_ast()))
@@ -136,20 +132,13 @@ def _share_json_string(grammar):
     return share_subtrees(grammar, targets) if targets else grammar
 
 
-_KEY_TAIL_AST = None
-
-
 def _key_tail_ast():
     """The end of an object key that is not one of the listed names (``KEY_TAIL``: any canonical
     characters, then the closing quote): shared like the JSON string, so the free keys of
-    ``additionalProperties`` are walked once per grammar."""
-    global _KEY_TAIL_AST
-    if _KEY_TAIL_AST is None:
-        from .json_schema.compiler import KEY_TAIL
-        from .regex import parse_regex
+    ``additionalProperties`` are walked once per grammar (the JSON compiler's own parsed rule)."""
+    from .json_schema._grammar import KEY_TAIL_RULE, shared_rule_ir
 
-        _KEY_TAIL_AST = parse_regex(KEY_TAIL)
-    return _KEY_TAIL_AST
+    return shared_rule_ir(KEY_TAIL_RULE)
 
 
 _warmed: "weakref.WeakSet" = None  # vocabularies whose JSON-string trie is built
@@ -178,13 +167,10 @@ def _warm_json_string_trie(vocab: Vocabulary) -> None:
 
 
 def _json_string_ast():
-    global _JSON_STRING_AST
-    if _JSON_STRING_AST is None:
-        from .json_schema import STRING
-        from .regex import parse_regex
+    """The JSON string rule's body (the JSON compiler's own parsed ``__json_string``)."""
+    from .json_schema._grammar import STRING_RULE, shared_rule_ir
 
-        _JSON_STRING_AST = parse_regex(STRING)
-    return _JSON_STRING_AST
+    return shared_rule_ir(STRING_RULE)
 
 
 class NativeBackend(Backend):
