@@ -22,6 +22,7 @@ from structgate.native.ir import Grammar, Ref, alt, byteset, lit, plus, seq, sta
 from structgate.native.json_schema._grammar import parse_rule
 from structgate.native.pushdown import PushdownIndex, _prune, build_grammar_nfa
 from structgate.native.regex import compile_regex, parse_regex
+from structgate.native.regex.parser import Alt, Chars, Concat, Repeat
 from structgate.native.token_index import TokenIndex
 
 SCHEMAS = [
@@ -114,3 +115,73 @@ def test_multi_range_byte_sets_give_the_regex_masks(llama3_vocab):
                 break
             t = rng.choice(ids)
             s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)
+
+
+# -- nullable / productive rules: the worklist fixpoint against the naive one -------------------------
+def _naive_fixpoint(g: Grammar, leaf) -> set:
+    """The textbook least fixpoint: sweep every rule until nothing changes, each body evaluated
+    from scratch by structural recursion (no memo)."""
+    def ev(n, found):
+        if isinstance(n, Ref):
+            return n.name in found
+        if isinstance(n, Concat):
+            return all(ev(c, found) for c in n.items)
+        if isinstance(n, Alt):
+            return any(ev(c, found) for c in n.items)
+        if isinstance(n, Repeat):
+            return n.min == 0 or ev(n.item, found)
+        return leaf(n)
+
+    found: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for r in g.reachable():
+            if r not in found and ev(g.rules[r], found):
+                found.add(r)
+                changed = True
+    return found
+
+
+def _random_grammar(rng: random.Random, n_rules: int) -> Grammar:
+    names = [f"r{i}" for i in range(n_rules)]
+    shared: list = []  # subexpressions reused by object across rules (the memo's shared nodes)
+
+    def expr(depth):
+        k = rng.random()
+        if depth > 3 or k < 0.3:
+            c = rng.random()
+            if c < 0.35:
+                return Ref(rng.choice(names))
+            if c < 0.5:
+                return Chars(())  # the empty set: unproductive
+            if c < 0.6:
+                return Concat(())  # the empty string
+            if c < 0.7 and shared:
+                return rng.choice(shared)
+            lo = rng.randrange(97, 120)
+            return Chars(((lo, lo + rng.randrange(3)),))
+        if k < 0.55:
+            e = Concat(tuple(expr(depth + 1) for _ in range(rng.randrange(1, 4))))
+        elif k < 0.8:
+            e = Alt(tuple(expr(depth + 1) for _ in range(rng.randrange(2, 4))))
+        else:
+            e = Repeat(expr(depth + 1), rng.choice([0, 1, 2]), rng.choice([None, 3]))
+        if rng.random() < 0.3:
+            shared.append(e)
+        return e
+
+    return Grammar({r: expr(0) for r in names}, "r0")
+
+
+def test_nullable_and_productive_rules_equal_the_naive_fixpoint():
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(400):
+        g = _random_grammar(rng, rng.randrange(2, 9))
+        null = _naive_fixpoint(g, lambda x: not isinstance(x, Chars))
+        prod = _naive_fixpoint(g, lambda x: bool(x.ranges) if isinstance(x, Chars) else True)
+        assert g.nullable_rules() == null
+        assert g.productive_rules() == prod
+        checked += bool(null) + bool(prod)
+    assert checked > 300  # the sample holds both kinds of rules

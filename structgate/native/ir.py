@@ -244,16 +244,32 @@ class Grammar:
         return order
 
     def _fixpoint(self, holds) -> set[str]:
-        """Least fixpoint: the reachable rules ``r`` with ``holds(body, found_so_far)``."""
+        """Least fixpoint: the reachable rules ``r`` with ``holds(body, found_so_far, memo)``.
+
+        A worklist (callees first): a rule is evaluated once, then again only when a rule it
+        references has just been found. ``memo`` keeps the value of every subexpression that can
+        no longer change (the property only ever goes from false to true as ``found`` grows), so
+        subexpressions shared between rules and re-evaluations are walked once."""
         names = self.reachable()
+        rdeps: dict[str, list[str]] = {r: [] for r in names}
+        for r in names:
+            for x in self.references(r):
+                if x in rdeps:
+                    rdeps[x].append(r)
         found: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in names:
-                if r not in found and holds(self.rules[r], found):
-                    found.add(r)
-                    changed = True
+        memo: dict[int, bool] = {}
+        work = list(names)  # popped from the end: the rules found last by the BFS (callees) first
+        queued = set(names)
+        rules = self.rules
+        while work:
+            r = work.pop()
+            queued.discard(r)
+            if r not in found and holds(rules[r], found, memo):
+                found.add(r)
+                for q in rdeps[r]:
+                    if q not in found and q not in queued:
+                        queued.add(q)
+                        work.append(q)
         return found
 
     def nullable_rules(self) -> set[str]:
@@ -485,47 +501,68 @@ def _replace_window(items: tuple, pat: tuple, name: str) -> tuple[tuple, bool]:
     return (tuple(out), True) if found else (items, False)
 
 
-def _holds(n: Expr, leaf, empty_repeat: bool) -> bool:
+def _holds(n: Expr, leaf, empty_repeat: bool, final: dict[int, bool] | None = None) -> bool:
     """A property of an expression that is ``all`` over a concatenation, ``any`` over an
     alternation, true for ``x{0,..}`` when ``empty_repeat`` (else the item's) and ``leaf(n)`` on
-    leaves: an iterative post-order with a memo by node, so no nesting depth (a 1,000-character
-    key trie, say) can exhaust Python's stack."""
-    memo: dict[int, bool] = {}
+    leaves (``leaf`` returns ``(value, final)``: whether the value can still change as the rule
+    set it reads grows): an iterative post-order with a memo by node, so no nesting depth (a
+    1,000-character key trie, say) can exhaust Python's stack. ``final`` (by node id) keeps, across
+    calls, the values that can no longer change: true ones (the property is monotone in the rule
+    set) and false ones that depend on no open rule."""
+    memo: dict[int, tuple[bool, bool]] = {}
+    if final is None:
+        final = {}
     stack = [(n, False)]
     while stack:
         x, done = stack.pop()
         k = id(x)
         if k in memo:
             continue
+        f = final.get(k)
+        if f is not None:
+            memo[k] = (f, True)
+            continue
         if isinstance(x, (Concat, Alt)):
             if not done:
                 stack.append((x, True))
                 stack.extend((c, False) for c in x.items if id(c) not in memo)
                 continue
-            vals = (memo[id(c)] for c in x.items)
-            memo[k] = all(vals) if isinstance(x, Concat) else any(vals)
+            vals = [memo[id(c)] for c in x.items]
+            if isinstance(x, Concat):
+                v = all(a for a, _ in vals)
+                fin = v or any(not a and b for a, b in vals)
+            else:
+                v = any(a for a, _ in vals)
+                fin = v or all(b for _, b in vals)
+            memo[k] = (v, fin)
         elif isinstance(x, Repeat):
             if x.min == 0 and empty_repeat:
-                memo[k] = True
+                memo[k] = (True, True)
             elif not done:
                 stack.append((x, True))
                 stack.append((x.item, False))
+                continue
             else:
                 memo[k] = memo[id(x.item)]
         else:
             memo[k] = leaf(x)
-    return memo[id(n)]
+        if memo[k][1]:
+            final[k] = memo[k][0]
+    return memo[id(n)][0]
 
 
-def _nullable(n: Expr, null: set[str]) -> bool:
-    """Whether ``n`` matches the empty string (``null``: the nullable rules)."""
-    return _holds(n, lambda x: x.name in null if isinstance(x, Ref) else not isinstance(x, (Chars, ByteSet)), True)
+def _nullable(n: Expr, null: set[str], final: dict[int, bool] | None = None) -> bool:
+    """Whether ``n`` matches the empty string (``null``: the nullable rules; ``final``: see
+    :func:`_holds`, only valid while ``null`` only grows)."""
+    return _holds(n, lambda x: ((x.name in null,) * 2) if isinstance(x, Ref)
+                  else (not isinstance(x, (Chars, ByteSet)), True), True, final)
 
 
-def _productive(n: Expr, prod: set[str]) -> bool:
-    """Whether ``n`` matches at least one string (``prod``: the productive rules)."""
-    return _holds(n, lambda x: x.name in prod if isinstance(x, Ref) else
-                  bool(x.ranges) if isinstance(x, (Chars, ByteSet)) else True, True)
+def _productive(n: Expr, prod: set[str], final: dict[int, bool] | None = None) -> bool:
+    """Whether ``n`` matches at least one string (``prod``: the productive rules; ``final``: see
+    :func:`_holds`)."""
+    return _holds(n, lambda x: ((x.name in prod,) * 2) if isinstance(x, Ref) else
+                  (bool(x.ranges) if isinstance(x, (Chars, ByteSet)) else True, True), True, final)
 
 
 def _first_refs(n: Expr, null: set[str]) -> set[str]:
