@@ -375,7 +375,8 @@ class Grammar:
                     state[nxt] = 1
                     path.append(nxt)
                     it.append(iter(sorted(first[nxt])))
-        prod = self.productive_rules()
+        hit = self.__dict__.get("_productive_memo")
+        prod = hit[1] if hit is not None and hit[0] is self.rules else self.productive_rules()
         self.__dict__["_productive_memo"] = (self.rules, prod)
         if self.root not in prod:
             raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "

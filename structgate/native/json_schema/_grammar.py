@@ -155,6 +155,7 @@ def _prune(g):
     reach = g.reachable()
     if all(r in prod for r in reach):
         if len(reach) == len(g.rules):
+            g.__dict__["_productive_memo"] = (g.rules, prod)  # for check() and all_productive()
             return g
         return Grammar({r: g.rules[r] for r in reach}, g.root, origin={r: g.origin[r] for r in reach if r in g.origin},
                        keep_calls=g.keep_calls & set(reach))
