@@ -781,3 +781,25 @@ def test_ecma_empty_and_any_classes_are_refused(pattern):
     with pytest.raises(UnsupportedFeatureError) as e:
         schema_to_regex({"type": "string", "pattern": pattern})
     assert "[^]" in str(e.value) and e.value.where == "/pattern"
+
+
+def test_python_unicode_class_sets_equal_the_str_predicates():
+    """``\\d \\w \\s`` of JSON Schema patterns follow Python ``re`` (what ``jsonschema`` runs); the
+    sets are read off ``re`` itself: they must equal the str predicates ``re`` is defined by, at
+    every code point (surrogates included)."""
+    from structgate.native.json_schema._pattern import _py_unicode_sets
+
+    d, w, s = _py_unicode_sets()
+
+    def members(ranges):
+        out = bytearray(0x110000)
+        for lo, hi in ranges:
+            out[lo: hi + 1] = b"\x01" * (hi - lo + 1)
+        return out
+
+    md, mw, ms = members(d), members(w), members(s)
+    for cp in range(0x110000):
+        ch = chr(cp)
+        assert md[cp] == ch.isdecimal(), hex(cp)
+        assert mw[cp] == (ch.isalnum() or ch == "_"), hex(cp)
+        assert ms[cp] == ch.isspace(), hex(cp)

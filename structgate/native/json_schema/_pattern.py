@@ -17,6 +17,7 @@ Malformed patterns raise :class:`GrammarSyntaxError` with ``where`` = the keywor
 """
 from __future__ import annotations
 
+import re
 import sys
 from functools import lru_cache
 
@@ -39,17 +40,15 @@ _LINE_TERM = normalize([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
 
 @lru_cache(maxsize=None)
 def _py_unicode_sets() -> tuple[CharSet, CharSet, CharSet]:
-    """(Python ``\\d``, ``\\w``, ``\\s`` for str patterns), computed once from str predicates."""
-    d, w, s = [], [], []
-    for cp in range(0x110000):
-        ch = chr(cp)
-        if ch.isdecimal():
-            d.append((cp, cp))
-        if ch.isalnum() or ch == "_":
-            w.append((cp, cp))
-        if ch.isspace():
-            s.append((cp, cp))
-    return normalize(d), normalize(w), normalize(s)
+    """(Python ``\\d``, ``\\w``, ``\\s`` for str patterns), computed once by running those
+    escapes of Python's own ``re`` over every code point (one string of all 0x110000, surrogates
+    included): the runs it matches are the ranges, so the sets are ``re``'s by construction, in
+    ~0.1 s instead of the ~1 s a per-code-point predicate loop takes."""
+    import numpy as np
+
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    return tuple(normalize([(m.start(), m.end() - 1) for m in re.finditer(esc + "+", every)])
+                 for esc in (r"\d", r"\w", r"\s"))
 
 
 def _escape_sets(letter: str) -> tuple[CharSet, CharSet]:
