@@ -251,9 +251,13 @@ class NativeBackend(Backend):
 
         from .pushdown import _flat_tokens
 
-        class_trie(vocab, STANDARD_BYTE_CLASSES)
+        class_trie(vocab, STANDARD_BYTE_CLASSES)._preorder()
         _flat_tokens(vocab)
         _warm_json_string_trie(vocab)
+        # Python's \d \w \s code-point sets for patterns (54 ms), not in the first request using one
+        from .json_schema._pattern import _py_unicode_sets
+
+        _py_unicode_sets()
         # the JSON Schema compiler checks enum/const values with jsonschema: import it here (about
         # 0.3 s, its attrs classes) rather than inside the first request that needs it
         import jsonschema  # noqa: F401
