@@ -780,6 +780,24 @@ class _ClassTrie:
         return self._pre
 
 
+_scratch_local = threading.local()
+
+
+def _scratch(trie: "_ClassTrie") -> tuple[np.ndarray, np.ndarray]:
+    """Per-thread scratch buffers of a walk over ``trie`` (end configurations per node, int64
+    ``(n_nodes + 1,)``, and a gather buffer of the widest level): shared by every grammar of this
+    thread (a walk never runs inside another, and its results are copies), so a grammar does not
+    hold ~2 MB of its own."""
+    d = _scratch_local.__dict__.setdefault("bufs", {})
+    ent = d.get(id(trie))
+    if ent is None or ent[0] is not trie:
+        if len(d) >= 2 * _TRIE_CACHE:
+            d.clear()
+        ent = d[id(trie)] = (trie, np.empty(trie.n_nodes + 1, dtype=np.int64),
+                             np.empty(trie.max_level, dtype=np.int64))
+    return ent[1], ent[2]
+
+
 _flat_cache: dict = {}
 
 
@@ -901,17 +919,19 @@ class PushdownIndex:
         # configurations
         self._cfg_ids: dict[frozenset, int] = {frozenset(): 0}
         self._cfg_keys: list[frozenset] = [frozenset()]
-        self._accepting = np.zeros(1024, dtype=bool)
-        self._cfg_depth = np.zeros(1024, dtype=np.int64)  # deepest stack among a configuration's items
-        self._table = np.full((1024, W), -1, dtype=np.int64)
+        # per-configuration arrays start small (most grammars of a request need a few hundred
+        # configurations) and double as the automaton grows (:meth:`_intern`)
+        self._accepting = np.zeros(64, dtype=bool)
+        self._cfg_depth = np.zeros(64, dtype=np.int64)  # deepest stack among a configuration's items
+        self._table = np.full((64, W), -1, dtype=np.int64)
         self._table[0] = 0
         self._closure_memo: dict[tuple[int, int], frozenset] = {}
         self._union_memo: dict[frozenset, int] = {}
         self._lock = threading.RLock()
         # mask rows
         self._row_budget = int(row_budget_bytes)
-        self._slot = np.full(1024, -1, dtype=np.int64)   # per config; index -1 (last) unused
-        self._rows = np.zeros((64, self.width), dtype=np.int32)
+        self._slot = np.full(64, -1, dtype=np.int64)   # per config; index -1 (last) unused
+        self._rows = np.zeros((8, self.width), dtype=np.int32)
         self._slot_state: list[int] = []
         self._n_allowed: list[int] = []
         self._n_non_eos: list[int] = []
@@ -920,8 +940,6 @@ class PushdownIndex:
         self._eos_set = frozenset(int(e) for e in self._eos)
         self._trie = class_trie(vocab, bc)
         self._token_cnode = self._tok_c(self._trie)
-        self._ends = np.zeros(self._trie.n_nodes + 1, dtype=np.int64)
-        self._walk_buf = np.empty(self._trie.max_level, dtype=np.int64)
         self._rule_tries: dict[int, _ClassTrie | None] = {}
         self._dirty: dict[int, int] = {}
         self._owner = np.asarray(gnfa.owner + [0], dtype=np.int64) if gnfa.owner else None
@@ -978,12 +996,11 @@ class PushdownIndex:
                             ent = False
                         else:
                             t = class_trie(self.vocab, rc, self.byte_classes)
-                            ent = (t, self._tok_c(t), np.zeros(t.n_nodes + 1, dtype=np.int64),
-                                   np.empty(t.max_level, dtype=np.int64))
+                            ent = (t, self._tok_c(t))
                         self._rule_tries[r] = ent
                     if ent:
                         return ent
-        return self._trie, self._token_cnode, self._ends, self._walk_buf
+        return self._trie, self._token_cnode
 
     # -- stacks and closures ------------------------------------------------------------------------
     def _push(self, ret: int, parent: int) -> int:
@@ -1089,8 +1106,21 @@ class PushdownIndex:
         cl, lo, hi, out = self._bc_list, self._lo, self._hi, self._out
         W = self.n_classes
         row = np.zeros(W, dtype=np.int64)
-        iv = []
         multi = self._multi
+        if len(items) == 1:  # one byte state (a third of all configurations): one target
+            (it,) = items
+            leaf = it % N
+            if it >= 0 and leaf != self._ACCEPT:
+                tid = self._intern(self._closure(out[leaf], it // N))
+                rs = multi.get(leaf) if multi else None
+                if rs is None:
+                    row[cl[lo[leaf]]: cl[hi[leaf]] + 1] = tid
+                else:
+                    for a, b in rs:
+                        row[cl[a]: cl[b] + 1] = tid
+            self._table[c] = row
+            return
+        iv = []
         for it in items:
             leaf = it % N
             if leaf == self._ACCEPT or it < 0:
@@ -1149,7 +1179,8 @@ class PushdownIndex:
         dense gather over the level while many nodes are alive, or over the children of the live
         nodes only (kept as index lists) once few are; entries of configurations whose row is not
         computed yet read ``-1``: those rows are computed and the gather repeated."""
-        trie, _tc, out, buf = tw if tw is not None else (self._trie, self._token_cnode, self._ends, self._walk_buf)
+        trie = tw[0] if tw is not None else self._trie
+        out, buf = _scratch(trie)
         levels = trie.levels
         if not levels:
             return _EMPTY_I64, _EMPTY_I64
@@ -1204,13 +1235,14 @@ class PushdownIndex:
                 fl *= W
                 fl += cls
                 table.ravel().take(fl, out=dst)
-                if dst.min() < 0:
-                    neg = dst < 0
-                    self._ensure_rows(np.unique(fl[neg] // W))
+                alive = np.flatnonzero(dst)  # rows not computed yet (-1) are among them
+                alive_v = dst[alive]
+                if alive_v.size and alive_v.min() < 0:
+                    self._ensure_rows(np.unique(fl[alive[alive_v < 0]] // W))
                     table = self._table
                     table.ravel().take(fl, out=dst)
-                alive = np.flatnonzero(dst)
-                alive_v = dst[alive]
+                    alive = np.flatnonzero(dst)
+                    alive_v = dst[alive]
                 dense = dst
             if alive.size:
                 res_n.append(alive + base)
@@ -1661,4 +1693,4 @@ class PushdownIndex:
         keys = sum(len(k) for k in self._cfg_keys) * 36 + n_cfg * 64
         return int(len(self._slot_state) * self.width * 4 + n_cfg * self.n_classes * 4 + keys
                    + len(self._closure_memo) * 120 + len(self._stk_ret) * 100
-                   + self._token_cnode.nbytes + self._ends.nbytes)
+                   + self._token_cnode.nbytes)
