@@ -506,50 +506,80 @@ def _holds(n: Expr, leaf, empty_repeat: bool, final: dict[int, bool] | None = No
     """A property of an expression that is ``all`` over a concatenation, ``any`` over an
     alternation, true for ``x{0,..}`` when ``empty_repeat`` (else the item's) and ``leaf(n)`` on
     leaves (``leaf`` returns ``(value, final)``: whether the value can still change as the rule
-    set it reads grows): an iterative post-order with a memo by node, so no nesting depth (a
-    1,000-character key trie, say) can exhaust Python's stack. ``final`` (by node id) keeps, across
-    calls, the values that can no longer change: true ones (the property is monotone in the rule
-    set) and false ones that depend on no open rule."""
-    memo: dict[int, tuple[bool, bool]] = {}
+    set it reads grows). Evaluated left to right with short circuits (a concatenation stops at its
+    first false item, an alternation at its first true one: nullability stops at a body's first
+    character), iteratively (no nesting depth, a 1,000-character key trie say, can exhaust
+    Python's stack), with a memo by node. ``final`` (by node id) keeps, across calls, the values
+    that can no longer change: true ones (the property is monotone in the rule set) and false ones
+    that depend on no open rule."""
     if final is None:
         final = {}
-    stack = [(n, False)]
-    while stack:
-        x, done = stack.pop()
+    memo: dict[int, tuple[bool, bool]] = {}
+
+    def quick(x):
         k = id(x)
-        if k in memo:
-            continue
         f = final.get(k)
         if f is not None:
-            memo[k] = (f, True)
-            continue
+            return (f, True)
+        m = memo.get(k)
+        if m is not None:
+            return m
         if isinstance(x, (Concat, Alt)):
-            if not done:
-                stack.append((x, True))
-                stack.extend((c, False) for c in x.items if id(c) not in memo)
-                continue
-            vals = [memo[id(c)] for c in x.items]
-            if isinstance(x, Concat):
-                v = all(a for a, _ in vals)
-                fin = v or any(not a and b for a, b in vals)
+            return None
+        if isinstance(x, Repeat):
+            return (True, True) if x.min == 0 and empty_repeat else None
+        return leaf(x)
+
+    r = quick(n)
+    if r is not None:
+        return r[0]
+    stack = [[n, 0, True]]  # frames: node, next item, (alternation) every false item so far final
+    ret = None  # the value of the frame just finished
+    while stack:
+        fr = stack[-1]
+        x = fr[0]
+        if isinstance(x, Repeat):
+            if ret is None:
+                res = quick(x.item)
+                if res is None:
+                    stack.append([x.item, 0, True])
+                    continue
             else:
-                v = any(a for a, _ in vals)
-                fin = v or all(b for _, b in vals)
-            memo[k] = (v, fin)
-        elif isinstance(x, Repeat):
-            if x.min == 0 and empty_repeat:
-                memo[k] = (True, True)
-            elif not done:
-                stack.append((x, True))
-                stack.append((x.item, False))
-                continue
-            else:
-                memo[k] = memo[id(x.item)]
+                res, ret = ret, None
         else:
-            memo[k] = leaf(x)
-        if memo[k][1]:
-            final[k] = memo[k][0]
-    return memo[id(n)][0]
+            cat = isinstance(x, Concat)
+            items = x.items
+            res = None
+            c, ret = ret, None
+            while True:
+                if c is None:
+                    i = fr[1]
+                    if i == len(items):
+                        res = (True, True) if cat else (False, fr[2])
+                        break
+                    c = quick(items[i])
+                    if c is None:
+                        stack.append([items[i], 0, True])
+                        break
+                if cat and not c[0]:
+                    res = (False, c[1])
+                    break
+                if not cat and c[0]:
+                    res = (True, True)
+                    break
+                if not c[1]:
+                    fr[2] = False
+                fr[1] += 1
+                c = None
+            if res is None:
+                continue
+        stack.pop()
+        k = id(x)
+        memo[k] = res
+        if res[1]:
+            final[k] = res[0]
+        ret = res
+    return ret[0]
 
 
 def _nullable(n: Expr, null: set[str], final: dict[int, bool] | None = None) -> bool:
