@@ -185,3 +185,83 @@ def test_nullable_and_productive_rules_equal_the_naive_fixpoint():
         assert g.productive_rules() == prod
         checked += bool(null) + bool(prod)
     assert checked > 300  # the sample holds both kinds of rules
+
+
+# -- lazy rule builds: the same masks as the eager build ------------------------------------------------
+LAZY_SCHEMAS = [
+    # shared definitions (called rules), one never reached by the walks below
+    {"$defs": {"pt": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                      "required": ["x", "y"], "additionalProperties": False},
+               "unused": {"type": "object", "properties": {"deep": {"type": "array", "items": {"$ref": "#/$defs/pt"}},
+                                                            "name": {"type": "string", "pattern": "^[α-ω]{2,5}$"}}}},
+     "type": "object", "properties": {"a": {"$ref": "#/$defs/pt"}, "b": {"$ref": "#/$defs/pt"},
+                                      "c": {"type": "array", "items": {"$ref": "#/$defs/pt"}},
+                                      "u": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/unused"}]}}},
+    # recursion
+    {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+     "required": ["v"]},
+    # a byte range only a called rule has (the partition must still separate it), a long bounded string
+    {"type": "object", "properties": {"p": {"$ref": "#/$defs/odd"}, "q": {"$ref": "#/$defs/odd"},
+                                      "s": {"type": "string", "maxLength": 3000}},
+     "$defs": {"odd": {"type": "string", "pattern": "^[\u00e0-\u00ef\u4e00-\u4e0f]+$"}}},
+    # free-form values (the json value rule) beside listed properties
+    {"type": "object", "properties": {"k": {"enum": ["x", 2, None]}}},
+]
+
+
+def _walk_rows(pa, pb, vocab, rng, steps=40):
+    sa = sb = 1
+    for _ in range(steps):
+        ra, rb = pa.row(sa), pb.row(sb)
+        assert np.array_equal(ra, rb)
+        assert pa.is_accepting(sa) == pb.is_accepting(sb)
+        ids = [t for t in np.flatnonzero(np.unpackbits(ra.view(np.uint8), bitorder="little")[: vocab.vocab_size]).tolist()
+               if t not in vocab.eos_token_ids]
+        if not ids:
+            return
+        t = rng.choice(ids)
+        sa, sb = pa.next_state(sa, t), pb.next_state(sb, t)
+        assert (sa > 0) == (sb > 0)
+
+
+def test_lazy_rule_builds_give_the_eager_masks(llama3_vocab):
+    from structgate.native.pushdown import _alphabet, _grammar_alphabet
+
+    v = llama3_vocab
+    be = get_backend("native", v, whitespace="flexible", additional_properties=True)
+    rng = random.Random(5)
+    left_unbuilt = 0
+    for s in LAZY_SCHEMAS:
+        g = be.to_grammar(Constraint("json_schema", s))
+        eager = build_grammar_nfa(g)
+        lazy = build_grammar_nfa(g, lazy=True)
+        assert np.array_equal(_grammar_alphabet(g), _alphabet(eager.nfa))
+        assert np.array_equal(lazy.byte_classes, eager.byte_classes)
+        assert lazy.lazy and len(lazy.nfa) < len(eager.nfa)
+        pe, pl = PushdownIndex(eager, v), PushdownIndex(lazy, v)
+        for _ in range(6):
+            _walk_rows(pl, pe, v, rng)
+        # valid documents drive both the same way, token by token
+        left_unbuilt += sum(1 for st in lazy.rule_start if st < 0)
+    assert left_unbuilt > 0  # some rule was never needed, so never built
+
+
+def test_lazy_build_of_a_rule_with_an_empty_set(llama3_vocab):
+    """A called rule whose body holds an empty byte set (a FAIL state) and the grammar's only
+    multi-range byte state, built lazily: its dead branch is pruned as the eager build's fixpoint
+    prunes it, and the index reads the ranges the rule added after the index was made."""
+    v = llama3_vocab
+    # raw nodes: the seq()/alt() helpers would drop the empty set before any NFA is built
+    dead = Concat((lit("y"), lit("q"), Chars(())))
+    g = Grammar({"root": seq(lit("<"), Ref("r"), lit(">"), Ref("r")),
+                 # a two-range class: a multi-range state that only the lazily built rule has
+                 "r": Alt((lit("x"), dead, seq(lit("z"), Ref("r")), Chars(((0x61, 0x63), (0x6B, 0x6D)))))},
+                "root").check()
+    eager, lazy = build_grammar_nfa(g, inline_max_size=1), build_grammar_nfa(g, inline_max_size=1, lazy=True)
+    assert lazy.lazy and eager.nfa._fail >= 0
+    pe, pl = PushdownIndex(eager, v), PushdownIndex(lazy, v)
+    rng = random.Random(2)
+    for _ in range(8):
+        _walk_rows(pl, pe, v, rng, steps=12)
+    for t in ("<x>x", "<zzx>zx", "<yq>x", "<x>y", "<x>", "<b>l", "<zc>m", "<g>x", "<x>d"):
+        assert pl.matches(t.encode()) == pe.matches(t.encode()) == (t in ("<x>x", "<zzx>zx", "<b>l", "<zc>m")), t

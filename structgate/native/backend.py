@@ -371,8 +371,9 @@ class NativeBackend(Backend):
                 t0 += waited  # a worker's start is not charged to the compile
                 deadline = None if deadline is None else deadline + waited
             if gnfa is None:
+                # called rules are built when first reached (the pool's workers ship whole NFAs)
                 grammar, gnfa = _grammar_and_nfa(self, constraint, self.inline_max_size,
-                                                 lambda: self._check_deadline(t0))
+                                                 lambda: self._check_deadline(t0), lazy=True)
                 if gnfa is None:
                     # zero-width assertions inside the pattern: the eager DFA implements them
                     g = self._compile_eager(constraint, grammar, deadline, t0)
@@ -488,7 +489,7 @@ class _Frontend:
     _regex_grammar = staticmethod(NativeBackend._regex_grammar)
 
 
-def _grammar_and_nfa(frontend, constraint: Constraint, inline_max_size: int, check=None):
+def _grammar_and_nfa(frontend, constraint: Constraint, inline_max_size: int, check=None, lazy: bool = False):
     """``(grammar IR, grammar NFA)`` of ``constraint`` through ``frontend.to_grammar`` (a
     :class:`NativeBackend` or a :class:`_Frontend`); the NFA is None when the eager-DFA path
     applies (one rule with anchors inside). ``check()``, when given, runs between the two stages
@@ -501,7 +502,7 @@ def _grammar_and_nfa(frontend, constraint: Constraint, inline_max_size: int, che
         check()
     if len(grammar.rules) == 1 and has_anchor(grammar.rules[grammar.root]):
         return grammar, None
-    return grammar, build_grammar_nfa(grammar, inline_max_size=inline_max_size)
+    return grammar, build_grammar_nfa(grammar, inline_max_size=inline_max_size, lazy=lazy)
 
 
 def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset):

@@ -149,6 +149,33 @@ class GrammarNFA:
         #: per rule: 1 when it is a counting rule of :func:`count_large_repeats` (its internal
         #: frames do not count toward the recursion depth bound)
         self.rule_counting: list[int] = []
+        self._build = None  # lazy builds: builds one rule's body (None once every rule is built)
+        self._unbuilt = 0
+
+    @property
+    def lazy(self) -> bool:
+        """Whether some called rule's body may still be built later (:meth:`ensure_rule`)."""
+        return self._build is not None
+
+    def ensure_rule(self, i: int) -> int:
+        """The start state of rule ``i``'s body, built now if it was not (lazy builds; the caller
+        serialises: the pushdown index calls it under its lock). Raises ``CompileLimitError``
+        (``max_nfa_states``) when the NFA outgrows its cap."""
+        st = self.rule_start[i]
+        if st >= 0 or self._build is None:
+            return st
+        nfa = self.nfa
+        first = len(nfa)
+        self._build(i)
+        n = len(nfa)
+        self.live.extend(b"\x01" * (n - len(self.live)))
+        if nfa._fail >= 0:
+            _prune_rule_states(self, first)
+        _rule_partition(self, i, first, n)
+        self._unbuilt -= 1
+        if self._unbuilt <= 0:
+            self._build = None
+        return self.rule_start[i]
 
 
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
@@ -374,8 +401,16 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
 
 
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
-                      max_nfa_states: int = 2_000_000, count_repeats_over: int = 512) -> GrammarNFA:
+                      max_nfa_states: int = 2_000_000, count_repeats_over: int = 512,
+                      lazy: bool = False) -> GrammarNFA:
     """Compile every reachable rule of ``grammar`` into one NFA with ``CALL``/``RET`` states.
+
+    With ``lazy``, only the root rule's body is built here; a called rule's body is built the first
+    time a configuration calls it (:meth:`GrammarNFA.ensure_rule`, from the matcher's closures), so
+    the definitions an output never reaches are never built (a schema's unused ``$defs``, the
+    alternatives of a large ``anyOf`` not taken). The byte partition is then computed from the
+    grammar's byte sets instead of the built states (the same cuts). Laziness needs every rule
+    productive (no liveness fixpoint across rules); otherwise the build is eager.
 
     Parameters
     ----------
@@ -529,10 +564,30 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         return drive(nfa, rules[name], nxt, leaf)
 
     owner: list[int] = []
-    for name, i in list(index.items()):
+    g.owner = owner
+
+    def build(i: int) -> None:
         ret = nfa._new(RET, i, -1, -1, None)
-        g.rule_start[i] = body(name, ret)
+        g.rule_start[i] = body(g.rule_names[i], ret)
         owner.extend([i] * (len(nfa) - len(owner)))
+
+    if lazy and all_live and len(g.rule_names) > 1:
+        build(0)
+        nfa.start = g.rule_start[0]
+        g.live = bytearray(b"\x01") * len(nfa)
+        g.live[nfa.match] = 0
+        if nfa._fail >= 0:
+            _prune_rule_states(g, 0)
+        g.byte_classes = _grammar_alphabet(grammar)
+        n_rules = len(g.rule_names)
+        g.rule_has_calls = [False] * n_rules
+        g.rule_classes = [STANDARD_BYTE_CLASSES] * n_rules
+        _rule_partition(g, 0, 0, len(nfa))
+        g._build = build
+        g._unbuilt = n_rules - 1
+        return g
+    for name, i in list(index.items()):
+        build(i)
     nfa.start = g.rule_start[0]
     if all_live and nfa._fail < 0:
         # a Thompson NFA of productive expressions (no empty byte set, no call of a rule that
@@ -542,9 +597,104 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     else:
         _prune(g)
     g.byte_classes = _alphabet(nfa)
-    g.owner = owner
     _rule_partitions(g)
     return g
+
+
+def _prune_rule_states(g: GrammarNFA, first: int) -> None:
+    """Liveness of the states from ``first`` on (one rule's body, built last, closed under its own
+    edges): backwards from its ``RET`` over byte and epsilon edges, a ``CALL`` passable iff its
+    continuation is live (every callee is productive when the build is lazy); the shared ``FAIL``
+    state is dead."""
+    nfa = g.nfa
+    n = len(nfa)
+    kind, out, outs = nfa.kind, nfa.out, nfa.outs
+    preds: dict[int, list[int]] = {}
+    for v in range(first, n):
+        k = kind[v]
+        if k == BYTE or k == CALL:
+            preds.setdefault(out[v], []).append(v)
+        elif k == EPS:
+            for w in outs[v]:
+                preds.setdefault(w, []).append(v)
+    live = g.live
+    for v in range(first, n):
+        live[v] = 0
+    stack = [v for v in range(first, n) if kind[v] == RET]
+    for v in stack:
+        live[v] = 1
+    while stack:
+        for u in preds.get(stack.pop(), ()):
+            if not live[u]:
+                live[u] = 1
+                stack.append(u)
+    if nfa._fail >= 0:
+        live[nfa._fail] = 0
+
+
+def _rule_partition(g: GrammarNFA, i: int, first: int, n: int) -> None:
+    """:func:`_rule_partitions` for rule ``i`` alone, whose states are ``first..n-1``."""
+    nfa = g.nfa
+    kind = np.asarray(nfa.kind[first:n], dtype=np.int8)
+    g.rule_has_calls[i] = bool((kind == CALL).any())
+    b = np.flatnonzero(kind == BYTE)
+    mark = np.zeros(257, dtype=np.int32)
+    mark[0] = 1
+    mark[np.asarray(nfa.lo[first:n], dtype=np.int64)[b]] = 1
+    mark[np.asarray(nfa.hi[first:n], dtype=np.int64)[b] + 1] = 1
+    for v, rs in (nfa.multi or {}).items():
+        if first <= v < n:
+            for a, z in rs:
+                mark[a] = 1
+                mark[z + 1] = 1
+    g.rule_classes[i] = (np.cumsum(mark[:256]) - 1).astype(np.uint8)
+
+
+def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
+    """:func:`_alphabet` of the NFA that would be built for every reachable rule, read off the
+    grammar's byte sets (code-point sets through their UTF-8 byte sequences, as
+    :meth:`NFA.chars` builds them) without building it."""
+    from .regex.nfa import _byte_sequences
+
+    cuts = set(_STD_CUT_SET)
+    extra = False
+    seen: set[int] = set()
+    stack = [grammar.rules[r] for r in grammar.reachable()]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (Concat, Alt, Repeat)):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, Repeat):
+                stack.append(n.item)
+            else:
+                stack.extend(n.items)
+            continue
+        if isinstance(n, Chars):
+            rs = n.ranges
+            if not rs:
+                continue
+            if len(rs) == 1 and rs[0][1] <= 0x7F:
+                pairs = rs
+            else:
+                pairs = [p for seq in _byte_sequences(rs) for p in seq]
+        elif isinstance(n, ByteSet):
+            pairs = n.ranges
+        else:
+            continue
+        for a, b in pairs:
+            b += 1
+            if a not in cuts:
+                cuts.add(a)
+                extra = True
+            if b not in cuts and b <= 256:
+                cuts.add(b)
+                extra = True
+    if not extra:
+        return STANDARD_BYTE_CLASSES
+    cuts.discard(256)
+    return _classes_from_cuts(cuts)
 
 
 def _rule_partitions(g: GrammarNFA) -> None:
@@ -899,7 +1049,9 @@ class PushdownIndex:
         self.max_depth = int(max_depth)
         self.max_states = int(max_states)
         nfa = gnfa.nfa
-        self._N = N = len(nfa) + 1
+        # items are ``stack * N + state``: with lazy rule builds the NFA grows, so N is its cap
+        self._N = N = (nfa.max_states + 1) if gnfa.lazy else len(nfa) + 1
+        self._n_built = len(nfa)
         self._ACCEPT = N - 1  # pseudo leaf: the root completed with an empty stack
         self._kind, self._out, self._lo = nfa.kind, nfa.out, nfa.lo
         self._closures = _GrammarClosures(gnfa)
@@ -910,7 +1062,8 @@ class PushdownIndex:
         self._bc_list = [int(c) for c in bc]
         self.n_classes = W = int(bc.max()) + 1
         self._hi = nfa.hi  # a BYTE state's class interval: bc[lo[s]]..bc[hi[s]] (read in _compute_row)
-        self._multi = nfa.multi or None  # multi-range BYTE states: their ranges
+        # multi-range BYTE states: their ranges (the NFA's own dict when rules are built later)
+        self._multi = nfa.multi if gnfa.lazy else (nfa.multi or None)
         # stacks
         self._stk_ret: list[int] = [-1]
         self._stk_parent: list[int] = [0]
@@ -947,7 +1100,7 @@ class PushdownIndex:
         self._free_ret = None
         if any(gnfa.rule_counting) and gnfa.owner:
             rc = gnfa.rule_counting
-            self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(N + 1 - len(gnfa.owner))
+            self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(len(nfa) + 1 - len(gnfa.owner))
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
         self._bc_np = bc.astype(np.int64)
@@ -1017,6 +1170,26 @@ class PushdownIndex:
             self._stk_depth.append(d)
         return k
 
+    def _build_rule(self, i: int) -> int:
+        """Build rule ``i`` (:meth:`GrammarNFA.ensure_rule`) and grow the per-state arrays."""
+        st = self.gnfa.ensure_rule(i)
+        n = len(self.gnfa.nfa)
+        old = self._n_built
+        if n > old:
+            cl = self._closures
+            cl.cache.extend([None] * (n - old))
+            cl._index.extend([-1] * (n - old))
+            cl._low.extend([0] * (n - old))
+            cl._onstack.extend(bytearray(n - old))
+            g = self.gnfa
+            if self._owner is not None:
+                self._owner = np.asarray(g.owner + [0], dtype=np.int64)
+            if self._free_ret is not None:
+                rc = g.rule_counting
+                self._free_ret = bytearray(rc[o] for o in g.owner) + bytearray(1)
+            self._n_built = n
+        return st
+
     def _is_tail(self, call: int) -> bool:
         """True when the continuation of CALL state ``call`` is only its rule's RET (through
         epsilon moves): returning from the callee then completes the caller too."""
@@ -1051,7 +1224,10 @@ class PushdownIndex:
                     # (item ("," item)?, ws ::= ([ ] ws)?) repeats without growing the stack
                     k2 = k if self._is_tail(leaf) else self._push(out[leaf], k)
                     if k2 >= 0:
-                        p = (starts[lo[leaf]], k2)
+                        st = starts[lo[leaf]]
+                        if st < 0:  # a lazily built rule's first call
+                            st = self._build_rule(lo[leaf])
+                        p = (st, k2)
                         if p not in seen:
                             seen.add(p)
                             work.append(p)
