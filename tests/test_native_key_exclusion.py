@@ -18,6 +18,7 @@ import random
 import re
 
 import jsonschema
+import numpy as np
 import pytest
 
 from structgate import Constraint, get_backend
@@ -88,3 +89,105 @@ def test_additional_properties_verdicts_equal_jsonschema(schema, doc, llama3_voc
     m = g.matcher()
     accepted = m.advance(llama3_vocab.encode(text)) and m.is_accepting()
     assert accepted == jsonschema.Draft202012Validator(schema).is_valid(doc), (schema, text)
+
+
+def test_key_position_masks_from_suffix_walks_equal_one_walk(llama3_vocab):
+    """At the positions of a names trie the walk takes the tokens after a character that leaves
+    the trie from one cached walk of the key-tail configuration (``PushdownIndex._walk_summary``'s
+    suffix walks); every row must equal the plain walk of the whole configuration
+    (``direct_row``), along documents with listed and unlisted keys, and the suffix walks must
+    have been used and shared."""
+    v = llama3_vocab
+    be = get_backend("native", v, whitespace="flexible", additional_properties=True)
+    names = ["require-author", "require-bin", "require-bugs", "require-name", "no-restricted",
+             "prefer-property-order", "valid-values-license", "name-format", "version-format"]
+    # extra keys: any value; and integers only, so that a character that continues a listed name
+    # at one position and leaves the names at another gives different tokens there
+    for extra, value in ((True, lambda r: r.choice(["x", 3, [1, "a"]])), ({"type": "integer"}, lambda r: r.randrange(99))):
+        schema = {"type": "object", "properties": {n: {"enum": ["error", "warning", "off"]} for n in names},
+                  "additionalProperties": extra}
+        g = be.compile(Constraint("json_schema", schema))
+        ix = g.token_index
+        rng = random.Random(11)
+        docs = []
+        for _ in range(6):
+            # listed keys in declared order, extra keys after them (the documented policies)
+            keys = sorted(rng.sample(names, 4), key=names.index) + rng.sample(
+                ["require-authorx", "zz-" + rng.choice(names), "requir", "name", "version-forma"], 3)
+            docs.append(json.dumps({k: rng.choice(["error", "off"]) if k in names else value(rng) for k in keys}))
+        checked = 0
+        for doc in docs:
+            m = g.matcher()
+            for tok in v.encode(doc):
+                s = m.state
+                assert np.array_equal(ix.row(s), ix.direct_row(s)), (doc, s)
+                checked += 1
+                assert m.advance(tok), doc
+            assert m.is_accepting()
+        assert checked > 100
+        # every position inside the keys, also those no tokenisation stops at ("require-nam")
+        for key in names + ["require-authorx", "zz-name", "requir"]:
+            for i in range(len(key) + 1):
+                s = ix.step_bytes(1, ('{"' + key[:i]).encode())
+                assert s > 0
+                assert np.array_equal(ix.row(s), ix.direct_row(s)), key[:i]
+        used = [e for e in ix._sw_cache.values() if e[0].sum() >= PushdownIndex.SUFFIX_MIN_ROOTS]
+        assert used, "no suffix walk was used"
+
+
+def test_suffix_walks_mask_the_first_bytes_that_continue_a_listed_name(monkeypatch):
+    """A suffix walk of the key-tail configuration built where ``b`` leaves the names (after
+    ``"c``) must not lend its tokens under ``b`` to a position where ``b`` continues a listed name
+    (after ``"a``, towards ``"ab"``): there ``b":"`` (a string value) is wrong, because ``ab``'s
+    value is an integer, while as an extra key's (strings) it is right. A small vocabulary with
+    such tokens (the real ones rarely join a key's last letter, its quote and the value), and the
+    thresholds lowered to its size."""
+    from structgate.vocab import Vocabulary
+
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_MIN_NODES", 1)
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_MIN_ROOTS", 4)
+    toks = [bytes([b]) for b in range(256)]
+    for x in ("a", "b", "c", "x", "ab", "bc", "cb", "xb"):
+        toks += [x.encode() + t for t in (b'":"', b'":1', b'": "', b'":', b'"')]
+    toks += [b"ab", b"bc", b"ca", b"xy", b'{"', b'"}', b'1}', b'"}']
+    eos = len(toks)
+    vocab = Vocabulary(toks + [b""], eos_token_ids=[eos], name="keys")
+    inner = {"type": "object", "properties": {"ab": {"type": "integer"}, "b": {"type": "integer"},
+                                              "ca": {"type": "integer"}},
+             "additionalProperties": {"type": "string"}}
+    # the key rule inlined into its object; and called (the names shared by two objects, calls
+    # kept): then the key rule's walk is re-rooted and the tokens that complete it mid-token (its
+    # accepting nodes) go on in the caller, and those must be masked to the group too
+    other = {**inner, "properties": {k: {"type": "boolean"} for k in inner["properties"]}}
+    for schema, prefix, inline in ((inner, '{"', 4096), ({"type": "object", "properties": {"p": inner, "q": other}},
+                                                         '{"q":{"', 1)):
+        be = get_backend("native", vocab, whitespace="flexible", additional_properties=True, inline_max_size=inline)
+        g = be.compile(Constraint("json_schema", schema))
+        ix = g.token_index
+        for key in ("ca", "cb", "xb", "ab", "a", "b", "bc"):
+            for i in range(len(key) + 1):
+                s = ix.step_bytes(1, (prefix + key[:i]).encode())
+                assert s > 0
+                assert np.array_equal(ix.row(s), ix.direct_row(s)), (prefix, key[:i])
+        # the verdicts themselves, against jsonschema
+        for body in ('{"ab":1}', '{"ab":"x"}', '{"cb":"x"}', '{"cb":1}', '{"a":"y"}', '{"b":2}', '{"b":true}'):
+            doc = body if prefix == '{"' else '{"q":' + body + "}"
+            m = g.matcher()
+            ok = all(m.advance(t) for t in _greedy(vocab, doc)) and m.is_accepting()
+            assert ok == jsonschema.Draft202012Validator(schema).is_valid(json.loads(doc)), doc
+        assert any(e[0].sum() >= 4 for e in ix._sw_cache.values()), "no suffix walk was used"
+
+
+def _greedy(vocab, text: str) -> list[int]:
+    """Longest-match tokenisation over ``vocab``'s byte strings (the small test vocabulary has no
+    encoder)."""
+    data, out, i = text.encode(), [], 0
+    best = {b: t for t, b in enumerate(vocab.token_bytes) if b}
+    while i < len(data):
+        for j in range(min(len(data), i + 8), i, -1):
+            t = best.get(data[i:j])
+            if t is not None:
+                out.append(t)
+                i = j
+                break
+    return out

@@ -930,6 +930,43 @@ class _ClassTrie:
         return self._pre
 
 
+def _root_info(trie: "_ClassTrie"):
+    """``(root_of, mass)`` of a class trie, cached on it: per global node its first-level ancestor
+    (local id, uint8 when the first level has at most 256 nodes, else int32), and per first-level
+    node the number of nodes below it (int64)."""
+    ri = trie.__dict__.get("_root_info")
+    if ri is None:
+        lv = trie.levels
+        n0 = lv[0][1].shape[0]
+        root = np.empty(trie.n_nodes, dtype=np.uint8 if n0 <= 256 else np.int32)
+        root[:n0] = np.arange(n0)
+        for d in range(1, len(lv)):
+            b, par, _cls, _bounds = lv[d]
+            pb = lv[d - 1][0]
+            root[b: b + par.shape[0]] = root[pb + par]
+        mass = np.bincount(root[n0:], minlength=n0).astype(np.int64)
+        ri = trie.__dict__["_root_info"] = (root, mass)
+    return ri
+
+
+def _tok_root(trie: "_ClassTrie", vocab_size: int) -> np.ndarray:
+    """Per token id below ``vocab_size``, the first-level node its class path starts at (intp;
+    ``n0``, the number of first-level nodes, for ids without bytes), read-only, cached on the trie
+    per vocabulary size."""
+    cache = trie.__dict__.setdefault("_tok_root", {})
+    tr = cache.get(vocab_size)
+    if tr is None:
+        root_of, _mass = _root_info(trie)
+        n0 = trie.levels[0][1].shape[0]
+        tr = np.full(vocab_size, n0, dtype=np.intp)
+        tc = trie.token_cnode[: vocab_size]
+        has = np.flatnonzero(tc < trie.n_nodes)
+        tr[has] = root_of[tc[has]]
+        tr.flags.writeable = False
+        cache[vocab_size] = tr
+    return tr
+
+
 _scratch_local = threading.local()
 
 
@@ -1103,6 +1140,8 @@ class PushdownIndex:
             self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(len(nfa) + 1 - len(gnfa.owner))
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
+        self._sw_cache: dict[tuple, list] = {}  # (trie id, config) -> suffix walk
+        self._sw_bytes = 0
         self._bc_np = bc.astype(np.int64)
         self._flat, self._tok_start, self._tok_len = _flat_tokens(vocab)
         with self._lock:
@@ -1346,34 +1385,50 @@ class PushdownIndex:
                 self._compute_row(c)
 
     # -- the mask walk -------------------------------------------------------------------------------
-    def _walk(self, state: int, tw=None) -> tuple[np.ndarray, np.ndarray]:
+    def _walk(self, state: int, tw=None, pieces: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every class node that stays alive fed from ``state``, with its end configuration:
-        ``(nodes, configs)``, int64 ``(k,)`` each, nodes as global ids of the trie in ``tw``
-        (from :meth:`_trie_for`; default the grammar's trie). Caller holds the lock.
+        ``(nodes, configs)``, int64 ``(k,)`` each (in no particular order), nodes as global ids of
+        the trie in ``tw`` (from :meth:`_trie_for`; default the grammar's trie). Caller holds the
+        lock.
 
         One level of the trie at a time: ``end[child] = table[end[parent], class[child]]``, as one
         dense gather over the level while many nodes are alive, or over the children of the live
         nodes only (kept as index lists) once few are; entries of configurations whose row is not
-        computed yet read ``-1``: those rows are computed and the gather repeated."""
+        computed yet read ``-1``: those rows are computed and the gather repeated.
+
+        With ``pieces`` (a list), the first-level groups that :meth:`_split_suffixes` takes from
+        suffix walks are left out below the first level and appended to it as ``(entry, group)``."""
         trie = tw[0] if tw is not None else self._trie
         out, buf = _scratch(trie)
         levels = trie.levels
         if not levels:
             return _EMPTY_I64, _EMPTY_I64
-        W = self.n_classes
         self._ensure_rows([state])
-        table = self._table
         res_n: list[np.ndarray] = []
         res_v: list[np.ndarray] = []
         base, par, cls, bounds = levels[0]
         n = cls.shape[0]
         dense = out[base: base + n]
-        table[state].take(cls, out=dense)
+        self._table[state].take(cls, out=dense)
         alive = np.flatnonzero(dense)
         alive_v = dense[alive]
         if alive.size:
             res_n.append(alive + base)
             res_v.append(alive_v)
+            if pieces is not None and len(levels) > 1 and alive.size > 1:
+                alive, alive_v, dense = self._split_suffixes(trie, alive, alive_v, dense, pieces)
+        self._descend(trie, out, buf, dense, alive, alive_v, n, res_n, res_v)
+        if not res_n:
+            return _EMPTY_I64, _EMPTY_I64
+        return np.concatenate(res_n), np.concatenate(res_v)
+
+    def _descend(self, trie, out, buf, dense, alive, alive_v, n, res_n, res_v) -> None:
+        """Levels 1.. of a walk (:meth:`_walk`) from the first level's live nodes ``alive`` (local
+        ids) in configurations ``alive_v`` (``dense``: the same as a dense first-level array, or
+        None); appends each level's live global nodes and configurations to ``res_n``/``res_v``."""
+        levels = trie.levels
+        W = self.n_classes
+        table = self._table
         prev_n = n
         prune_min, prune_below = self.PRUNE_MIN_NODES, self.PRUNE_BELOW
         for d in range(1, len(levels)):
@@ -1424,18 +1479,138 @@ class PushdownIndex:
                 res_n.append(alive + base)
                 res_v.append(alive_v)
             prev_n = n
-        if not res_n:
-            return _EMPTY_I64, _EMPTY_I64
-        return np.concatenate(res_n), np.concatenate(res_v)
+
+    def _walk_summary(self, state: int, tw=None):
+        """``(row, accepting nodes, reach)`` of the walk from ``state``: the packed row of the tokens
+        that stay alive (int32 ``(width,)``, EOS clear), the class nodes (global ids) whose
+        configuration accepts, and the deepest stack any walked configuration reached.
+
+        **Suffix walks.** After its first byte, the walk of a token's remaining bytes depends only
+        on the configuration that byte led to. Where many first bytes lead to one configuration
+        ``C`` (inside a key rule every character that leaves the listed names calls the key-tail
+        rule, and on the empty stack that is one configuration for every position of the names
+        trie), the tokens below those first bytes come from the walk below the first level from
+        ``C`` (:meth:`_suffix_walk`, cached per configuration, grown by the first bytes it has not
+        seen), so the positions of a names trie share one deep walk instead of each doing their
+        own."""
+        tw = tw if tw is not None else (self._trie, self._token_cnode)
+        trie = tw[0]
+        pieces: list = []
+        nodes, cfgs = self._walk(state, tw, pieces)
+        acc = nodes[self._accepting.take(cfgs)]
+        reach = int(self._cfg_depth.take(cfgs).max()) if cfgs.size else 0
+        if not pieces:
+            return self._allowed_row(trie, nodes, tw[1]), acc, reach
+        allowed = self._allowed_bool(trie, nodes, tw[1])
+        n0 = trie.levels[0][1].shape[0]
+        accs = [acc]
+        tok_root = None
+        for (walked, pbool, pacc, proot, preach, _nb), grp in pieces:
+            if int(walked.sum()) == grp.shape[0]:  # walked below this group only: no mask
+                allowed |= pbool
+                if pacc.size:
+                    accs.append(pacc)
+            else:
+                inside = np.zeros(n0 + 1, dtype=bool)  # last: tokens without bytes
+                inside[grp] = True
+                if tok_root is None:
+                    tok_root = _tok_root(trie, self.vocab.vocab_size)
+                allowed |= pbool & inside.take(tok_root)
+                if pacc.size:
+                    accs.append(pacc[inside.take(proot)])
+            reach = max(reach, preach)
+        return _pack(allowed), np.concatenate(accs), reach
+
+    #: a group of first bytes leading to one configuration is taken from a suffix walk when it has
+    #: at least this many first bytes (the plain characters of a string, not the four whitespace
+    #: bytes or a quote, whose walks below are short and rarely shared) and the trie holds at least
+    #: this many nodes below them
+    SUFFIX_MIN_ROOTS = 16
+    SUFFIX_MIN_NODES = 4096
+
+    def _split_suffixes(self, trie, alive, alive_v, dense, pieces):
+        """Take the first-level groups that lead to one configuration out of the walk (each walked
+        by :meth:`_suffix_walk` below its roots not walked yet), appending ``(entry, group's
+        first-level nodes)`` to ``pieces``; returns the first-level ``(alive, alive_v, dense)`` left
+        to descend."""
+        _root, mass = _root_info(trie)
+        w = mass[alive]
+        if int(w.sum()) < self.SUFFIX_MIN_NODES:
+            return alive, alive_v, dense
+        tgt, inv = np.unique(alive_v, return_inverse=True)
+        wt = np.bincount(inv, weights=w)
+        keep = None
+        size = np.bincount(inv)
+        for j in np.flatnonzero((wt >= self.SUFFIX_MIN_NODES) & (size >= self.SUFFIX_MIN_ROOTS)).tolist():
+            grp = inv == j
+            g_nodes = alive[grp]
+            pieces.append((self._suffix_walk(trie, int(tgt[j]), g_nodes), g_nodes))
+            keep = ~grp if keep is None else keep & ~grp
+        if keep is None:
+            return alive, alive_v, dense
+        dense = np.zeros(dense.shape[0], dtype=np.int64)
+        alive, alive_v = alive[keep], alive_v[keep]
+        dense[alive] = alive_v
+        return alive, alive_v, dense
+
+    def _suffix_walk(self, trie, c: int, roots: np.ndarray) -> list:
+        """The walk of ``trie`` below the first-level nodes ``roots`` (local ids), each in
+        configuration ``c``, summarised and cached per ``(trie, c)`` as ``[walked first-level nodes
+        (bool (n0,)), allowed tokens below them (bool (vocab_size,), EOS clear), their accepting
+        class nodes (global ids), those nodes' first-level nodes, reach, bytes]``; a later call
+        walks only the roots not walked yet, so no walk below a root is done twice for one
+        configuration. LRU under a quarter of the row budget, counted by
+        :attr:`memory_size_bytes`."""
+        key = (id(trie), c)
+        cache = self._sw_cache
+        ent = cache.pop(key, None)
+        n0 = trie.levels[0][1].shape[0]
+        if ent is None:
+            ent = [np.zeros(n0, dtype=bool), np.zeros(self.vocab.vocab_size, dtype=bool), _EMPTY_I64, _EMPTY_I64,
+                   0, 0]
+        cache[key] = ent  # most recently used last
+        missing = roots[~ent[0][roots]]
+        if missing.size:
+            dense = np.zeros(n0, dtype=np.int64)
+            dense[missing] = c
+            res_n: list[np.ndarray] = []
+            res_v: list[np.ndarray] = []
+            out, buf = _scratch(trie)
+            self._descend(trie, out, buf, dense, missing.astype(np.int64), np.full(missing.size, c, dtype=np.int64),
+                          n0, res_n, res_v)
+            if res_n:
+                nodes = np.concatenate(res_n)
+                cfgs = np.concatenate(res_v)
+                tok_c = self._token_cnode if trie is self._trie else self._tok_c(trie)
+                ent[1] |= self._allowed_bool(trie, nodes, tok_c)
+                acc = nodes[self._accepting.take(cfgs)]
+                if acc.size:
+                    root_of, _mass = _root_info(trie)
+                    ent[2] = np.concatenate([ent[2], acc])
+                    ent[3] = np.concatenate([ent[3], root_of.take(acc).astype(np.int64)])
+                ent[4] = max(ent[4], int(self._cfg_depth.take(cfgs).max()))
+            ent[0][missing] = True
+            nb = ent[0].nbytes + ent[1].nbytes + ent[2].nbytes + ent[3].nbytes + 64
+            self._sw_bytes += nb - ent[5]
+            ent[5] = nb
+            budget = self._row_budget // 4 if self._row_budget >= 0 else -1
+            while budget >= 0 and self._sw_bytes > budget and len(cache) > 1:
+                old = cache.pop(next(iter(cache)))
+                self._sw_bytes -= old[5]
+        return ent
 
     def _allowed_row(self, trie: _ClassTrie, nodes: np.ndarray, tok_c: np.ndarray | None = None) -> np.ndarray:
-        """Packed row of the tokens ending on ``nodes`` (EOS never set). Many nodes: one gather of
-        a dense node mask through ``tok_c`` (token → class node, EOS and specials on the dead
-        slot); few: the tokens of each node from the node-sorted token list."""
+        """Packed row (int32 ``(width,)``) of the tokens ending on ``nodes`` (EOS never set)."""
+        return _pack(self._allowed_bool(trie, nodes, tok_c))
+
+    def _allowed_bool(self, trie: _ClassTrie, nodes: np.ndarray, tok_c: np.ndarray | None = None) -> np.ndarray:
+        """bool ``(vocab_size,)``: the tokens ending on ``nodes`` (EOS never set). Many nodes: one
+        gather of a dense node mask through ``tok_c`` (token → class node, EOS and specials on the
+        dead slot); few: the tokens of each node from the node-sorted token list."""
         if tok_c is not None and nodes.size * 8 > trie.n_nodes:
             live = np.zeros(trie.n_nodes + 1, dtype=bool)
             live[nodes] = True
-            return _pack(live.take(tok_c))
+            return live.take(tok_c)
         ts = trie.node_tok_start
         a = ts[nodes]
         cnt = ts[nodes + 1] - a
@@ -1446,7 +1621,7 @@ class PushdownIndex:
             idx = np.repeat(a - (cs - cnt), cnt) + np.arange(tot, dtype=np.int64)
             allowed[trie.tokens_by_node[idx]] = True
             allowed[self._eos] = False
-        return _pack(allowed)
+        return allowed
 
     def _clear_eos(self, row: np.ndarray) -> None:
         u = row.view(np.uint32)
@@ -1542,10 +1717,8 @@ class PushdownIndex:
         if hit is not None:
             return hit
         tw = self._trie_for(cr)
-        nodes, cfgs = self._walk(cr, tw)
-        row = self._allowed_row(tw[0], nodes, tw[1])
-        # class nodes whose configuration is complete (the base rule returned) after >= 1 byte
-        acc = nodes[self._accepting.take(cfgs)]
+        # acc: class nodes whose configuration is complete (the base rule returned) after >= 1 byte
+        row, acc, reach = self._walk_summary(cr, tw)
         if tw[0] is self._trie:
             # the grammar's own trie: the rest of those tokens is walked from the caller's
             # configuration below these nodes (:meth:`_walk_below`); no token list
@@ -1555,7 +1728,6 @@ class PushdownIndex:
             toks, offs = self._uncertain(acc, tw[0])
         # deepest stack any walked configuration reached: the walk holds for a frame at depth d
         # iff d + that <= max_depth (otherwise pushes it took would be refused on the real stack)
-        reach = int(self._cfg_depth.take(cfgs).max()) if cfgs.size else 0
         reach = max(reach, int(self._cfg_depth[cr]))
         info = (row, toks, offs, bool(self._accepting[cr]), reach)
         self._rel_cache[cr] = info
@@ -1688,9 +1860,7 @@ class PushdownIndex:
         if fr is not None and any(k and fr[self._stk_ret[k]] for k in groups if self._stk_ret[k] >= 0):
             # inside a binary counter (count_large_repeats): its frames hold one item each, so the
             # split below would walk a group per counter frame; one direct walk is the same row
-            nodes, _cfgs = self._walk(state)
-            row = self._allowed_row(self._trie, nodes, self._token_cnode)
-            self._clear_eos(row)
+            row = self._walk_summary(state)[0]
         elif len(groups) > 1:
             row = np.zeros(self.width, dtype=np.int32)
             for k, its in groups.items():
@@ -1869,4 +2039,4 @@ class PushdownIndex:
         keys = sum(len(k) for k in self._cfg_keys) * 36 + n_cfg * 64
         return int(len(self._slot_state) * self.width * 4 + n_cfg * self.n_classes * 4 + keys
                    + len(self._closure_memo) * 120 + len(self._stk_ret) * 100
-                   + self._token_cnode.nbytes)
+                   + self._token_cnode.nbytes + self._sw_bytes)
