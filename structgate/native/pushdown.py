@@ -1142,6 +1142,7 @@ class PushdownIndex:
         self._rel_cache: dict[int, tuple] = {}
         self._sw_cache: dict[tuple, list] = {}  # (trie id, config) -> suffix walk
         self._sw_bytes = 0
+        self._rel_tgt: dict[int, tuple | None] = {}
         self._bc_np = bc.astype(np.int64)
         self._flat, self._tok_start, self._tok_len = _flat_tokens(vocab)
         with self._lock:
@@ -1505,11 +1506,9 @@ class PushdownIndex:
         n0 = trie.levels[0][1].shape[0]
         accs = [acc]
         tok_root = None
-        for (walked, pbool, pacc, proot, preach, _nb), grp in pieces:
+        for (walked, pbool, pacc, proot, preach, _nb), grp, p in pieces:
             if int(walked.sum()) == grp.shape[0]:  # walked below this group only: no mask
                 allowed |= pbool
-                if pacc.size:
-                    accs.append(pacc)
             else:
                 inside = np.zeros(n0 + 1, dtype=bool)  # last: tokens without bytes
                 inside[grp] = True
@@ -1517,8 +1516,25 @@ class PushdownIndex:
                     tok_root = _tok_root(trie, self.vocab.vocab_size)
                 allowed |= pbool & inside.take(tok_root)
                 if pacc.size:
-                    accs.append(pacc[inside.take(proot)])
-            reach = max(reach, preach)
+                    pacc = pacc[inside.take(proot)]
+            if p is None:
+                if pacc.size:
+                    accs.append(pacc)
+                reach = max(reach, preach)
+                continue
+            # a re-rooted frame (one above the base): its walk's configurations are one deeper than
+            # it measured; its ends mid-token go on in the configuration after its return (the
+            # nodes where it ends are where that one starts: accepting iff it is)
+            reach = max(reach, preach + 1)
+            if pacc.size and p:
+                if self._accepting[p]:
+                    accs.append(pacc)
+                info = {"acc": [], "reach": int(self._cfg_depth[p])}
+                good = self._walk_below(pacc, p, info)
+                if good.size:
+                    allowed[good] = True
+                accs.extend(info["acc"])
+                reach = max(reach, info["reach"])
         return _pack(allowed), np.concatenate(accs), reach
 
     #: a group of first bytes leading to one configuration is taken from a suffix walk when it has
@@ -1544,7 +1560,18 @@ class PushdownIndex:
         for j in np.flatnonzero((wt >= self.SUFFIX_MIN_NODES) & (size >= self.SUFFIX_MIN_ROOTS)).tolist():
             grp = inv == j
             g_nodes = alive[grp]
-            pieces.append((self._suffix_walk(trie, int(tgt[j]), g_nodes), g_nodes))
+            c = int(tgt[j])
+            rel = self._rel_target(c) if trie is self._trie else None
+            if rel is not None:
+                # the first byte entered a frame (a call of the key-tail rule, say): the walk inside
+                # it is the same for every caller, re-rooted; only what follows its end is not
+                cr, p = rel
+                ent = self._suffix_walk(trie, cr, g_nodes)
+                if self._cfg_depth[c] + ent[4] > self.max_depth:  # near the depth bound: as is
+                    ent, p = self._suffix_walk(trie, c, g_nodes), None
+                pieces.append((ent, g_nodes, p))
+            else:
+                pieces.append((self._suffix_walk(trie, c, g_nodes), g_nodes, None))
             keep = ~grp if keep is None else keep & ~grp
         if keep is None:
             return alive, alive_v, dense
@@ -1552,6 +1579,27 @@ class PushdownIndex:
         alive, alive_v = alive[keep], alive_v[keep]
         dense[alive] = alive_v
         return alive, alive_v, dense
+
+    def _rel_target(self, c: int):
+        """``(re-rooted configuration, configuration after its frame returns)`` when every item of
+        configuration ``c`` lies on one frame ``k`` above the empty stack (not a counting frame,
+        not a re-rooted base), else None (cached per configuration)."""
+        hit = self._rel_tgt.get(c)
+        if hit is not None or c in self._rel_tgt:
+            return hit
+        items = self._cfg_keys[c]
+        N = self._N
+        ks = {it // N for it in items}
+        res = None
+        if len(ks) == 1:
+            (k,) = ks
+            if k > 0 and self._stk_ret[k] >= 0 and self._stk_parent[k] == 0 and not (
+                    self._free_ret is not None and self._free_ret[self._stk_ret[k]]):
+                cr = self._intern(self._relativize(items, k))
+                p = self._intern(self._closure(self._stk_ret[k], 0))
+                res = (cr, p)
+        self._rel_tgt[c] = res
+        return res
 
     def _suffix_walk(self, trie, c: int, roots: np.ndarray) -> list:
         """The walk of ``trie`` below the first-level nodes ``roots`` (local ids), each in
@@ -1733,12 +1781,14 @@ class PushdownIndex:
         self._rel_cache[cr] = info
         return info
 
-    def _walk_below(self, seeds: np.ndarray, p: int) -> np.ndarray:
+    def _walk_below(self, seeds: np.ndarray, p: int, info: dict | None = None) -> np.ndarray:
         """Token ids strictly below the grammar-trie nodes ``seeds`` (global ids, any levels) whose
         remaining bytes stay alive fed from configuration ``p``: the tokens that complete a frame
         mid-token and go on in its caller. One sparse gather per level over the children of the
         live (node, configuration) pairs, so a subtree dies at once instead of token by token; a
-        node may be live with several configurations (several threads), so nothing is made dense."""
+        node may be live with several configurations (several threads), so nothing is made dense.
+        ``info`` (``{"acc": list, "reach": int}``), when given, collects the nodes whose
+        configuration accepts and raises ``reach`` to the deepest stack walked."""
         trie = self._trie
         levels = trie.levels
         W = self.n_classes
@@ -1779,6 +1829,11 @@ class PushdownIndex:
                 alive, alive_v = idx[nz], vals[nz]
                 if alive.size:
                     res.append(alive + lb[d + 1])
+                    if info is not None:  # accepting nodes (the walk's base ended), deepest stack
+                        a_ = self._accepting.take(alive_v)
+                        if a_.any():
+                            info["acc"].append(alive[a_] + lb[d + 1])
+                        info["reach"] = max(info["reach"], int(self._cfg_depth.take(alive_v).max()))
             else:
                 alive, alive_v = _EMPTY_I64, _EMPTY_I64
             d += 1
