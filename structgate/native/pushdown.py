@@ -656,8 +656,7 @@ def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
     :meth:`NFA.chars` builds them) without building it."""
     from .regex.nfa import _byte_sequences
 
-    cuts = set(_STD_CUT_SET)
-    extra = False
+    ranges: list = []
     seen: set[int] = set()
     stack = [grammar.rules[r] for r in grammar.reachable()]
     while stack:
@@ -683,18 +682,8 @@ def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
             pairs = n.ranges
         else:
             continue
-        for a, b in pairs:
-            b += 1
-            if a not in cuts:
-                cuts.add(a)
-                extra = True
-            if b not in cuts and b <= 256:
-                cuts.add(b)
-                extra = True
-    if not extra:
-        return STANDARD_BYTE_CLASSES
-    cuts.discard(256)
-    return _classes_from_cuts(cuts)
+        ranges.extend(pairs)
+    return _partition_of(ranges)
 
 
 def _rule_partitions(g: GrammarNFA) -> None:
@@ -775,20 +764,24 @@ def _prune(g: GrammarNFA) -> None:
 
 def _alphabet(nfa: NFA) -> np.ndarray:
     """The standard partition refined by every byte-range boundary of the NFA."""
-    cuts = set(_STD_CUT_SET)
     kind, lo, hi = nfa.kind, nfa.lo, nfa.hi
-    extra = False
     multi = nfa.multi or {}
-    for s in range(len(kind)):
-        if kind[s] == BYTE:
-            for a, b in multi.get(s, ((lo[s], hi[s]),)):
-                b += 1
-                if a not in cuts:
-                    cuts.add(a)
-                    extra = True
-                if b not in cuts and b <= 256:
-                    cuts.add(b)
-                    extra = True
+    return _partition_of(r for s in range(len(kind)) if kind[s] == BYTE for r in multi.get(s, ((lo[s], hi[s]),)))
+
+
+def _partition_of(ranges) -> np.ndarray:
+    """The standard partition refined by the bounds of every byte range ``(lo, hi)`` (inclusive)
+    in ``ranges``; :data:`STANDARD_BYTE_CLASSES` itself when no bound is new."""
+    cuts = set(_STD_CUT_SET)
+    extra = False
+    for a, b in ranges:
+        b += 1
+        if a not in cuts:
+            cuts.add(a)
+            extra = True
+        if b not in cuts and b <= 256:
+            cuts.add(b)
+            extra = True
     if not extra:
         return STANDARD_BYTE_CLASSES
     cuts.discard(256)
