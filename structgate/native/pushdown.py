@@ -641,10 +641,11 @@ def _rule_partition(g: GrammarNFA, i: int, first: int, n: int) -> None:
     mark = np.zeros(257, dtype=np.int32)
     mark[0] = 1
     mark[np.asarray(nfa.lo[first:n], dtype=np.int64)[b]] = 1
-    mark[np.asarray(nfa.hi[first:n], dtype=np.int64)[b] + 1] = 1
-    for v, rs in (nfa.multi or {}).items():
-        if first <= v < n:
-            for a, z in rs:
+    mark[np.asarray(nfa.hi[first:n], dtype=np.int64)[b] + 1] = 1  # column 256 (a range to 0xFF) is dropped
+    multi = nfa.multi
+    if multi:  # a multi-range state: every range's bounds (looked up for this rule's states only)
+        for v in (b + first).tolist():
+            for a, z in multi.get(v, ()):
                 mark[a] = 1
                 mark[z + 1] = 1
     g.rule_classes[i] = (np.cumsum(mark[:256]) - 1).astype(np.uint8)
@@ -688,32 +689,20 @@ def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
 
 def _rule_partitions(g: GrammarNFA) -> None:
     """Per rule: whether its body calls other rules, and the byte partition of its own BYTE states
-    (a walk that stays inside a call-free rule can use the trie of that coarser partition).
-    States shared between rules by hash-consing get the owner of the first rule built (the
-    partition of every rule whose states they are still separates their ranges: a shared state
-    has the same ranges in both)."""
-    nfa = g.nfa
+    (a walk that stays inside a call-free rule can use the trie of that coarser partition), by
+    :func:`_rule_partition` over each rule's states (one contiguous run of :attr:`GrammarNFA.owner`:
+    a rule's body is built in one go). States shared between rules by hash-consing get the owner of
+    the first rule built (the partition of every rule whose states they are still separates their
+    ranges: a shared state has the same ranges in both)."""
     n_rules = len(g.rule_names)
-    n = len(nfa)
-    kind = np.asarray(nfa.kind, dtype=np.int8)
-    owner = np.zeros(n, dtype=np.int64)
-    owner[:min(n, len(g.owner))] = g.owner[:n]
-    calls = np.zeros(n_rules, dtype=bool)
-    calls[owner[kind == CALL]] = True
-    b = np.flatnonzero(kind == BYTE)
-    mark = np.zeros((n_rules, 257), dtype=np.int32)
-    mark[:, 0] = 1
-    ob = owner[b]
-    mark[ob, np.asarray(nfa.lo, dtype=np.int64)[b]] = 1
-    mark[ob, np.asarray(nfa.hi, dtype=np.int64)[b] + 1] = 1  # column 256 (a range to 0xFF) is dropped
-    for v, rs in (nfa.multi or {}).items():  # a multi-range state: every range's bounds
-        r = owner[v]
-        for a, z in rs:
-            mark[r, a] = 1
-            mark[r, z + 1] = 1
-    classes = (np.cumsum(mark[:, :256], axis=1) - 1).astype(np.uint8)
-    g.rule_has_calls = calls.tolist()
-    g.rule_classes = list(classes)
+    g.rule_has_calls = [False] * n_rules
+    g.rule_classes = [STANDARD_BYTE_CLASSES] * n_rules
+    owner = np.asarray(g.owner[: len(g.nfa)], dtype=np.int64)
+    cut = np.flatnonzero(np.diff(owner)) + 1
+    bounds = [0, *cut.tolist(), owner.shape[0]]
+    for a, b in zip(bounds, bounds[1:]):
+        if b > a:
+            _rule_partition(g, int(owner[a]), a, b)
 
 
 def _prune(g: GrammarNFA) -> None:
@@ -1215,11 +1204,12 @@ class PushdownIndex:
             cl._low.extend([0] * (n - old))
             cl._onstack.extend(bytearray(n - old))
             g = self.gnfa
+            new = g.owner[old:n]  # the new states' rule (arrays keep one trailing slot)
             if self._owner is not None:
-                self._owner = np.asarray(g.owner + [0], dtype=np.int64)
+                self._owner = np.concatenate([self._owner[:old], np.asarray(new, dtype=np.int64), [0]])
             if self._free_ret is not None:
                 rc = g.rule_counting
-                self._free_ret = bytearray(rc[o] for o in g.owner) + bytearray(1)
+                self._free_ret[old:old] = bytearray(rc[o] for o in new)
             self._n_built = n
         return st
 
@@ -1315,21 +1305,8 @@ class PushdownIndex:
         cl, lo, hi, out = self._bc_list, self._lo, self._hi, self._out
         W = self.n_classes
         row = np.zeros(W, dtype=np.int64)
-        multi = self._multi
-        if len(items) == 1:  # one byte state (a third of all configurations): one target
-            (it,) = items
-            leaf = it % N
-            if it >= 0 and leaf != self._ACCEPT:
-                tid = self._intern(self._closure(out[leaf], it // N))
-                rs = multi.get(leaf) if multi else None
-                if rs is None:
-                    row[cl[lo[leaf]]: cl[hi[leaf]] + 1] = tid
-                else:
-                    for a, b in rs:
-                        row[cl[a]: cl[b] + 1] = tid
-            self._table[c] = row
-            return
         iv = []
+        multi = self._multi
         for it in items:
             leaf = it % N
             if leaf == self._ACCEPT or it < 0:

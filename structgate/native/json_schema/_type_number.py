@@ -1,7 +1,6 @@
 """Emitter for ``integer`` / ``number`` values: exact ranges, ``multipleOf``."""
 from __future__ import annotations
 
-
 import json
 import math
 from decimal import Decimal
