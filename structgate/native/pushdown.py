@@ -1098,7 +1098,8 @@ class PushdownIndex:
         self._table = np.full((64, W), -1, dtype=np.int64)
         self._table[0] = 0
         self._closure_memo: dict[tuple[int, int], frozenset] = {}
-        self._union_memo: dict[frozenset, int] = {}
+        self._union_memo: dict = {}  # frozenset of items, or one item -> target configuration
+        self._leaf_iv: dict[int, tuple] = {}
         self._lock = threading.RLock()
         # mask rows
         self._row_budget = int(row_budget_bytes)
@@ -1294,59 +1295,81 @@ class PushdownIndex:
             dd[:c] = self._cfg_depth[:c]
             self._cfg_depth = dd
         self._accepting[c] = self._ACCEPT in items
-        sd = self._stk_depth
-        self._cfg_depth[c] = max((sd[it // N] for it in items if it >= 0), default=0)
+        # items are >= 0 here (the empty language's marker never goes through _intern)
+        self._cfg_depth[c] = max(map(self._stk_depth.__getitem__, map(N.__rfloordiv__, items)), default=0)
         return c
 
+    def _leaf_classes(self, leaf: int) -> tuple:
+        """Half-open class intervals ``((a, b), ...)`` a BYTE state's byte ranges cover (one per
+        range of a multi-range state), cached per state."""
+        cl = self._bc_list
+        rs = self._multi.get(leaf) if self._multi else None
+        if rs is None:
+            iv = ((cl[self._lo[leaf]], cl[self._hi[leaf]] + 1),)
+        else:
+            iv = tuple((cl[a], cl[b] + 1) for a, b in rs)
+        self._leaf_iv[leaf] = iv
+        return iv
+
     def _compute_row(self, c: int) -> None:
-        """Fill ``table[c]`` (every class) with the configurations reached by one byte."""
-        items = self._cfg_keys[c]
+        """Fill ``table[c]`` (every class) with the configurations reached by one byte.
+
+        A sweep over the class intervals of the configuration's items: item ``i`` is bit ``i`` of
+        an int, flipped at both ends of each of its intervals, so the running XOR between two cut
+        points is the set of items that take the classes there; each distinct set's target (the
+        union of the items' successor closures) is interned once per set of items
+        (``_union_memo``)."""
         N = self._N
-        cl, lo, hi, out = self._bc_list, self._lo, self._hi, self._out
-        W = self.n_classes
-        row = np.zeros(W, dtype=np.int64)
-        iv = []
-        multi = self._multi
-        for it in items:
+        acc = self._ACCEPT
+        get_iv = self._leaf_iv.get
+        marks: dict[int, int] = {}
+        its: list[int] = []
+        for it in self._cfg_keys[c]:
             leaf = it % N
-            if leaf == self._ACCEPT or it < 0:
+            if leaf == acc or it < 0:
                 continue
-            rs = multi.get(leaf) if multi else None
-            if rs is None:
-                iv.append((cl[lo[leaf]], cl[hi[leaf]], it))
-            else:  # a multi-range BYTE state: one class interval per range
-                iv.extend((cl[a], cl[b], it) for a, b in rs)
-        if iv:
-            iv.sort()
-            pts = sorted({a for a, _, _ in iv} | {b + 1 for _, b, _ in iv})
-            starts: dict[int, list[int]] = {}
-            ends: dict[int, list[int]] = {}
-            for a, b, it in iv:
-                starts.setdefault(a, []).append(it)
-                ends.setdefault(b + 1, []).append(it)
-            active: set[int] = set()
+            ivs = get_iv(leaf)
+            if ivs is None:
+                ivs = self._leaf_classes(leaf)
+            bit = 1 << len(its)
+            its.append(it)
+            for a, b in ivs:
+                marks[a] = marks.get(a, 0) ^ bit
+                marks[b] = marks.get(b, 0) ^ bit
+        row = [0] * self.n_classes
+        if its:
+            out = self._out
             union_memo = self._union_memo
+            local: dict[int, int] = {}
+            pts = sorted(marks)
+            cur = 0
             for j in range(len(pts) - 1):
                 x = pts[j]
-                for it in ends.get(x, ()):
-                    active.discard(it)
-                for it in starts.get(x, ()):
-                    active.add(it)
-                if not active:
+                cur ^= marks[x]
+                if not cur:
                     continue
-                fa = frozenset(active)
-                tid = union_memo.get(fa)
+                tid = local.get(cur)
                 if tid is None:
-                    parts = []
-                    for it in fa:
-                        k, leaf = divmod(it, N)
-                        parts.append(self._closure(out[leaf], k))
-                    tgt = parts[0] if len(parts) == 1 else frozenset().union(*parts)
-                    tid = self._intern(tgt)
-                    if len(union_memo) > 1_000_000:
-                        union_memo.clear()
-                    union_memo[fa] = tid
-                row[x:pts[j + 1]] = tid
+                    if cur & (cur - 1) == 0:  # one item
+                        it = its[cur.bit_length() - 1]
+                        fa = it
+                    else:
+                        fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
+                    tid = union_memo.get(fa)
+                    if tid is None:
+                        if type(fa) is int:
+                            k, leaf = divmod(fa, N)
+                            tgt = self._closure(out[leaf], k)
+                        else:
+                            parts = [self._closure(out[it % N], it // N) for it in fa]
+                            tgt = frozenset().union(*parts)
+                        tid = self._intern(tgt)
+                        if len(union_memo) > 1_000_000:
+                            union_memo.clear()
+                        union_memo[fa] = tid
+                    local[cur] = tid
+                y = pts[j + 1]
+                row[x:y] = [tid] * (y - x)
         self._table[c] = row
 
     def _ensure_rows(self, cfgs) -> None:
