@@ -363,3 +363,61 @@ def test_not_of_integer_values_splits_the_range():
     check_exact(s, [(str(v), v) for v in range(-10, 12)])
     with pytest.raises(UnsupportedFeatureError):  # numbers: the excluded decimal has many spellings
         schema_to_grammar({"type": "number", "not": {"const": 0}})
+
+
+# -- patternProperties whose pattern matches listed names: its other keys are still generated -------
+PATTERN_LISTED_CASES = [
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {".*": {"type": ["integer", "null"]}}},
+    {"type": "object", "properties": {"ab": {}, "b": {"type": "null"}}, "required": ["ab"],
+     "patternProperties": {"^[a-c]+$": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "null"}, "zz": {}},
+     "patternProperties": {"^a": {"type": "null"}, "^[b-z]": {}},
+     "additionalProperties": False},
+    # keys no pattern matches follow additionalProperties (MaskBench Github_easy---o45260)
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^z": {"type": "null"}},
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "properties": {"b": {"type": "null"}}, "patternProperties": {"b$": {"type": "integer"}}},
+]
+
+
+@pytest.mark.parametrize("schema", PATTERN_LISTED_CASES)
+def test_pattern_properties_extra_keys_are_exact(schema):
+    """Field cases MaskBench ``Github_easy---o85467`` (``properties`` next to
+    ``patternProperties: {".*": ...}``): the pattern's keys other than the listed names are extra
+    members; ``o45260``: keys no pattern matches are extra members under ``additionalProperties``
+    (both were left out, so valid documents with such keys were rejected). Oracle ``jsonschema``
+    on every object of up to 3 keys in the compiler's key order: exact in grammar mode; in regex
+    mode exact for the first kind, sound for the second (those keys stay out of one regex text)."""
+    opt = CompileOptions(whitespace="compact", additional_properties=True)
+    rx = re.compile(schema_to_regex(schema, opt))
+    sim = Sim(schema_to_grammar(schema, opt).check())
+    pats = list(schema["patternProperties"])
+    unmatched = schema.get("additionalProperties", True) is not False and ".*" not in pats  # unmatched keys exist
+    n_valid = 0
+    for i, obj in enumerate(objects(["a", "b", "ab", "zz", "\u00e9"], [0, None], 3)):
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        ok = rx.fullmatch(text) is not None
+        want = valid(schema, obj)
+        if policy_order(schema, obj):
+            assert sim(text) == want, (schema, text)
+            assert ok == want if not unmatched else (not ok or want), (schema, text)
+            n_valid += want
+        else:
+            assert not ok or want, (schema, text)
+    assert n_valid >= 2
+
+
+def test_pattern_extra_keys_with_an_unsupported_value_stay_out():
+    """MaskBench ``WashingtonPost---wp_83``: keys that used to be left out (here: the keys no
+    pattern matches, under an ``additionalProperties`` native cannot compile) stay out when their
+    value does not compile, instead of failing the whole schema (grammar mode)."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "patternProperties": {"^z": {"type": "null"}},
+              "additionalProperties": {"type": "integer", "multipleOf": 2.5}}
+    with pytest.raises(UnsupportedFeatureError):
+        schema_to_grammar({"type": "integer", "multipleOf": 2.5}, COMPACT)
+    for opt in (COMPACT, RULES):
+        sim = Sim(schema_to_grammar(schema, opt).check())
+        assert sim('{"a":5}') and sim('{"a":5,"zq":null}')
+        assert not sim('{"a":5,"b":5}') and not sim('{"a":"x"}')
+    assert valid(schema, {"a": 5, "zq": None}) and not valid(schema, {"a": "x"})

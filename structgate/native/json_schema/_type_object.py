@@ -37,14 +37,21 @@ class ObjectMixin:
         is never given a schema of a pattern it does not match, nor denied one it does. An
         undecided comparison (automata too large) raises ``UnsupportedFeatureError``. Keys
         matched by no pattern, and the keys of a pattern that may match a listed property name,
-        are not generated either (sound: extra keys are optional)."""
+        are not generated either (sound: extra keys are optional), except that the keys of a pattern
+        that matches listed property names are generated without those names (the pattern's
+        automaton times the complement of the names, :meth:`_pattern_key_minus`) where that
+        product stays within ``max_product_states``."""
         from ._overlap import relation
 
         live = [p for p, kr in pkeys.items() if kr is not None]
         alts: list[str] = []
         for p in live:
-            if any(p in matching(k) for k in names):
-                continue
+            key = pkeys[p]
+            taken = [k for k in names if p in matching(k)]
+            if taken:
+                key = self._pattern_key_minus(p, taken, where)
+                if key is None:
+                    continue
             group, skip = [p], False
             for q in live:
                 if q == p:
@@ -61,10 +68,54 @@ class ObjectMixin:
             if skip:
                 continue
             subs = [pprops[x] for x in group]
-            v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", p))
+            vw = _ptr(where, "patternProperties", p)
+            if taken:  # keys left out before: a value native cannot compile leaves them out again
+                try:
+                    v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, vw)
+                except (UnsupportedFeatureError, CompileLimitError):
+                    continue
+            else:
+                v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, vw)
             if v is not None:  # an unsatisfiable combination: those keys can never appear (exact)
-                alts.append(f"{pkeys[p]}{self.colon}{v}")
+                alts.append(f"{key}{self.colon}{v}")
         return alt(alts)
+
+    def _unmatched_key(self, pats: list[str], names: list[str], where) -> str | None:
+        """JSON text of the keys (canonical spelling, quotes included) that none of the
+        ``patternProperties`` patterns ``pats`` matches and that are not listed ``names``: the
+        product of the complements. None as for :meth:`_pattern_key_minus` (those keys are then
+        not generated)."""
+        cap, what = self.max_product_states, "patternProperties"
+        w = _ptr(where, "patternProperties")
+        try:
+            d = length_dfa(0, None)
+            for pat in pats:
+                pd = from_ast(pattern_ast(parse_pattern(pat, _ptr(w, pat))), max_states=cap, what=what, where=w)
+                d = product(d, complement(pd), max_states=cap, what=what, where=w)
+            if names:
+                d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=w)),
+                            max_states=cap, what=what, where=w)
+            body = self._emit_dfa(trim(d), lambda cs: json_char_regex(cs, escapes=False), what, w)
+        except (CompileLimitError, UnsupportedFeatureError):
+            return None
+        return None if body is None else f'"{body}"'
+
+    def _pattern_key_minus(self, pat: str, names: list[str], where) -> str | None:
+        """JSON text of the keys (canonical spelling, quotes included) that ``patternProperties``
+        pattern ``pat`` matches, the listed ``names`` taken out: the pattern's code-point automaton
+        times the complement of the names. None when no key is left, or when the automaton would
+        exceed ``max_product_states`` or the pattern has no automaton (those keys are then not
+        generated: sound, extra keys are optional)."""
+        cap, what = self.max_product_states, "patternProperties"
+        w = _ptr(where, "patternProperties", pat)
+        try:
+            d = from_ast(pattern_ast(parse_pattern(pat, w)), max_states=cap, what=what, where=w)
+            d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=w)),
+                        max_states=cap, what=what, where=w)
+            body = self._emit_dfa(trim(d), lambda cs: json_char_regex(cs, escapes=False), what, w)
+        except (CompileLimitError, UnsupportedFeatureError):
+            return None
+        return None if body is None else f'"{body}"'
 
     def object(self, schema, where):
         for kw in ("patternProperties", "propertyNames", "dependentSchemas", "unevaluatedProperties",
@@ -205,6 +256,18 @@ class ObjectMixin:
         extra = None
         if pprops:
             extra = pattern_extra
+            # keys no pattern matches follow additionalProperties (absent: the generation policy);
+            # grammar mode only: as one regex text the complement automaton's spelling is kilobytes
+            # (regex mode leaves those keys out, sound)
+            rest = addl if has_addl else (True if self.opt.additional_properties else False)
+            if rest is not False and pn_key is None and self.grammar:
+                key = self._unmatched_key(list(pprops), names, where)
+                try:  # (as for a pattern's keys: if their value does not compile, they stay out)
+                    v = self.value(rest, _ptr(where, "additionalProperties")) if key is not None else None
+                except (UnsupportedFeatureError, CompileLimitError):
+                    v = None
+                if v is not None:
+                    extra = alt([x for x in (extra, f"{key}{self.colon}{v}") if x is not None])
         elif extra_v is not None:
             if pn_key is not None:
                 key = self._extra_key(pn_key, names, _ptr(where, "propertyNames"))
