@@ -39,7 +39,7 @@ class ObjectMixin:
         matched by no pattern, and the keys of a pattern that may match a listed property name,
         are not generated either (sound: extra keys are optional), except that the keys of a pattern
         that matches listed property names are generated without those names (the pattern's
-        automaton times the complement of the names, :meth:`_pattern_key_minus`) where that
+        automaton times the complement of the names, :meth:`_pattern_keys`) where that
         product stays within ``max_product_states``."""
         from ._overlap import relation
 
@@ -49,7 +49,7 @@ class ObjectMixin:
             key = pkeys[p]
             taken = [k for k in names if p in matching(k)]
             if taken:
-                key = self._pattern_key_minus(p, taken, where)
+                key = self._pattern_keys([p], [], taken, where)
                 if key is None:
                     continue
             group, skip = [p], False
@@ -80,38 +80,28 @@ class ObjectMixin:
                 alts.append(f"{key}{self.colon}{v}")
         return alt(alts)
 
-    def _unmatched_key(self, pats: list[str], names: list[str], where) -> str | None:
-        """JSON text of the keys (canonical spelling, quotes included) that none of the
-        ``patternProperties`` patterns ``pats`` matches and that are not listed ``names``: the
-        product of the complements. None as for :meth:`_pattern_key_minus` (those keys are then
-        not generated)."""
+    def _pattern_keys(self, pats: list[str], others: list[str], names: list[str], where) -> str | None:
+        """JSON text of the keys (canonical spelling, quotes included) that every
+        ``patternProperties`` pattern of ``pats`` matches, none of ``others`` matches and that are
+        not listed ``names``: the product of the patterns' code-point automata, the complements of
+        the others' and the complement of the names. None when no key is left, or when an automaton
+        would exceed ``max_product_states`` or a pattern has no automaton (those keys are then not
+        generated: sound, extra keys are optional)."""
         cap, what = self.max_product_states, "patternProperties"
         w = _ptr(where, "patternProperties")
+
+        def auto(p):
+            return from_ast(pattern_ast(parse_pattern(p, _ptr(w, p))), max_states=cap, what=what, where=w)
+
         try:
             d = length_dfa(0, None)
             for pat in pats:
-                pd = from_ast(pattern_ast(parse_pattern(pat, _ptr(w, pat))), max_states=cap, what=what, where=w)
-                d = product(d, complement(pd), max_states=cap, what=what, where=w)
+                d = product(d, auto(pat), max_states=cap, what=what, where=w)
+            for pat in others:
+                d = product(d, complement(auto(pat)), max_states=cap, what=what, where=w)
             if names:
                 d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=w)),
                             max_states=cap, what=what, where=w)
-            body = self._emit_dfa(trim(d), lambda cs: json_char_regex(cs, escapes=False), what, w)
-        except (CompileLimitError, UnsupportedFeatureError):
-            return None
-        return None if body is None else f'"{body}"'
-
-    def _pattern_key_minus(self, pat: str, names: list[str], where) -> str | None:
-        """JSON text of the keys (canonical spelling, quotes included) that ``patternProperties``
-        pattern ``pat`` matches, the listed ``names`` taken out: the pattern's code-point automaton
-        times the complement of the names. None when no key is left, or when the automaton would
-        exceed ``max_product_states`` or the pattern has no automaton (those keys are then not
-        generated: sound, extra keys are optional)."""
-        cap, what = self.max_product_states, "patternProperties"
-        w = _ptr(where, "patternProperties", pat)
-        try:
-            d = from_ast(pattern_ast(parse_pattern(pat, w)), max_states=cap, what=what, where=w)
-            d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=w)),
-                        max_states=cap, what=what, where=w)
             body = self._emit_dfa(trim(d), lambda cs: json_char_regex(cs, escapes=False), what, w)
         except (CompileLimitError, UnsupportedFeatureError):
             return None
@@ -261,7 +251,7 @@ class ObjectMixin:
             # (regex mode leaves those keys out, sound)
             rest = addl if has_addl else (True if self.opt.additional_properties else False)
             if rest is not False and pn_key is None and self.grammar:
-                key = self._unmatched_key(list(pprops), names, where)
+                key = self._pattern_keys([], list(pprops), names, where)
                 try:  # (as for a pattern's keys: if their value does not compile, they stay out)
                     v = self.value(rest, _ptr(where, "additionalProperties")) if key is not None else None
                 except (UnsupportedFeatureError, CompileLimitError):
