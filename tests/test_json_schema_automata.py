@@ -421,3 +421,16 @@ def test_pattern_extra_keys_with_an_unsupported_value_stay_out():
         assert sim('{"a":5}') and sim('{"a":5,"zq":null}')
         assert not sim('{"a":5,"b":5}') and not sim('{"a":"x"}')
     assert valid(schema, {"a": 5, "zq": None}) and not valid(schema, {"a": "x"})
+
+
+def test_unmatched_pattern_keys_are_sound_for_both_pattern_readings():
+    """A key only Python's ``re`` reading of a pattern matches (``$`` before a final newline,
+    ``\\d`` on a non-ASCII digit) gets the pattern's schema from ``jsonschema``: the keys generated
+    under ``additionalProperties`` must lie outside what *either* reading matches."""
+    schema = {"type": "object", "patternProperties": {"^a$": {"type": "null"}, "^\\d$": {"type": "null"}},
+              "additionalProperties": {"type": "integer"}}
+    sim = Sim(schema_to_grammar(schema, COMPACT).check())
+    for obj in ({"a\n": 1}, {"\u0663": 1}, {"b": 1}, {"a": None}, {"7": None}, {"b": None}, {"a": 1}):
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        assert not sim(text) or valid(schema, obj), text
+    assert sim('{"b":1}') and sim('{"a":null}') and sim('{"7":null}')

@@ -83,22 +83,26 @@ class ObjectMixin:
     def _pattern_keys(self, pats: list[str], others: list[str], names: list[str], where) -> str | None:
         """JSON text of the keys (canonical spelling, quotes included) that every
         ``patternProperties`` pattern of ``pats`` matches, none of ``others`` matches and that are
-        not listed ``names``: the product of the patterns' code-point automata, the complements of
-        the others' and the complement of the names. None when no key is left, or when an automaton
+        not listed ``names``: the product of the patterns' code-point automata (as both ECMA-262
+        and Python's ``re`` read them), the complements of the others' (as either reads them) and
+        the complement of the names. None when no key is left, or when an automaton
         would exceed ``max_product_states`` or a pattern has no automaton (those keys are then not
         generated: sound, extra keys are optional)."""
         cap, what = self.max_product_states, "patternProperties"
         w = _ptr(where, "patternProperties")
 
-        def auto(p):
-            return from_ast(pattern_ast(parse_pattern(p, _ptr(w, p))), max_states=cap, what=what, where=w)
+        def auto(p, upper=False):
+            # lower: what both ECMA-262 and Python's re match; upper: what either does (so a key
+            # outside an upper automaton is one jsonschema's reading does not match either)
+            return from_ast(pattern_ast(parse_pattern(p, _ptr(w, p), upper=upper), upper=upper), max_states=cap,
+                            what=what, where=w)
 
         try:
             d = length_dfa(0, None)
             for pat in pats:
                 d = product(d, auto(pat), max_states=cap, what=what, where=w)
             for pat in others:
-                d = product(d, complement(auto(pat)), max_states=cap, what=what, where=w)
+                d = product(d, complement(auto(pat, upper=True)), max_states=cap, what=what, where=w)
             if names:
                 d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=w)),
                             max_states=cap, what=what, where=w)
