@@ -1350,9 +1350,8 @@ class PushdownIndex:
                     continue
                 tid = local.get(cur)
                 if tid is None:
-                    if cur & (cur - 1) == 0:  # one item
-                        it = its[cur.bit_length() - 1]
-                        fa = it
+                    if cur & (cur - 1) == 0:  # one item: the memo is keyed by the item itself
+                        fa = its[cur.bit_length() - 1]
                     else:
                         fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
                     tid = union_memo.get(fa)

@@ -35,12 +35,12 @@ class ObjectMixin:
         cannot separate without a product automaton: *p*'s own keys are then not generated (extra
         keys are optional; a *q* inside *p* still generates its keys, with both schemas). So a key
         is never given a schema of a pattern it does not match, nor denied one it does. An
-        undecided comparison (automata too large) raises ``UnsupportedFeatureError``. Keys
-        matched by no pattern, and the keys of a pattern that may match a listed property name,
-        are not generated either (sound: extra keys are optional), except that the keys of a pattern
-        that matches listed property names are generated without those names (the pattern's
-        automaton times the complement of the names, :meth:`_pattern_keys`) where that
-        product stays within ``max_product_states``."""
+        undecided comparison (automata too large) raises ``UnsupportedFeatureError``. A pattern
+        that may match listed property names generates its keys without those names (its automaton
+        times their complement, :meth:`_pattern_keys`); where that product is over
+        ``max_product_states`` or the value does not compile, its keys are not generated (sound:
+        extra keys are optional). Keys matched by no pattern are not generated here (see
+        :meth:`object`)."""
         from ._overlap import relation
 
         live = [p for p, kr in pkeys.items() if kr is not None]
@@ -68,14 +68,12 @@ class ObjectMixin:
             if skip:
                 continue
             subs = [pprops[x] for x in group]
-            vw = _ptr(where, "patternProperties", p)
-            if taken:  # keys left out before: a value native cannot compile leaves them out again
-                try:
-                    v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, vw)
-                except (UnsupportedFeatureError, CompileLimitError):
-                    continue
-            else:
-                v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, vw)
+            try:
+                v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", p))
+            except (UnsupportedFeatureError, CompileLimitError):
+                if not taken:
+                    raise
+                continue  # keys left out before: a value native cannot compile leaves them out again
             if v is not None:  # an unsatisfiable combination: those keys can never appear (exact)
                 alts.append(f"{key}{self.colon}{v}")
         return alt(alts)
@@ -103,13 +101,9 @@ class ObjectMixin:
                 d = product(d, auto(pat), max_states=cap, what=what, where=w)
             for pat in others:
                 d = product(d, complement(auto(pat, upper=True)), max_states=cap, what=what, where=w)
-            if names:
-                d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=w)),
-                            max_states=cap, what=what, where=w)
-            body = self._emit_dfa(trim(d), lambda cs: json_char_regex(cs, escapes=False), what, w)
+            return self._key_text(d, names, what, w)
         except (CompileLimitError, UnsupportedFeatureError):
             return None
-        return None if body is None else f'"{body}"'
 
     def object(self, schema, where):
         for kw in ("patternProperties", "propertyNames", "dependentSchemas", "unevaluatedProperties",
@@ -253,15 +247,16 @@ class ObjectMixin:
             # keys no pattern matches follow additionalProperties (absent: the generation policy);
             # grammar mode only: as one regex text the complement automaton's spelling is kilobytes
             # (regex mode leaves those keys out, sound)
-            rest = addl if has_addl else (True if self.opt.additional_properties else False)
-            if rest is not False and pn_key is None and self.grammar:
-                key = self._pattern_keys([], list(pprops), names, where)
+            rest = addl if has_addl else bool(self.opt.additional_properties)
+            key = self._pattern_keys([], list(pprops), names, where) \
+                if rest is not False and pn_key is None and self.grammar else None
+            if key is not None:
                 try:  # (as for a pattern's keys: if their value does not compile, they stay out)
-                    v = self.value(rest, _ptr(where, "additionalProperties")) if key is not None else None
+                    v = self.value(rest, _ptr(where, "additionalProperties"))
                 except (UnsupportedFeatureError, CompileLimitError):
                     v = None
                 if v is not None:
-                    extra = alt([x for x in (extra, f"{key}{self.colon}{v}") if x is not None])
+                    extra = alt([extra, f"{key}{self.colon}{v}"])
         elif extra_v is not None:
             if pn_key is not None:
                 key = self._extra_key(pn_key, names, _ptr(where, "propertyNames"))
@@ -402,8 +397,18 @@ class ObjectMixin:
         language minus the listed names; None when there is none."""
         if key_dfa is False:
             return None
-        cap, what = self.max_product_states, "propertyNames"
-        d = key_dfa if key_dfa is not None else length_dfa(0, None)
+        return self._key_text(key_dfa if key_dfa is not None else length_dfa(0, None), names, "propertyNames", where)
+
+    def _key_text(self, d, names, what: str, where) -> str | None:
+        """JSON text (canonical spelling, quotes included) of the keys of code-point automaton ``d``
+        minus the listed ``names`` (a product with their complement); None when none is left.
+
+        Raises
+        ------
+        CompileLimitError
+            The product exceeds ``max_product_states`` or the spelling ``max_automaton_rules``.
+        """
+        cap = self.max_product_states
         if names:
             d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=where)),
                         max_states=cap, what=what, where=where)
