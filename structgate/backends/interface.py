@@ -140,6 +140,16 @@ class CompileOptions:
     additional_properties : bool
         Policy for objects whose schema does not say ``additionalProperties``: False = only the
         listed properties (the usual structured-output choice), True = follow the spec (any extra key).
+    property_order : {"declared", "any"}
+        Native engine: order of an object's listed ``properties``. ``declared`` (default) = the
+        schema's order, each optional property free to be left out (what XGrammar and llguidance
+        generate). ``any`` = every order (JSON objects are unordered: a valid document written in
+        another key order is accepted, e.g. when validating outputs of another system), for objects
+        of at most ``max_any_order_properties`` listed properties (``2**n`` rules per object);
+        larger objects keep the declared order. ``any`` costs mask time: a key position admits
+        every remaining key (first-visit masks ~3x slower on small all-required objects).
+    max_any_order_properties : int
+        Native engine: the largest object ``property_order="any"`` applies to (default 4).
     max_dfa_states : int
         Native engine: cap on the states of one grammar's automaton — the configurations of the
         lazily determinised pushdown automaton, created as masks and advances first reach them (and
@@ -161,6 +171,8 @@ class CompileOptions:
     whitespace: str = "flexible"
     max_whitespace: int = 4
     additional_properties: bool = False
+    property_order: str = "declared"
+    max_any_order_properties: int = 4
     max_dfa_states: int = 200_000
     compile_timeout_s: float = 60.0
     max_rollback_tokens: int = -1
@@ -174,7 +186,10 @@ class CompileOptions:
 
         if self.whitespace not in ("flexible", "compact"):
             raise InvalidConstraintError(f"option whitespace must be 'flexible' or 'compact', got {self.whitespace!r}")
-        for name in ("max_whitespace", "max_dfa_states", "max_recursion_depth", "threads"):
+        if self.property_order not in ("any", "declared"):
+            raise InvalidConstraintError(f"option property_order must be 'any' or 'declared', got {self.property_order!r}")
+        for name in ("max_whitespace", "max_dfa_states", "max_recursion_depth", "threads",
+                     "max_any_order_properties"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise InvalidConstraintError(f"option {name} must be a non-negative integer, got {v!r}")

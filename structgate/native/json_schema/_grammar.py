@@ -139,7 +139,7 @@ def _grammar(c: _Compiler, root_text: str | None, root_where: str):
     rules = {name: parse_rule(t, where.get(name)) for name, t in texts.items()}
     rules.update(c.ir_rules)
     g = Grammar(rules, root, origin=where)
-    g.keep_calls = {r for r in SHARED_RULES if r in rules}
+    g.keep_calls = {r for r in SHARED_RULES if r in rules} | (c.keep_calls & set(rules))
     return _prune(g)
 
 

@@ -141,7 +141,9 @@ class ObjectMixin:
                                      _ptr(where, "required"))
         has_addl = "additionalProperties" in schema
         addl = schema.get("additionalProperties", True)
-        # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all
+        # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all;
+        # an unlisted trigger a is never generated as an extra key (it joins `names` below), so only
+        # a listed or required a, or one a patternProperties pattern may generate, counts
         deps = {**schema.get("dependencies", {}), **schema.get("dependentRequired", {})}
         dep_names: list[str] = []
         if deps:
@@ -152,9 +154,7 @@ class ObjectMixin:
                 for a, bs in deps.items():
                     if a not in dep_names:
                         dep_names.append(a)
-                    if a in props or a in required or has_addl and addl is not False or \
-                            (not has_addl and self.opt.additional_properties) or \
-                            schema.get("patternProperties"):
+                    if a in props or a in required or schema.get("patternProperties"):
                         for b in bs:
                             if b not in required:
                                 required.append(b)
@@ -276,7 +276,10 @@ class ObjectMixin:
         kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
         n = len(listed)
         if self.grammar and n:
-            return self._members_linear(kvs, [req for _, _, req in listed], extra, where)
+            reqs = [req for _, _, req in listed]
+            if self.opt.property_order == "any" and n <= self.opt.max_any_order_properties:
+                return self._members_any_order(kvs, reqs, extra, where)
+            return self._members_linear(kvs, reqs, extra, where)
         # N[i]: non-empty comma-joined subsequences of members i.. (declared order) that contain
         # every required member. Linear size: N_i = (?:(?:kv_i,)?N_{i+1}|kv_i) for optional i with
         # no required member after it; kv_i(?:,N_{i+1})? / kv_i,N_{i+1} for required i;
@@ -346,6 +349,63 @@ class ObjectMixin:
             f = first if req[i] or f is None else f"(?:{first}|{f})"
             a = f"{comma}{kv[i]}{ai1}" if req[i] else f"(?:{comma}{kv[i]})?{ai1}"
         if any(req):
+            return rf"\{{{ws}{f}{ws}\}}"
+        return rf"\{{{ws}(?:{f}{ws})?\}}"
+
+    def _members_any_order(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
+        """Grammar mode, ``CompileOptions.property_order="any"``: the listed members in any order
+        (each at most once, every required one present), extra members anywhere between them.
+        One rule ``R_S`` per set ``S`` of listed members already written (a subset construction
+        over the members, ``2**n`` rules, so only for ``n <= max_any_order_properties``):
+        ``R_S = (?:,extra)* (?: ,kv_i R_(S+i) | ... )`` over ``i`` not in ``S``, the group
+        optional once ``S`` holds every required member. Keys stay deterministic: listed names are
+        distinct literals and extra keys exclude them (:meth:`key_not_in`), so at most one
+        alternative survives a key's closing quote. The ``R_S`` stay calls (:attr:`keep_calls`):
+        inlined, the DAG would grow into ``n!`` paths; each call is in tail position, so it takes
+        no stack frame.
+
+        Returns the object's regex text, ``{`` to ``}``."""
+        comma, ws = self.comma, self.ws
+        base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", f"obj:{where.lstrip('/') or 'root'}".replace("~", "_"))
+
+        def named(text: str, tag: str, always: bool = False) -> str:
+            if len(text) <= 256 and not always:
+                return text
+            name, k = f"{base}.{tag}", 1
+            while name in self.rules:
+                k += 1
+                name = f"{base}.{tag}.{k}"
+            self.rules[name] = text
+            self.rule_where[name] = where or "#"
+            return f"(?&{name})"
+
+        n = len(kvs)
+        # each member is written in 2**(n-1) rules: parsed once as a rule (inlined again by the NFA build)
+        kv = [named(t, f"m{i}", always=len(t) > 32) for i, t in enumerate(kvs)]
+        x = named(extra, "x") if extra is not None else None
+        ext = f"(?:{comma}{x})*" if x is not None else ""
+        need = sum(1 << i for i in range(n) if req[i])
+        full = (1 << n) - 1
+        memo: dict[int, str] = {}
+
+        def after(s: int) -> str:
+            """What may follow once the members in bit set ``s`` were written."""
+            if s in memo:
+                return memo[s]
+            if s == full:
+                memo[s] = ext
+                return ext
+            alts = "|".join(f"{comma}{kv[i]}{after(s | 1 << i)}" for i in range(n) if not s >> i & 1)
+            body = f"{ext}(?:{alts})" + ("?" if s & need == need else "")
+            memo[s] = ref = named(body, f"o{s:x}", always=True)
+            self.keep_calls.add(ref[3:-1])  # a call (in tail position: no stack frame), not inlined
+            return ref
+
+        firsts = [f"{kv[i]}{after(1 << i)}" for i in range(n)]
+        if extra is not None:
+            firsts.append(f"{x}{after(0)}")
+        f = f"(?:{'|'.join(firsts)})"
+        if need:
             return rf"\{{{ws}{f}{ws}\}}"
         return rf"\{{{ws}(?:{f}{ws})?\}}"
 

@@ -74,6 +74,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         #: grammar mode: rules whose IR is built directly (no text): the shared JSON string and
         #: key-tail rules, key exclusions
         self.ir_rules: dict = {}
+        #: grammar mode: rules kept as calls (:attr:`structgate.native.ir.Grammar.keep_calls`): the
+        #: member-set rules of any-order objects, a DAG that inlining would expand into n! paths
+        self.keep_calls: set[str] = set()
         self._keyx: dict[tuple, str] = {}  # names -> key-exclusion rule
         self._rule_of: dict[str, str] = {}  # canonical merged schema -> rule name
         self._inline: dict[str, str | None] = {}  # canonical merged schema -> text, inlined once so far
