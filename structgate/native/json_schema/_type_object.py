@@ -314,6 +314,21 @@ class ObjectMixin:
         return rf"\{{{ws}{nxt}{ws}\}}"
 
 
+    def _member_rule(self, text: str, tag: str, where: str, always: bool = False) -> str:
+        """``text`` itself when at most 256 characters (and not ``always``), else a call to a new
+        rule ``obj:<pointer>.<tag>`` holding it (so a member or continuation used in several places
+        is written, parsed and built once)."""
+        if len(text) <= 256 and not always:
+            return text
+        base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", f"obj:{where.lstrip('/') or 'root'}".replace("~", "_"))
+        name, k = f"{base}.{tag}", 1
+        while name in self.rules:
+            k += 1
+            name = f"{base}.{tag}.{k}"
+        self.rules[name] = text
+        self.rule_where[name] = where or "#"
+        return f"(?&{name})"
+
     def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
         """Grammar mode: the members of an object, listed ones in declared order (each optional one
         may be left out), then any number of ``extra`` members. Two families, one text each:
@@ -326,18 +341,9 @@ class ObjectMixin:
 
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
-        base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", f"obj:{where.lstrip('/') or 'root'}".replace("~", "_"))
 
         def named(text: str, tag: str) -> str:
-            if len(text) <= 256:
-                return text
-            name, k = f"{base}.{tag}", 1
-            while name in self.rules:
-                k += 1
-                name = f"{base}.{tag}.{k}"
-            self.rules[name] = text
-            self.rule_where[name] = where or "#"
-            return f"(?&{name})"
+            return self._member_rule(text, tag, where)
 
         n = len(kvs)
         kv = [named(t, f"m{i}") for i, t in enumerate(kvs)]
@@ -366,18 +372,9 @@ class ObjectMixin:
 
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
-        base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", f"obj:{where.lstrip('/') or 'root'}".replace("~", "_"))
 
         def named(text: str, tag: str, always: bool = False) -> str:
-            if len(text) <= 256 and not always:
-                return text
-            name, k = f"{base}.{tag}", 1
-            while name in self.rules:
-                k += 1
-                name = f"{base}.{tag}.{k}"
-            self.rules[name] = text
-            self.rule_where[name] = where or "#"
-            return f"(?&{name})"
+            return self._member_rule(text, tag, where, always)
 
         n = len(kvs)
         # each member is written in 2**(n-1) rules: parsed once as a rule (inlined again by the NFA build)
