@@ -194,6 +194,17 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             return self.any_value()
         if schema is False:
             return None
+        if "const" in schema or "enum" in schema:
+            # finitely many values: each kept iff jsonschema validates it against the whole schema
+            # (exact whatever the siblings: `not`, `allOf`, `$ref`, ...)
+            return self.enum(schema, where)
+        if isinstance(schema.get("allOf"), list):
+            fin = next((m for m in schema["allOf"] if isinstance(m, dict) and ("const" in m or "enum" in m)), None)
+            if fin is not None:  # allOf with a finite member: its values that the whole schema accepts
+                i = schema["allOf"].index(fin)
+                vals = self._finite_values(fin, _ptr(where, "allOf", str(i)))
+                ok = self._validator_for(schema).is_valid
+                return alt(list(dict.fromkeys(self.const(c, where) for c in vals if ok(c))))
         if "$ref" in schema or "allOf" in schema or "$dynamicRef" in schema:
             refs: list[str] = []
             flat = self.flatten([(schema, where)], where, refs, set())
@@ -223,8 +234,6 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if "if" in schema:
             if "then" in schema or "else" in schema:
                 return self.value(self._if_then_else(schema, where), where)
-        if "const" in schema or "enum" in schema:
-            return self.enum(schema, where)
         return self.typed(schema, where)
 
     def _if_then_else(self, schema, where):
@@ -249,12 +258,17 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             self._validator = Draft202012Validator(root)
         return self._validator.evolve(schema=schema)
 
-    def enum(self, schema, where):
+    def _finite_values(self, schema, where) -> list:
+        """The candidate values of a schema with ``const``/``enum`` (both: the const if listed)."""
         if "enum" in schema and not isinstance(schema["enum"], list):
             raise GrammarSyntaxError("enum must be an array", json.dumps(schema["enum"]), 0, _ptr(where, "enum"))
         cands = [schema["const"]] if "const" in schema else list(schema["enum"])
         if "const" in schema and "enum" in schema:
             cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
+        return cands
+
+    def enum(self, schema, where):
+        cands = self._finite_values(schema, where)
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
         # values excluded by a folded `not` (internal keywords jsonschema does not know)
         cands = [c for c in cands if not (isinstance(c, str) and c in schema.get(_NOT_STR, ()))
