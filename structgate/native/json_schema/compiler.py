@@ -56,6 +56,30 @@ __all__ = ["check_schema", "schema_to_regex", "json_object_regex", "json_value_r
            "json_object_grammar", "json_value_grammar", "NEVER", "FORMAT_REGEX", "LENIENT_ANNOTATIONS"]
 
 
+class _CheckedValidator:
+    """``is_valid`` of a jsonschema validator, with the errors of a schema it cannot evaluate
+    turned into :class:`GrammarSyntaxError` (see :meth:`_Compiler._validator_for`)."""
+
+    __slots__ = ("_v", "_schema", "_where")
+
+    def __init__(self, v, schema, where: str) -> None:
+        self._v, self._schema, self._where = v, schema, where
+
+    def is_valid(self, instance) -> bool:
+        try:
+            return self._v.is_valid(instance)
+        except RecursionError:
+            raise
+        except Exception as e:  # jsonschema's UnknownType, referencing's Unresolvable, re.error...
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            try:
+                text = json.dumps(self._schema)[:200]
+            except (TypeError, ValueError):
+                text = repr(self._schema)[:200]
+            raise GrammarSyntaxError(f"the schema cannot be evaluated ({type(e).__name__}: {msg})", text, 0,
+                                     self._where or "#") from None
+
+
 class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, StringMixin, ArrayMixin,
                 ObjectMixin):
     def __init__(self, root: Any, options: CompileOptions, grammar: bool = False):
@@ -203,7 +227,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             if fin is not None:  # allOf with a finite member: its values that the whole schema accepts
                 i = schema["allOf"].index(fin)
                 vals = self._finite_values(fin, _ptr(where, "allOf", str(i)))
-                ok = self._validator_for(schema).is_valid
+                ok = self._validator_for(schema, where).is_valid
                 return alt(list(dict.fromkeys(self.const(c, where) for c in vals if ok(c))))
         if "$ref" in schema or "allOf" in schema or "$dynamicRef" in schema:
             refs: list[str] = []
@@ -250,13 +274,18 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         return {"allOf": [rest, {"anyOf": [{"allOf": [cond, schema.get("then", True)]},
                                            {"allOf": [{"not": cond}, schema.get("else", True)]}]}]}
 
-    def _validator_for(self, schema):
+    def _validator_for(self, schema, where: str = ""):
+        """A jsonschema (Draft 2020-12) validator of ``schema`` with references resolved in the root
+        document; its ``is_valid`` raises :class:`GrammarSyntaxError` (naming ``where``) instead of
+        jsonschema's own exceptions when the schema cannot be evaluated (an unknown ``type``, a
+        ``$ref`` to nowhere, an invalid pattern: every caller's request then fails with a typed
+        error, never an untyped one)."""
         from jsonschema import Draft202012Validator
 
         if self._validator is None:
             root = self.root if isinstance(self.root, (dict, bool)) else {}
             self._validator = Draft202012Validator(root)
-        return self._validator.evolve(schema=schema)
+        return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
 
     def _finite_values(self, schema, where) -> list:
         """The candidate values of a schema with ``const``/``enum`` (both: the const if listed)."""
@@ -275,7 +304,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                  and not (isinstance(c, bool) and c in schema.get(_NOT_BOOL, ()))
                  and not (_is_num(c) and any(c == x for x in schema.get(_NOT_INT, ())))]
         if rest:
-            v = self._validator_for(schema)
+            v = self._validator_for(schema, where)
             cands = [c for c in cands if v.is_valid(c)]
         outs = []
         for c in cands:
