@@ -235,7 +235,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             if flat is False:
                 return None
             if self.grammar and refs:
-                return self._ref_value(self.merge(flat, where), where, refs)
+                merged = self.merge(flat, where)
+                fin = self._merged_values(schema, merged, where)
+                return fin if fin is not False else self._ref_value(merged, where, refs)
             for r in refs:
                 if self.active.get(r, 0) >= self.depth:
                     self.cut = True
@@ -244,7 +246,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 self.active[r] = self.active.get(r, 0) + 1
             try:
                 merged = self.merge(flat, where)
-                return self.value(merged, where)
+                fin = self._merged_values(schema, merged, where)
+                return fin if fin is not False else self.value(merged, where)
             finally:
                 for r in refs:
                     self.active[r] -= 1
@@ -286,6 +289,18 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             root = self.root if isinstance(self.root, (dict, bool)) else {}
             self._validator = Draft202012Validator(root)
         return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
+
+    def _merged_values(self, schema, merged, where):
+        """When merging ``$ref``/``allOf`` left finitely many values (``enum``/``const`` in
+        ``merged``): the regex of those that jsonschema accepts against the *original* ``schema``
+        (None: none); ``False`` otherwise. The merge is not exact for every keyword
+        (``unevaluatedProperties`` of a ``$ref`` target would see its siblings' ``properties``;
+        draft-4 boolean ``exclusiveMaximum``), so the values are never checked against it alone."""
+        if not isinstance(merged, dict) or not ("const" in merged or "enum" in merged):
+            return False
+        ok, ok2 = self._validator_for(schema, where).is_valid, self._validator_for(merged, where).is_valid
+        vals = [c for c in self._finite_values(merged, where) if ok(c) and ok2(c)]
+        return alt(list(dict.fromkeys(self.const(c, where) for c in vals)))
 
     def _finite_values(self, schema, where) -> list:
         """The candidate values of a schema with ``const``/``enum`` (both: the const if listed)."""
@@ -337,6 +352,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 return rf"\[{self.ws}\]"
             return rf"\[{self.ws}" + self.comma.join(self.const(x, where) for x in v) + rf"{self.ws}\]"
         if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                raise GrammarSyntaxError("const/enum object with a non-string key", repr(v)[:200], 0, where)
             if not v:
                 return rf"\{{{self.ws}\}}"
             body = self.comma.join(literal_string_regex(k) + self.colon + self.const(x, where) for k, x in v.items())
