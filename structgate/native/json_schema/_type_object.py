@@ -314,10 +314,11 @@ class ObjectMixin:
         return rf"\{{{ws}{nxt}{ws}\}}"
 
 
-    def _member_rule(self, text: str, tag: str, where: str, always: bool = False) -> str:
+    def _member_rule(self, text: str, tag: str, where: str, always: bool = False, keep: bool = False) -> str:
         """``text`` itself when at most 256 characters (and not ``always``), else a call to a new
         rule ``obj:<pointer>.<tag>`` holding it (so a member or continuation used in several places
-        is written, parsed and built once)."""
+        is written, parsed and built once); with ``keep``, the rule stays a call through the NFA
+        build (:attr:`keep_calls`)."""
         if len(text) <= 256 and not always:
             return text
         base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", f"obj:{where.lstrip('/') or 'root'}".replace("~", "_"))
@@ -327,6 +328,8 @@ class ObjectMixin:
             name = f"{base}.{tag}.{k}"
         self.rules[name] = text
         self.rule_where[name] = where or "#"
+        if keep:
+            self.keep_calls.add(name)
         return f"(?&{name})"
 
     def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
@@ -373,8 +376,8 @@ class ObjectMixin:
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
 
-        def named(text: str, tag: str, always: bool = False) -> str:
-            return self._member_rule(text, tag, where, always)
+        def named(text: str, tag: str, always: bool = False, keep: bool = False) -> str:
+            return self._member_rule(text, tag, where, always, keep)
 
         n = len(kvs)
         # each member is written in 2**(n-1) rules: parsed once as a rule (inlined again by the NFA build)
@@ -394,9 +397,9 @@ class ObjectMixin:
                 return ext
             alts = "|".join(f"{comma}{kv[i]}{after(s | 1 << i)}" for i in range(n) if not s >> i & 1)
             body = f"{ext}(?:{alts})" + ("?" if s & need == need else "")
-            memo[s] = ref = named(body, f"o{s:x}", always=True)
-            self.keep_calls.add(ref[3:-1])  # a call (in tail position: no stack frame), not inlined
-            return ref
+            # a call (in tail position: no stack frame), never inlined
+            memo[s] = named(body, f"o{s:x}", always=True, keep=True)
+            return memo[s]
 
         firsts = [f"{kv[i]}{after(1 << i)}" for i in range(n)]
         if extra is not None:

@@ -228,7 +228,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 i = schema["allOf"].index(fin)
                 vals = self._finite_values(fin, _ptr(where, "allOf", str(i)))
                 ok = self._validator_for(schema, where).is_valid
-                return alt(list(dict.fromkeys(self.const(c, where) for c in vals if ok(c))))
+                return self._values_regex([c for c in vals if ok(c)], where)
         if "$ref" in schema or "allOf" in schema or "$dynamicRef" in schema:
             refs: list[str] = []
             flat = self.flatten([(schema, where)], where, refs, set())
@@ -299,8 +299,12 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if not isinstance(merged, dict) or not ("const" in merged or "enum" in merged):
             return False
         ok, ok2 = self._validator_for(schema, where).is_valid, self._validator_for(merged, where).is_valid
-        vals = [c for c in self._finite_values(merged, where) if ok(c) and ok2(c)]
-        return alt(list(dict.fromkeys(self.const(c, where) for c in vals)))
+        return self._values_regex([c for c in self._finite_values(merged, where) if ok(c) and ok2(c)], where)
+
+    def _values_regex(self, vals: list, where) -> str | None:
+        """The alternation of the JSON values ``vals`` (their :meth:`const` spellings; :func:`alt`
+        drops repeats); None for no value."""
+        return alt(self.const(c, where) for c in vals)
 
     def _finite_values(self, schema, where) -> list:
         """The candidate values of a schema with ``const``/``enum`` (both: the const if listed)."""
@@ -321,12 +325,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if rest:
             v = self._validator_for(schema, where)
             cands = [c for c in cands if v.is_valid(c)]
-        outs = []
-        for c in cands:
-            r = self.const(c, where)
-            if r not in outs:
-                outs.append(r)
-        return alt(outs)
+        return self._values_regex(cands, where)
 
     def const(self, v, where) -> str:
         if v is None:
