@@ -507,13 +507,16 @@ def _grammar_and_nfa(frontend, constraint: Constraint, inline_max_size: int, che
 
 def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset):
     """Worker side of :class:`CompilePool`: the grammar NFA of ``constraint``, or None when the
-    eager-DFA path applies (anchors inside a regex: built by the caller). Typed errors are raised
+    caller builds it (the eager-DFA path: anchors inside a regex; lazily generated rules). Typed errors are raised
     as in-process (they pickle, :class:`~structgate.errors.StructgateError`)."""
     from .pushdown import no_gc
 
     with no_gc():
         try:
-            return _grammar_and_nfa(_Frontend(options, kinds), constraint, inline_max_size)[1]
+            gnfa = _grammar_and_nfa(_Frontend(options, kinds), constraint, inline_max_size)[1]
+            # rules generated on demand (a length-counted pattern: ir.LazyRule) are built by
+            # closures over the grammar, which stay in the process that matches: built there
+            return None if gnfa is not None and gnfa._dynamic else gnfa
         except RecursionError:
             raise _nesting_limit() from None
 

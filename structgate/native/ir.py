@@ -13,6 +13,9 @@ The expression nodes are the regex AST of :mod:`structgate.native.regex.parser` 
 * :class:`~structgate.native.regex.parser.Concat`, :class:`~structgate.native.regex.parser.Alt`,
   :class:`~structgate.native.regex.parser.Repeat` (``max=None`` = unbounded);
 * :class:`Ref` — a reference to another rule by name (recursion allowed, except left recursion);
+* :class:`LazyRule` — one state of a right-linear automaton whose rules are generated on demand
+  (:class:`LazyAutomaton`: e.g. a ``pattern`` × length-counter product too large to build; the
+  engine builds a state's rule the first time a configuration reaches it);
 * :class:`~structgate.native.regex.parser.Anchor` nodes are allowed only in a grammar built from a
   single regex (the engine then falls back to the eager DFA, which implements them).
 
@@ -32,7 +35,7 @@ from typing import Iterable, Union
 from ..errors import GrammarSyntaxError, InvalidConstraintError
 from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
 
-__all__ = ["Ref", "ByteSet", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
+__all__ = ["Ref", "ByteSet", "LazyRule", "LazyAutomaton", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
            "chars", "ref", "byteset", "share_subtree", "share_subtrees", "rebuild", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
 
 
@@ -50,7 +53,47 @@ class ByteSet:
     ranges: tuple[tuple[int, int], ...]
 
 
-Expr = Union[RegexNode, Ref, ByteSet]
+class LazyAutomaton:
+    """A right-linear grammar given by functions instead of rules: one rule per state, generated
+    when the engine first reaches the state (so an automaton of millions of states costs only the
+    states an output visits). Subclasses implement :meth:`body`, :meth:`nullable`,
+    :meth:`symbols` and give :attr:`start` and :attr:`name`.
+
+    Contract (the engine relies on it for exact masks): every state reachable from :attr:`start`
+    through :meth:`body` matches at least one string (the automaton is *trimmed*); a body's only
+    references are :class:`LazyRule` leaves of the same automaton, each in tail position (last in
+    its alternative), so a state's rule takes no stack frame; bodies are deterministic functions of
+    the state. Identity is the object's (equality and hash are ``object``'s).
+    """
+
+    start: object = None
+    name: str = "lazy"
+
+    def body(self, state) -> "Expr":
+        """The rule of ``state``: an expression whose references are ``LazyRule(self, s)`` leaves
+        in tail position."""
+        raise NotImplementedError
+
+    def nullable(self, state) -> bool:
+        """Whether ``state``'s rule matches the empty string."""
+        raise NotImplementedError
+
+    def symbols(self) -> list:
+        """Every expression (without references) a body may consume before its tail call, for the
+        byte partition (:func:`structgate.native.pushdown._grammar_alphabet`)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class LazyRule:
+    """State ``state`` of the lazily generated automaton ``auto`` (a rule the engine builds the
+    first time it is reached; it never references the grammar's own rules)."""
+
+    auto: LazyAutomaton
+    state: object
+
+
+Expr = Union[RegexNode, Ref, ByteSet, LazyRule]
 
 #: matches nothing (an empty code-point set)
 NOTHING = Chars(())
@@ -586,6 +629,7 @@ def _nullable(n: Expr, null: set[str], final: dict[int, bool] | None = None) -> 
     """Whether ``n`` matches the empty string (``null``: the nullable rules; ``final``: see
     :func:`_holds`, only valid while ``null`` only grows)."""
     return _holds(n, lambda x: ((x.name in null,) * 2) if isinstance(x, Ref)
+                  else (x.auto.nullable(x.state), True) if isinstance(x, LazyRule)
                   else (not isinstance(x, (Chars, ByteSet)), True), True, final)
 
 

@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
-from .ir import ByteSet, Grammar, Ref, rebuild
+from .ir import ByteSet, Grammar, LazyRule, Ref, rebuild
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
@@ -151,6 +151,14 @@ class GrammarNFA:
         self.rule_counting: list[int] = []
         self._build = None  # lazy builds: builds one rule's body (None once every rule is built)
         self._unbuilt = 0
+        #: rules generated on demand (:class:`~structgate.native.ir.LazyRule` states): their
+        #: indices are allocated when a built body first calls them, so building never ends
+        self._dynamic = False
+        #: dynamic rule index -> its LazyRule, and -> (first, end) of its NFA states
+        self.dyn_node: dict[int, object] = {}
+        self.dyn_span: dict[int, tuple[int, int]] = {}
+        #: LazyRule -> rule index (allocating one); set by :func:`build_grammar_nfa`
+        self.dyn_rule = None
 
     @property
     def lazy(self) -> bool:
@@ -173,7 +181,7 @@ class GrammarNFA:
             _prune_rule_states(self, first)
         _rule_partition(self, i, first, n)
         self._unbuilt -= 1
-        if self._unbuilt <= 0:
+        if self._unbuilt <= 0 and not self._dynamic:
             self._build = None
         return self.rule_start[i]
 
@@ -188,7 +196,7 @@ def _size(node, memo: dict, ref_size: dict | None = None) -> int:
         if isinstance(nd, Ref):
             out.append(ref_size.get(nd.name, 1) if ref_size else 1)
             continue
-        if isinstance(nd, (Chars, ByteSet, Anchor)):
+        if isinstance(nd, (Chars, ByteSet, Anchor, LazyRule)):
             out.append(1 if not isinstance(nd, Chars) else max(1, len(nd.ranges)))
             continue
         k = id(nd)
@@ -533,8 +541,27 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             g.rule_names.append(r)
     g.rule_start = [-1] * len(g.rule_names)
     g.rule_counting = [1 if r in counting else 0 for r in g.rule_names]
+    g.rule_has_calls = [False] * len(g.rule_names)
+    g.rule_classes = [STANDARD_BYTE_CLASSES] * len(g.rule_names)
     call_memo: dict[tuple[int, int], int] = {}
     byte = nfa.byte
+    dyn_index: dict[LazyRule, int] = {}  # a lazy automaton's state -> its rule index
+    dyn_node: list = []  # rule index - n_static -> its LazyRule
+    n_static = len(g.rule_names)
+
+    def dyn_rule(node: LazyRule) -> int:
+        i = dyn_index.get(node)
+        if i is None:
+            i = dyn_index[node] = len(g.rule_names)
+            dyn_node.append(node)
+            g.rule_names.append(f"{node.auto.name}#{node.state}")
+            g.rule_start.append(-1)
+            g.rule_counting.append(0)
+            g.rule_has_calls.append(True)
+            g.rule_classes.append(STANDARD_BYTE_CLASSES)
+            g.dyn_node[i] = node
+            g._unbuilt += 1
+        return i
 
     def leaf(child, cnxt: int):
         """The IR's leaves for :func:`drive`: byte sets, calls (a state) or inlined bodies (a node)."""
@@ -544,6 +571,13 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             raise GrammarSyntaxError(f"anchor {'^' if child.kind == 'start' else '$'} inside grammar rule "
                                      f"{building[0]!r} is not supported", grammar.source,
                                      grammar.positions.get(building[0], 0), f"rule {building[0]!r}")
+        if isinstance(child, LazyRule):
+            ck = (dyn_rule(child), cnxt)
+            v = call_memo.get(ck)
+            if v is None:
+                v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
+                g.n_calls += 1
+            return v
         if isinstance(child, Ref):
             name = canon.get(child.name, child.name)
             if name in index:
@@ -568,10 +602,23 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
 
     def build(i: int) -> None:
         ret = nfa._new(RET, i, -1, -1, None)
-        g.rule_start[i] = body(g.rule_names[i], ret)
+        if i >= n_static:
+            node = dyn_node[i - n_static]
+            building[0] = g.rule_names[i]
+            g.rule_start[i] = drive(nfa, node.auto.body(node.state), ret, leaf)
+            g.dyn_span[i] = (ret, len(nfa))
+        else:
+            g.rule_start[i] = body(g.rule_names[i], ret)
         owner.extend([i] * (len(nfa) - len(owner)))
 
-    if lazy and all_live and len(g.rule_names) > 1:
+    dynamic = _has_lazy_rules(grammar)
+    if dynamic and not all_live:
+        raise GrammarSyntaxError("a grammar with lazily generated rules must have every rule productive",
+                                 grammar.source, 0, f"rule {grammar.root!r}")
+    if (lazy or dynamic) and all_live and (len(g.rule_names) > 1 or dynamic):
+        g._dynamic = dynamic
+        if dynamic:
+            g.dyn_rule = dyn_rule
         build(0)
         nfa.start = g.rule_start[0]
         g.live = bytearray(b"\x01") * len(nfa)
@@ -580,8 +627,6 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             _prune_rule_states(g, 0)
         g.byte_classes = _grammar_alphabet(grammar)
         n_rules = len(g.rule_names)
-        g.rule_has_calls = [False] * n_rules
-        g.rule_classes = [STANDARD_BYTE_CLASSES] * n_rules
         _rule_partition(g, 0, 0, len(nfa))
         g._build = build
         g._unbuilt = n_rules - 1
@@ -599,6 +644,26 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     g.byte_classes = _alphabet(nfa)
     _rule_partitions(g)
     return g
+
+
+def _has_lazy_rules(grammar: Grammar) -> bool:
+    """Whether a reachable rule holds a :class:`~structgate.native.ir.LazyRule` (one walk;
+    shared subtrees visited once)."""
+    seen: set[int] = set()
+    stack = [grammar.rules[r] for r in grammar.reachable()]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, LazyRule):
+            return True
+        if isinstance(n, (Concat, Alt, Repeat)):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, Repeat):
+                stack.append(n.item)
+            else:
+                stack.extend(n.items)
+    return False
 
 
 def _prune_rule_states(g: GrammarNFA, first: int) -> None:
@@ -659,9 +724,15 @@ def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
 
     ranges: list = []
     seen: set[int] = set()
+    autos: set[int] = set()
     stack = [grammar.rules[r] for r in grammar.reachable()]
     while stack:
         n = stack.pop()
+        if isinstance(n, LazyRule):  # every symbol the automaton's generated rules may consume
+            if id(n.auto) not in autos:
+                autos.add(id(n.auto))
+                stack.extend(n.auto.symbols())
+            continue
         if isinstance(n, (Concat, Alt, Repeat)):
             if id(n) in seen:
                 continue
@@ -1098,6 +1169,8 @@ class PushdownIndex:
         self._table = np.full((64, W), -1, dtype=np.int64)
         self._table[0] = 0
         self._closure_memo: dict[tuple[int, int], frozenset] = {}
+        #: configurations whose table row holds only some classes (:meth:`_compute_cell`)
+        self._partial: set[int] = set()
         self._union_memo: dict = {}  # frozenset of items, or one item -> target configuration
         self._leaf_iv: dict[int, tuple] = {}
         self._lock = threading.RLock()
@@ -1115,7 +1188,8 @@ class PushdownIndex:
         self._token_cnode = self._tok_c(self._trie)
         self._rule_tries: dict[int, _ClassTrie | None] = {}
         self._dirty: dict[int, int] = {}
-        self._owner = np.asarray(gnfa.owner + [0], dtype=np.int64) if gnfa.owner else None
+        # NFA state -> owning rule (the GrammarNFA's own list: lazy builds extend it in place)
+        self._owner = gnfa.owner if gnfa.owner else None
         # return states inside counting rules: their frames are free of the depth bound
         self._free_ret = None
         if any(gnfa.rule_counting) and gnfa.owner:
@@ -1161,7 +1235,8 @@ class PushdownIndex:
         g = self.gnfa
         if self._owner is not None and len(g.rule_names) > 1:
             N = self._N
-            rules = {int(self._owner[it % N]) for it in self._cfg_keys[cr] if it >= 0 and it % N != self._ACCEPT}
+            owner = self._owner
+            rules = {owner[it % N] for it in self._cfg_keys[cr] if it >= 0 and it % N != self._ACCEPT}
             if len(rules) == 1:
                 (r,) = rules
                 if not g.rule_has_calls[r]:
@@ -1205,9 +1280,7 @@ class PushdownIndex:
             cl._low.extend([0] * (n - old))
             cl._onstack.extend(bytearray(n - old))
             g = self.gnfa
-            new = g.owner[old:n]  # the new states' rule (arrays keep one trailing slot)
-            if self._owner is not None:
-                self._owner = np.concatenate([self._owner[:old], np.asarray(new, dtype=np.int64), [0]])
+            new = g.owner[old:n]  # the new states' rule
             if self._free_ret is not None:
                 rc = g.rule_counting
                 self._free_ret[old:old] = bytearray(rc[o] for o in new)
@@ -1370,11 +1443,51 @@ class PushdownIndex:
                 y = pts[j + 1]
                 row[x:y] = [tid] * (y - x)
         self._table[c] = row
+        if self._partial:
+            self._partial.discard(c)
+
+    def _compute_cell(self, c: int, x: int) -> int:
+        """``table[c, x]`` alone (the configuration after one byte of class ``x``), for
+        :meth:`step_bytes` in grammars with generated rules: there most configurations are
+        visited once (a counted string), and a whole row would intern a target for every class.
+        The row stays partial (:attr:`_partial`) until :meth:`_compute_row` completes it."""
+        N = self._N
+        acc = self._ACCEPT
+        get_iv = self._leaf_iv.get
+        take = []
+        for it in self._cfg_keys[c]:
+            leaf = it % N
+            if leaf == acc or it < 0:
+                continue
+            ivs = get_iv(leaf)
+            if ivs is None:
+                ivs = self._leaf_classes(leaf)
+            for a, b in ivs:
+                if a <= x < b:
+                    take.append(it)
+                    break
+        if not take:
+            tid = 0
+        else:
+            fa = take[0] if len(take) == 1 else frozenset(take)
+            tid = self._union_memo.get(fa)
+            if tid is None:
+                out = self._out
+                if type(fa) is int:
+                    k, leaf = divmod(fa, N)
+                    tgt = self._closure(out[leaf], k)
+                else:
+                    tgt = frozenset().union(*[self._closure(out[it % N], it // N) for it in fa])
+                tid = self._intern(tgt)
+                self._union_memo[fa] = tid
+        self._table[c, x] = tid
+        self._partial.add(c)
+        return tid
 
     def _ensure_rows(self, cfgs) -> None:
         for c in cfgs:
             c = int(c)
-            if self._table[c, 0] < 0:
+            if self._table[c, 0] < 0 or (self._partial and c in self._partial):
                 self._compute_row(c)
 
     # -- the mask walk -------------------------------------------------------------------------------
@@ -1898,6 +2011,10 @@ class PushdownIndex:
         """
         if state == DEAD:
             return self._store_row(DEAD, np.zeros(self.width, dtype=np.int32), 0, 0)
+        if self.gnfa.dyn_node:
+            alias = self._count_alias(state)
+            if alias is not None:
+                return self._aliased_row(state, *alias)
         items = self._cfg_keys[state]
         N = self._N
         groups: dict[int, list[int]] = {}
@@ -1942,6 +2059,114 @@ class PushdownIndex:
                     if good.size:
                         u = row.view(np.uint32)
                         np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+        n_non_eos = int(np.unpackbits(row.view(np.uint8)).sum())
+        n_allowed = n_non_eos
+        if self._accepting[state]:
+            self._set_eos(row)
+            n_allowed += len(self._eos)
+        return self._store_row(state, row, n_allowed, n_non_eos)
+
+    #: an aliased row is used only when at least this many bytes are free of the counter's bounds
+    ALIAS_MIN_SLACK = 16
+
+    def _count_alias(self, state: int):
+        """``(alias, slack)`` for a configuration inside length-counted rules
+        (:class:`~structgate.native.json_schema._automata.LengthProduct` states), or None.
+
+        Each item on the rule of a counted state ``(q, count)`` far from the bounds (its automaton's
+        ``canonical``) is moved to the same position in the rule of the count-free state
+        (``(q, "mid")`` or ``(q, "low")``); an item inside a symbol rule called from such a rule
+        gets its return frame moved the same way. The alias's configuration does not depend on the
+        count, so its row is computed once for every position of a long string; tokens of at most
+        ``slack`` bytes are allowed by both or by neither (:meth:`_aliased_row` checks the longer
+        ones). None when no item is counted, when one is near a bound, or when the two rules'
+        layouts differ."""
+        g = self.gnfa
+        dn, span, owner = g.dyn_node, g.dyn_span, g.owner
+        N = self._N
+        acc = self._ACCEPT
+        stk_ret, stk_parent = self._stk_ret, self._stk_parent
+        moved: dict[int, int] = {}  # counted rule index -> offset to add to its states
+        slack = None
+
+        def shift(r: int):
+            nonlocal slack
+            off = moved.get(r)
+            if off is not None:
+                return off
+            node = dn.get(r)
+            canon = getattr(node.auto, "canonical", None) if node is not None else None
+            if canon is None:
+                return None
+            res = canon(node.state)
+            if res is None:
+                return False
+            st2, sl = res
+            if sl < self.ALIAS_MIN_SLACK:
+                return False
+            r2 = g.dyn_rule(LazyRule(node.auto, st2))
+            if self.gnfa.rule_start[r2] < 0:
+                self._build_rule(r2)
+            a0, a1 = span[r]
+            b0, b1 = span[r2]
+            if a1 - a0 != b1 - b0 or self._kind[a0:a1] != self._kind[b0:b1]:
+                return False
+            moved[r] = off = b0 - a0
+            slack = sl if slack is None else min(slack, sl)
+            return off
+
+        out = []
+        counted = False
+        for it in self._cfg_keys[state]:
+            if it < 0 or it % N == acc:
+                out.append(it)
+                continue
+            k, v = divmod(it, N)
+            off = shift(owner[v])
+            if off is False:
+                return None
+            if off is not None:
+                counted = True
+                out.append(k * N + v + off)
+                continue
+            ret = stk_ret[k] if k else -1
+            if ret >= 0 and ret < len(owner):
+                off = shift(owner[ret])
+                if off is False:
+                    return None
+                if off is not None:
+                    k2 = self._push(ret + off, stk_parent[k])
+                    if k2 < 0:
+                        return None
+                    counted = True
+                    out.append(k2 * N + v)
+                    continue
+            out.append(it)
+        if not counted:
+            return None
+        return self._intern(frozenset(out)), slack
+
+    def _aliased_row(self, state: int, alias: int, slack: int) -> int:
+        """Store the row of ``state`` from its count-free alias's (:meth:`_count_alias`): the
+        alias allows a superset; tokens longer than ``slack`` bytes it allows are checked exactly
+        (:meth:`step_bytes` from ``state``)."""
+        sl = self._slot_of(alias)
+        row = self._rows[sl].copy()
+        self._clear_eos(row)
+        long_ids = self.__dict__.get("_long_ids")
+        if long_ids is None:
+            order = np.argsort(-self._tok_len[: self.vocab.n_tokens], kind="stable")
+            long_ids = self._long_ids = (order, self._tok_len[order])
+        order, lens = long_ids
+        n_long = int(np.searchsorted(-lens, -slack, side="left"))  # tokens longer than slack
+        if n_long:
+            cand = order[:n_long]
+            u = row.view(np.uint32)
+            on = (u[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
+            tb = self.vocab.token_bytes
+            for t in cand[on.astype(bool)].tolist():
+                if self.step_bytes(state, tb[t]) == DEAD:
+                    u[t >> 5] &= ~np.uint32(1 << (t & 31))
         n_non_eos = int(np.unpackbits(row.view(np.uint8)).sum())
         n_allowed = n_non_eos
         if self._accepting[state]:
@@ -2040,9 +2265,12 @@ class PushdownIndex:
             nxt = t[state, c]
             if nxt < 0:
                 with self._lock, no_gc():
-                    self._ensure_rows([state])
+                    if self.gnfa._dynamic:
+                        nxt = self._compute_cell(state, c)
+                    else:
+                        self._ensure_rows([state])
+                        nxt = self._table[state, c]
                 t = self._table
-                nxt = t[state, c]
             state = int(nxt)
             if state == 0:
                 return DEAD
