@@ -109,11 +109,15 @@ def test_pattern_with_length_unsatisfiable_and_typed_limit():
     with pytest.raises(Exception) as e:
         schema_to_grammar({"type": "string", "pattern": "^a+$", "maxLength": 3, "minLength": 5}).check()
     assert type(e.value).__name__ == "InvalidConstraintError"
+    # regex mode builds the product (bounded); grammar mode generates it lazily (exact, any bound)
     s = {"type": "object", "properties": {"q": {"type": "string", "minLength": 1, "maxLength": 5000,
                                                 "pattern": "^(?:\\S+\\s+){0,99}\\S+$"}}}
     with pytest.raises(CompileLimitError) as e:
-        schema_to_grammar(s)
+        schema_to_regex(s)
     assert e.value.limit_name == "max_product_states" and "/properties/q/pattern" in str(e.value)
+    sim = Sim(schema_to_grammar({"type": "string", "pattern": "^a(?:b|cd)*$", "minLength": 3,
+                                 "maxLength": 5000}).check())
+    assert sim('"ab"') is False and sim('"abb"') and sim('"acd"') and not sim('"acdc"')
 
 
 def test_pattern_with_length_maskbench_shapes_compile():
@@ -122,9 +126,13 @@ def test_pattern_with_length_maskbench_shapes_compile():
     sim = Sim(g.check())
     assert sim('"0123456789ab"') and sim('"zzzzzzzzzzza"') and not sim('"zzzzzzzzzzzz"') and not sim('"0123"')
     s = {"type": "string", "pattern": "^[\\w /-]+\\.[0-9a-zA-Z]+$", "minLength": 1, "maxLength": 1024}
-    with pytest.raises(CompileLimitError) as e:  # ~3,000 minimal states: one rule each
-        schema_to_grammar(s)
-    assert e.value.limit_name == "max_automaton_rules" and "/pattern" in str(e.value)
+    # ~3,000 product states: generated lazily, no rule limit (regex mode: too large a text)
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_regex(s)
+    assert "/pattern" in str(e.value)
+    sim = Sim(schema_to_grammar(s).check())
+    for v in ["a.b", "dir/file name.mp4", "x" * 1020 + ".mp4", "x" * 1021 + ".mp4", "a.", ".b"]:
+        assert sim(json.dumps(v)) == valid(s, v), v
     s["maxLength"] = 60
     sim = Sim(schema_to_grammar(s).check())
     for v in ["a.b", "dir/file name.mp4", "x" * 50 + ".mp4", "x" * 55 + ".mp4", "x" * 56 + ".mp4", "a.", ".b"]:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from structgate.backends.interface import CompileOptions
 from structgate.errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError,
                                UnsupportedFeatureError)
-from structgate.native.ir import Grammar, Ref
+from structgate.native.ir import Grammar, LazyRule, Ref
 from structgate.native.json_schema import (json_object_grammar, json_value_grammar, schema_to_grammar,
                                            schema_to_regex)
 from structgate.native.regex.parser import Alt, Chars, Concat, Repeat, parse_regex
@@ -69,8 +69,15 @@ class Sim:
         ends = {}
         for name in g.rules:
             self.start[name], ends[name] = self._new(), self._new()
+        self._lazy: list = []  # LazyRule states met, built below (their reachable part, eagerly)
+        self._ends = ends
         for name, body in g.rules.items():
             self._build(body, self.start[name], ends[name])
+            self.accept_of[ends[name]] = name
+        while self._lazy:
+            node = self._lazy.pop()
+            name = ("lazy", id(node.auto), node.state)
+            self._build(node.auto.body(node.state), self.start[name], ends[name])
             self.accept_of[ends[name]] = name
         self.root, self.root_end = self.start[g.root], ends[g.root]
 
@@ -85,6 +92,12 @@ class Sim:
             self.chars[a].append((n.ranges, b))
         elif isinstance(n, Ref):
             self.calls[a].append((n.name, b))
+        elif isinstance(n, LazyRule):
+            name = ("lazy", id(n.auto), n.state)
+            if name not in self.start:
+                self.start[name], self._ends[name] = self._new(), self._new()
+                self._lazy.append(n)
+            self.calls[a].append((name, b))
         elif isinstance(n, Concat):
             cur = a
             for i, x in enumerate(n.items):

@@ -415,11 +415,16 @@ def test_label_regex_is_the_format_label():
 
 
 def test_subset_shapes_are_accepted_and_longer_strings_are_not(native):
-    """Email with maxLength 1024: the longest subset string (64-character dot-atom, 15 labels of 63)
-    is accepted; one more character anywhere is not (over the bound); the local part is exact up to
-    64 (dots anywhere inside), 65 is over RFC 5321's limit and rejected."""
-    backend, accepts = native
-    g = backend.compile(Constraint("json_schema", {"type": "string", "format": "email", "maxLength": 1024}))
+    """Email with maxLength 1024 in regex mode (the product is over its limits there): the longest
+    subset string (64-character dot-atom, 15 labels of 63) is accepted; one more character anywhere
+    is not (over the bound); the local part is exact up to 64 (dots anywhere inside), 65 is over
+    RFC 5321's limit and rejected."""
+    backend, _ = native
+
+    def accepts(g, text):
+        return bool(re.fullmatch(g, json.dumps(text)))
+
+    g = schema_to_regex({"type": "string", "format": "email", "maxLength": 1024})
     domain = ".".join(chr(97 + i) * 63 for i in range(15))
     longest = "a." * 31 + "bc" + "@" + domain
     assert len(longest) == 1024 and accepts(g, longest)
@@ -428,7 +433,7 @@ def test_subset_shapes_are_accepted_and_longer_strings_are_not(native):
     for local in ("a" * 64, "a.b" * 21 + "c", "x" * 62 + ".y", "!#$%&'*+/=?^_`{|}~-"):
         assert len(local) <= 64 and accepts(g, local + "@example.com"), local
     assert not accepts(g, "a" * 65 + "@example.com")  # valid for jsonschema, outside the subset (sound)
-    h = backend.compile(Constraint("json_schema", {"type": "string", "format": "hostname", "maxLength": 255}))
+    h = schema_to_regex({"type": "string", "format": "hostname", "maxLength": 255})
     four = ".".join(chr(97 + i) * 63 for i in range(4))
     assert len(four) == 255 and accepts(h, four) and not accepts(h, four + "x")
     assert accepts(h, "www.example.com") and not accepts(h, "example.com:8080")
@@ -443,10 +448,37 @@ def test_subset_shapes_are_accepted_and_longer_strings_are_not(native):
     ({"type": "string", "format": "email", "minLength": 30}, "/format"),
 ])
 def test_over_the_limit_is_a_typed_refusal(schema, pointer):
-    for fn in (schema_to_grammar, schema_to_regex):
-        with pytest.raises(CompileLimitError) as ei:
-            fn(schema)
-        assert "format" in str(ei.value) and re.search(rf"at {re.escape(pointer)}[ :]", str(ei.value)), str(ei.value)
+    """Regex mode builds the product and refuses past its limits; grammar mode generates it lazily
+    (exact: ``test_grammar_mode_is_exact_past_the_product_limits``)."""
+    with pytest.raises(CompileLimitError) as ei:
+        schema_to_regex(schema)
+    assert "format" in str(ei.value) and re.search(rf"at {re.escape(pointer)}[ :]", str(ei.value)), str(ei.value)
+    schema_to_grammar(schema).check()
+
+
+@pytest.mark.parametrize("schema,texts", [
+    ({"type": "string", "format": "email", "maxLength": 1024},
+     ["a" * 64 + "@example.com", "a" * 65 + "@example.com", "x@" + "b" * 63 + "." + "c" * 63,
+      "a@" + ".".join(["b" * 63] * 16), "a@" + ".".join(["b" * 63] * 15) + ".cc", "example"]),
+    ({"type": "string", "format": "hostname", "maxLength": 255},
+     [".".join(["a" * 63] * 4), ".".join(["a" * 63] * 4) + "x", ".".join(["ab"] * 80), "-x", "a..b"]),
+    ({"type": "string", "format": "uri", "maxLength": 255},
+     ["http://example.com/" + "a" * 236, "http://example.com/" + "a" * 237, "mailto:x@y.z", "not a uri"]),
+    ({"type": "string", "format": "email", "minLength": 30},
+     ["a" * 18 + "@example.com", "a" * 17 + "@example.com", "a@b.c" * 7]),
+])
+def test_grammar_mode_is_exact_past_the_product_limits(native, schema, texts):
+    """Past the product limits the native backend (grammar mode) keeps the format exactly (it was
+    the sound email/hostname subset, or a refusal): oracle Python ``re`` on the format regex plus
+    the length bounds."""
+    backend, accepts = native
+    g = backend.compile(Constraint("json_schema", schema))
+    lo, hi = schema.get("minLength", 0), schema.get("maxLength", BIG)
+    got = {s: accepts(g, s) for s in texts}
+    for s in texts:
+        want = bool(re.fullmatch(FORMAT_REGEX[schema["format"]], s)) and lo <= len(s) <= hi
+        assert got[s] == want, (schema, s)
+    assert any(got.values()) and not all(got.values())
 
 
 def test_lenient_formats_keep_only_the_length():

@@ -14,6 +14,12 @@ product construction, trimmed and minimised (Moore's partition refinement), and 
   call is in tail position, so the pushdown engine takes no stack frame for it);
 * else :class:`~structgate.errors.CompileLimitError`.
 
+A product with a length counter (``pattern``/``format`` × ``minLength``/``maxLength``) has
+``states × (maxLength + 1)`` states; in grammar mode it is never built: :class:`LengthProduct` is a
+:class:`~structgate.native.ir.LazyAutomaton` whose state ``(q, count)`` gets its rule when the
+engine first reaches it, trimmed exactly by the lengths each pattern state can still complete with
+(:meth:`LengthProduct.live`).
+
 Every intermediate size is bounded: ``max_states`` (DFA / product states) raises
 ``CompileLimitError(limit_name, reached, limit, hint naming the keyword and JSON pointer)``.
 """
@@ -24,10 +30,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import CompileLimitError
-from ..regex.parser import Alt, Anchor, Chars, Concat, Repeat
+from ..ir import LazyAutomaton, LazyRule
+from ..regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Repeat
 from ._charset import ANY, CharSet, normalize
 
-__all__ = ["CPDFA", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
+__all__ = ["CPDFA", "LengthProduct", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
            "minimize", "to_regex", "emit", "matches"]
 
 
@@ -492,3 +499,183 @@ def emit(d: CPDFA | None, enc: Callable[[CharSet], str | None], *, inline_cap: i
         body = _alt_text(alts)
         define(names[s], body)
     return f"(?&{names[0]})"
+
+
+class LengthProduct(LazyAutomaton):
+    """``L(d) ∩ {strings of lmin..lmax code points}``, generated lazily, one rule per product state
+    ``(q, count)`` (``count`` saturates at ``lmin`` when ``lmax`` is None).
+
+    A state is kept only when it can still complete (:meth:`live`): ``q`` reaches an accepting
+    state by a path whose length ``ℓ`` has ``lmin <= count + ℓ <= lmax``. The lengths are read off
+    ``R_ℓ`` = the pattern states that reach acceptance in exactly ``ℓ`` steps, computed backwards
+    (``R_0`` = accepting, ``R_{ℓ+1}`` = predecessors of ``R_ℓ``) until the sequence repeats; it is
+    eventually periodic (at most ``2**n`` distinct sets; in practice a few times the state count),
+    so one prefix and one period answer every query.
+
+    Parameters
+    ----------
+    d : CPDFA
+        Trimmed and minimal (:func:`trim`, :func:`minimize`).
+    lmin, lmax : int, int | None
+        Code-point bounds (``lmax`` None: unbounded).
+    enc : callable
+        ``enc(charset)`` → IR expression of one symbol (its JSON spellings), or None (no spelling).
+    name : str
+        Prefix of the generated rules' names (messages).
+    max_period : int
+        Cap on the length-set computation (``CompileLimitError("max_product_states")`` past it).
+    """
+
+    def __init__(self, d: CPDFA, lmin: int, lmax: int | None, enc, name: str, *, max_period: int = 1 << 16,
+                 what: str = "", where: str = "") -> None:
+        import numpy as np
+
+        self.d, self.lmin, self.lmax, self.name = d, int(lmin), (None if lmax is None else int(lmax)), name
+        self.start = (0, 0)
+        n = len(d.delta)
+        self._groups: list = [None] * n  # per pattern state: [(target, expr)] (spelled symbols)
+        self._enc = enc
+        self._symbols = _SymbolRules(name + ".sym")
+        pred = np.zeros((n, n), dtype=bool)  # pred[q, p]: p -> q
+        for p, row in enumerate(d.delta):
+            for t in row:
+                if t >= 0:
+                    pred[t, p] = True
+        cur = np.asarray(d.accept, dtype=bool)
+        seen: dict[bytes, int] = {}
+        sets: list = []
+        while True:
+            k = cur.tobytes()
+            if k in seen:
+                break
+            if len(sets) >= max_period:
+                raise _limit("max_product_states", len(sets), max_period, what or "length product", where)
+            seen[k] = len(sets)
+            sets.append(cur)
+            cur = pred[cur].any(axis=0) if cur.any() else cur
+        self._e = seen[k]  # R_ℓ = R_{e + (ℓ - e) % per} for ℓ >= e
+        self._per = len(sets) - self._e
+        self._lens = np.stack(sets)  # (e + per, n) bool
+        #: pattern states that complete with arbitrarily long strings (in some R of the period)
+        self._inf = self._lens[self._e:].any(axis=0).tolist()
+        #: the longest of the states' shortest completions (every state of a trimmed automaton has one)
+        self._reach_all = int(self._lens.argmax(axis=0).max()) if n else 0
+        self._live: dict = {}
+
+    def _reaches(self, q: int, lo: int, hi: int | None) -> bool:
+        """Whether some ``ℓ`` in ``lo..hi`` (``hi`` None: unbounded) has ``q ∈ R_ℓ``."""
+        e, per, lens = self._e, self._per, self._lens
+        end = max(lo, e) + per - 1  # one full period past the prefix covers every later ℓ
+        if hi is not None:
+            end = min(end, hi)
+        for ell in range(lo, end + 1):
+            if lens[ell if ell < e + per else e + (ell - e) % per, q]:
+                return True
+        return False
+
+    def canonical(self, state):
+        """``(state2, slack)`` when ``state = (q, count)`` is far from the bounds, else None: for
+        every token of at most ``slack`` bytes (at most ``slack`` code points, the symbol being
+        read included), the count-free ``state2`` allows the same continuations.
+
+        * ``(q, "mid")``: ``count >= lmin`` and ``slack = lmax - count - 1 - D >= 1``, ``D`` the
+          longest shortest completion of a pattern state (every state within reach then still
+          has room for its shortest completion, and may end);
+        * ``(q, "low")``: ``slack = lmin - count - 1 - e >= 1`` and ``lmax - lmin >= per - 1`` (no
+          end within reach, and a state completes iff it completes with arbitrarily long strings).
+        """
+        q, c = state
+        if c == "mid" or c == "low":
+            return None
+        e, per = self._e, self._per
+        if c >= self.lmin:
+            if self.lmax is None:
+                return None  # the saturated count: already one state
+            sl = self.lmax - c - 1 - self._reach_all
+            return ((q, "mid"), sl) if sl >= 1 else None
+        sl = self.lmin - c - 1 - e
+        if sl >= 1 and (self.lmax is None or self.lmax - self.lmin >= per - 1):
+            return (q, "low"), sl
+        return None
+
+    def live(self, state) -> bool:
+        """Whether ``state = (q, count)`` matches at least one string (``(q, "mid")``: the
+        pattern from ``q``; ``(q, "low")``: ``q`` continues forever)."""
+        hit = self._live.get(state)
+        if hit is None:
+            q, c = state
+            if c == "mid":
+                return True
+            if c == "low":
+                return bool(self._inf[q])
+            lo = max(0, self.lmin - c)
+            hi = None if self.lmax is None else self.lmax - c
+            hit = self._live[state] = (hi is None or hi >= lo) and self._reaches(q, lo, hi)
+        return hit
+
+    def nullable(self, state) -> bool:
+        q, c = state
+        if c == "mid":
+            return bool(self.d.accept[q])
+        if c == "low":
+            return False
+        return bool(self.d.accept[q]) and c >= self.lmin and (self.lmax is None or c <= self.lmax)
+
+    def _moves(self, q: int) -> list:
+        g = self._groups[q]
+        if g is None:
+            g = []
+            for t, cs in _grouped(self.d, q):
+                e = self._enc(cs)
+                if e is None:
+                    continue
+                if not (isinstance(e, Chars) and e.ranges and e.ranges[-1][1] <= 0x7F):
+                    # a multi-byte or escaped spelling: one called rule per symbol, so its byte
+                    # states are built once, not once per (state, count) that consumes it
+                    e = self._symbols.call(e)
+                g.append((t, e))
+            self._groups[q] = g
+        return g
+
+    def body(self, state):
+        q, c = state
+        if c == "mid" or c == "low":
+            alts = [Concat((e, LazyRule(self, (t, c)))) for t, e in self._moves(q) if self.live((t, c))]
+        else:
+            c2 = c + 1 if self.lmax is not None or c < self.lmin else c
+            alts = [Concat((e, LazyRule(self, (t, c2)))) for t, e in self._moves(q)
+                    if (self.lmax is None or c2 <= self.lmax) and self.live((t, c2))]
+        if self.nullable(state):
+            alts.append(EMPTY)
+        if not alts:
+            return Chars(())
+        return alts[0] if len(alts) == 1 else Alt(tuple(alts))
+
+    def symbols(self) -> list:
+        return [e for q in range(len(self.d.delta)) for _, e in self._moves(q)]
+
+
+class _SymbolRules(LazyAutomaton):
+    """One rule per distinct symbol expression of a :class:`LengthProduct` (state = its index):
+    called, not inlined, by the product's rules."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._exprs: list = []
+        self._index: dict = {}
+
+    def call(self, e) -> LazyRule:
+        i = self._index.get(e)
+        if i is None:
+            i = self._index[e] = len(self._exprs)
+            self._exprs.append(e)
+        return LazyRule(self, i)
+
+    def body(self, state):
+        return self._exprs[state]
+
+    def nullable(self, state) -> bool:
+        return False
+
+    def symbols(self) -> list:
+        return list(self._exprs)

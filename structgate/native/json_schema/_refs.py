@@ -7,7 +7,7 @@ import re
 from urllib.parse import unquote
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
-from ._automata import emit
+from ._automata import LengthProduct, emit, length_dfa, minimize, product, trim
 from ._common import ANNOTATIONS, MAX_REF_NESTING, NEVER, ROOT_RULE, _ptr
 
 
@@ -87,6 +87,62 @@ class RefsMixin:
         cap = self.automaton_inline_max if self.grammar else self.max_size
         return emit(d, enc, inline_cap=cap, define=define if self.grammar else None, name_base=base, what=what,
                     where=where, max_rules=self.max_automaton_rules)
+
+    #: a length product estimated (pattern states × (bound + 1)) at most this large is built eagerly
+    #: and written inline when its text fits; anything larger is a :class:`._automata.LengthProduct`
+    EAGER_PRODUCT_MAX = 1024
+
+    def _length_product(self, d, lmin: int, lmax: int | None, enc, what: str, where: str) -> str | None:
+        """Text for ``L(d)`` ∩ strings of ``lmin``..``lmax`` code points (``enc(charset)`` spells one
+        code point, as for :meth:`_emit_dfa`); None = the empty language.
+
+        Small products are built and written inline. In grammar mode a larger one is never built:
+        a rule ``len:<pointer>.<n>`` whose body is the start of a :class:`._automata.LengthProduct`
+        (its states' rules are generated when the matcher reaches them), so compile time does not
+        grow with ``maxLength``/``minLength``. In regex mode the product is built, bounded by
+        ``max_product_states`` and the inline cap (:class:`~structgate.errors.CompileLimitError`).
+        """
+        d = trim(d)
+        if d is None:
+            return None
+        d = minimize(d)
+        top = lmax if lmax is not None else lmin
+        cap = self.max_product_states
+        if not self.grammar:
+            return self._emit_dfa(trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where)),
+                                  enc, what, where)
+        if len(d.delta) * (top + 1) <= self.EAGER_PRODUCT_MAX:
+            p = trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where))
+            if p is None:
+                return None
+            try:  # inline, or at most max_automaton_rules right-linear rules
+                return self._emit_dfa(p, enc, what, where)
+            except CompileLimitError as e:
+                if e.limit_name != "max_automaton_rules":
+                    raise
+        from ._grammar import parse_rule
+
+        memo: dict = {}
+
+        def enc_ir(cs):
+            if cs not in memo:
+                t = enc(cs)
+                memo[cs] = None if t is None else parse_rule(t)
+            return memo[cs]
+
+        base = "len:" + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
+        n = 1
+        while f"{base}.{n}" in self.ir_rules:
+            n += 1
+        name = f"{base}.{n}"
+        lp = LengthProduct(d, lmin, lmax, enc_ir, name, max_period=cap, what=what, where=where)
+        if not lp.live(lp.start):
+            return None
+        from ..ir import LazyRule
+
+        self.ir_rules[name] = LazyRule(lp, lp.start)
+        self.rule_where[name] = where or "#"
+        return f"(?&{name})"
 
     def _new_rule_name(self, refs: list[str]) -> str:
         """A deterministic, unused rule name for the schema that ``refs`` (its ``$ref`` strings,

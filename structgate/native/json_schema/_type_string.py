@@ -92,8 +92,7 @@ class StringMixin:
         cap = self.max_product_states
         try:
             d = from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where)
-            d = trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where))
-            out = self._emit_dfa(d, _canonical_char, what, where)
+            out = self._length_product(d, lmin, lmax, _canonical_char, what, where)
         except CompileLimitError:
             if lmax is None or fmt not in ("email", "hostname") or lmin > FORMAT_LENGTH[fmt][0]:
                 raise
@@ -163,8 +162,9 @@ class StringMixin:
         d = product(d, from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where),
                     max_states=cap, what=what, where=where)
         if not format_length_implied(fmt, lmin, lmax):
-            d = product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where)
-        out = self._emit_dfa(trim(d), _canonical_char, what, where)
+            out = self._length_product(d, lmin, lmax, _canonical_char, what, where)
+        else:
+            out = self._emit_dfa(trim(d), _canonical_char, what, where)
         self._dfa_texts[key] = out
         return out
 
@@ -178,8 +178,7 @@ class StringMixin:
             return self._dfa_texts[key]
         what, cap = "pattern with minLength/maxLength", self.max_product_states
         d = from_ast(pattern_ast(branches), max_states=cap, what=what, where=where)
-        d = trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where))
-        out = self._emit_dfa(d, json_char_regex, what, where)
+        out = self._length_product(d, lmin, lmax, json_char_regex, what, where)
         self._dfa_texts[key] = out
         return out
 
