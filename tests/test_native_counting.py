@@ -51,13 +51,16 @@ def _has_repeat_over(node, n) -> bool:
 @pytest.mark.parametrize("item,parts", [("(?:ab|c)", ["ab", "c"]), ("[a-c]", ["a", "b", "c"]),
                                         ("a(?:b|cd)", ["ab", "acd"]), ("é|x", ["é", "x"])])
 @pytest.mark.parametrize("lo,hi", [(0, 5), (3, 3), (2, 9), (0, 64), (7, 37), (13, None), (0, 100)])
-def test_counted_language_equals_python_re(item, parts, lo, hi, llama3_vocab):
+@pytest.mark.parametrize("lazy", [False, True], ids=["binary", "unary-lazy"])
+def test_counted_language_equals_python_re(item, parts, lo, hi, lazy, llama3_vocab):
     q = f"{{{lo},{'' if hi is None else hi}}}"
     rx = f"(?:{item}){q}z"
     g = Grammar({"root": parse_regex(rx)}, "root").check()
-    g2, counting = count_large_repeats(g, min_expand=0, min_count=2)
-    assert counting and not _has_repeat_over(g2.rules["root"], 2), "the repeat was not rewritten"
+    g2, counting = count_large_repeats(g, min_expand=0, min_count=2, lazy=lazy)
+    assert not _has_repeat_over(g2.rules["root"], 2), "the repeat was not rewritten"
+    assert bool(counting) != lazy  # binary counters are counting rules; a RepeatCounter is generated
     pi = PushdownIndex(build_grammar_nfa(g2, count_repeats_over=0), llama3_vocab)
+    assert bool(pi.gnfa.dyn_node) == lazy or lo + (hi or 0) < 2
     oracle = re.compile(rx)
     rng = random.Random(rx)
     top = (hi if hi is not None else lo) + 3
@@ -83,11 +86,22 @@ def _json_index(schema, vocab, **kw):
     {"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}, "b": {"type": "integer"}},
      "required": ["a", "b"], "additionalProperties": False},
 ])
-def test_counted_masks_equal_the_expanded_grammar(schema, llama3_vocab):
+@pytest.mark.parametrize("lazy,min_slack", [(False, None), (True, 16), (True, 1)],
+                         ids=["binary", "unary-lazy", "unary-lazy-slack1"])
+def test_counted_masks_equal_the_expanded_grammar(schema, lazy, min_slack, llama3_vocab, monkeypatch):
+    """With the lazy counter, rows far from the bounds come from the count-free alias
+    (``_aliased_row``); ``ALIAS_MIN_SLACK`` 1 makes the exact check of long tokens run near them."""
     v = llama3_vocab
-    counted, expanded = _json_index(schema, v), _json_index(schema, v, count_repeats_over=0)
+    aliased = []
+    if min_slack is not None:
+        monkeypatch.setattr(PushdownIndex, "ALIAS_MIN_SLACK", min_slack)
+        real = PushdownIndex._aliased_row
+        monkeypatch.setattr(PushdownIndex, "_aliased_row",
+                            lambda self, st, al, sl: aliased.append(sl) or real(self, st, al, sl))
+    counted = _json_index(schema, v, lazy_counters=lazy)
+    expanded = _json_index(schema, v, count_repeats_over=0)
     assert len(counted.gnfa.nfa) * 4 < len(expanded.gnfa.nfa), "counting did not apply"
-    assert any(counted.gnfa.rule_counting)
+    assert (bool(counted.gnfa.dyn_node) if lazy else any(counted.gnfa.rule_counting))
     a = np.empty(counted.width, np.int32)
     b = np.empty(counted.width, np.int32)
     rng = random.Random(json.dumps(schema))
@@ -106,6 +120,9 @@ def test_counted_masks_equal_the_expanded_grammar(schema, llama3_vocab):
             t = rng.choice(short if short and rng.random() < 0.7 else ids)
             s1, s2 = counted.next_state(s1, t), expanded.next_state(s2, t)
             assert s1 > 0 and s2 > 0
+    if lazy:
+        assert aliased, "no row came from a count-free alias"
+        assert min_slack != 1 or min(aliased) < 8  # the long-token check ran close to a bound
 
 
 def _accepts(g, vocab, text: str) -> bool:
@@ -156,14 +173,22 @@ def _deepest_accepted(g, vocab, leaf: str, limit: int) -> int:
     return best
 
 
-def test_counter_frames_do_not_use_up_the_depth_bound(llama3_vocab):
+@pytest.mark.parametrize("lazy", [False, True], ids=["binary", "unary-lazy"])
+def test_counter_frames_do_not_use_up_the_depth_bound(lazy, llama3_vocab):
     v = llama3_vocab
     schema = {"$ref": "#/$defs/n", "$defs": {"n": {"anyOf": [
         {"type": "string", "maxLength": 600}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]}}}
     c = Constraint("json_schema", schema)
-    counted = get_backend("native", v, max_recursion_depth=40).compile(c)
-    assert any(counted.token_index.gnfa.rule_counting)
     import structgate.native.pushdown as pd
+
+    kw = pd.build_grammar_nfa.__kwdefaults__
+    kw["lazy_counters"] = lazy
+    try:
+        counted = get_backend("native", v, max_recursion_depth=40).compile(c)
+    finally:
+        kw["lazy_counters"] = None
+    assert any(counted.token_index.gnfa.rule_counting)
+    assert bool(counted.token_index.gnfa.dyn_node) == lazy
 
     old = pd.build_grammar_nfa.__kwdefaults__["count_repeats_over"]
     pd.build_grammar_nfa.__kwdefaults__["count_repeats_over"] = 0
@@ -176,3 +201,30 @@ def test_counter_frames_do_not_use_up_the_depth_bound(llama3_vocab):
     d1 = _deepest_accepted(counted, v, leaf, 60)
     assert 20 < d1 < 59
     assert d1 == _deepest_accepted(expanded, v, leaf, 60) - 1  # the one level of the call
+
+
+# -- the count-free alias at every count around the bounds ------------------------------------------------
+@pytest.mark.parametrize("schema,unit", [
+    ({"type": "string", "minLength": 60, "maxLength": 120}, "a"),   # "low" below 60, "mid" above
+    ({"type": "string", "minLength": 40}, "é"),                     # low, then the saturated count
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 40, "maxItems": 90}, "1,"),
+])
+def test_every_row_around_the_bounds_equals_the_direct_walk(schema, unit, llama3_vocab, monkeypatch):
+    """The row of the configuration after every prefix of ``unit * n`` (n around both bounds) is
+    the direct walk's: a "low" count, which cannot end, serves a row only where no token is longer
+    than its slack (tokens such as ``..."`` end the string past ``minLength``), a "mid" one with
+    the long tokens it allows checked; ``ALIAS_MIN_SLACK`` 1 puts the check next to the bound."""
+    v = llama3_vocab
+    monkeypatch.setattr(PushdownIndex, "ALIAS_MIN_SLACK", 1)
+    pi = _json_index(schema, v, lazy_counters=True)
+    assert pi.gnfa.dyn_node
+    lo = schema.get("minLength", schema.get("minItems"))
+    hi = schema.get("maxLength", schema.get("maxItems"))
+    opener = '"' if schema["type"] == "string" else "["
+    counts = set(range(0, 4)) | set(range(lo - 6, lo + 4)) | ({*range(hi - 6, hi + 1)} if hi else set())
+    for n in sorted(counts):
+        st = pi.step_bytes(1, (opener + unit * n).encode())
+        if schema["type"] == "array" and n:
+            st = pi.step_bytes(1, (opener + (unit * n)[:-1]).encode())  # after the item, before ","
+        assert st > 0, n
+        assert np.array_equal(pi.row(st), pi.direct_row(st)), (schema, n)

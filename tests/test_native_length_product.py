@@ -158,3 +158,52 @@ def test_a_worker_leaves_lazy_grammars_to_the_caller():
     assert _build_in_worker(c, CompileOptions(), 4096, frozenset({"json_schema"})) is None
     c2 = Constraint.json_schema({"type": "string", "maxLength": 5})
     assert _build_in_worker(c2, CompileOptions(), 4096, frozenset({"json_schema"})) is not None
+    # a large counted repeat becomes a generated counter while the NFA is built: the IR (which
+    # pickles) comes back and the caller builds the NFA
+    from structgate.native.ir import Grammar
+
+    c3 = Constraint.json_schema({"type": "string", "maxLength": 3000})
+    assert isinstance(_build_in_worker(c3, CompileOptions(), 4096, frozenset({"json_schema"})), Grammar)
+
+
+def test_a_pool_compile_of_a_counted_string_gives_the_in_process_masks(llama3_vocab):
+    v = llama3_vocab
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 40, "maxLength": 300}},
+              "required": ["s"]}
+    doc = json.dumps({"s": "lorem ipsum " * 20})
+    pooled = get_backend("native", v, compile_processes=1).compile(Constraint.json_schema(schema))
+    local = get_backend("native", v).compile(Constraint.json_schema(schema))
+    assert pooled.token_index.gnfa.dyn_node  # the generated counter, built in this process
+    m1, m2 = pooled.matcher(), local.matcher()
+    for t in v.encode(doc):
+        assert np.array_equal(m1.token_index.row(m1.state), m2.token_index.row(m2.state))
+        assert m1.advance([t]) and m2.advance([t])
+    assert m1.is_accepting() and m2.is_accepting()
+
+
+@pytest.mark.parametrize("schema,unit", [
+    # (one-state patterns such as ^[a-z.]+$ become a counted repeat, not a product)
+    ({"type": "string", "pattern": "^[a-z.]+( [a-z.]+)*$", "minLength": 60, "maxLength": 150}, "a"),
+    ({"type": "string", "pattern": "\\.", "minLength": 60, "maxLength": 150}, "a."),
+    ({"type": "string", "pattern": "^([a-z][0-9])+$", "minLength": 80}, "a1"),
+    ({"type": "string", "pattern": "^[^,]+(,[^,]+)*$", "minLength": 50, "maxLength": 90}, "é"),
+    ({"type": "string", "pattern": "^[a-z.]+( [a-z.]+)*$", "minLength": 400, "maxLength": 700}, "ab."),
+])
+def test_every_row_around_the_bounds_equals_the_direct_walk(schema, unit, llama3_vocab, monkeypatch):
+    """The row after every prefix ``"`` + ``unit * n`` (n around both bounds) is the direct walk's.
+    A "low" state cannot end, so it must not serve rows where a token longer than its slack can
+    end the string just past ``minLength`` (``..."``, ``1"}``): it serves one only where every
+    token fits in the slack."""
+    monkeypatch.setattr(RefsMixin, "EAGER_PRODUCT_MAX", 0)
+    monkeypatch.setattr(PushdownIndex, "ALIAS_MIN_SLACK", 1)
+    g = get_backend("native", llama3_vocab).compile(Constraint.json_schema(schema))
+    idx = g.token_index
+    assert idx.gnfa._dynamic
+    lo, hi = schema["minLength"], schema.get("maxLength")
+    counts = set(range(0, 3)) | set(range(lo - 8, lo + 3)) | ({*range(hi - 8, hi + 1)} if hi else set())
+    for n in sorted(counts):
+        st = idx.step_bytes(1, ('"' + (unit * n)[:n]).encode())
+        assert st > 0, n
+        assert np.array_equal(idx.row(st), idx.direct_row(st)), (schema, n)
+    if lo > 300:  # far below minLength every token fits: the "low" states served rows there
+        assert any("low" in r for r in idx.gnfa.rule_names)

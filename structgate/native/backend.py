@@ -34,6 +34,7 @@ from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOp
 from ..errors import CompileLimitError
 from ..vocab import Vocabulary
 from .automaton import DFA
+from .ir import Grammar
 from .matcher import NativeMatcher
 from .token_index import TokenIndex
 
@@ -370,6 +371,10 @@ class NativeBackend(Backend):
                     constraint, self.options, self.inline_max_size, self.supported_kinds, deadline)
                 t0 += waited  # a worker's start is not charged to the compile
                 deadline = None if deadline is None else deadline + waited
+                if isinstance(gnfa, Grammar):  # rules generated on demand: the NFA is built here
+                    from .pushdown import build_grammar_nfa
+
+                    grammar, gnfa = gnfa, build_grammar_nfa(gnfa, inline_max_size=self.inline_max_size, lazy=True)
             if gnfa is None:
                 # called rules are built when first reached (the pool's workers ship whole NFAs)
                 grammar, gnfa = _grammar_and_nfa(self, constraint, self.inline_max_size,
@@ -506,17 +511,25 @@ def _grammar_and_nfa(frontend, constraint: Constraint, inline_max_size: int, che
 
 
 def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset):
-    """Worker side of :class:`CompilePool`: the grammar NFA of ``constraint``, or None when the
-    caller builds it (the eager-DFA path: anchors inside a regex; lazily generated rules). Typed errors are raised
-    as in-process (they pickle, :class:`~structgate.errors.StructgateError`)."""
+    """Worker side of :class:`CompilePool`: the grammar NFA of ``constraint``; its grammar IR
+    (:class:`~.ir.Grammar`) when the NFA generates rules on demand (the caller builds the NFA:
+    lazy, milliseconds); or None when the caller compiles it (the eager-DFA path: anchors inside a
+    regex; an IR holding a lazily generated automaton). Typed errors are raised as in-process
+    (they pickle, :class:`~structgate.errors.StructgateError`)."""
     from .pushdown import no_gc
 
     with no_gc():
         try:
-            gnfa = _grammar_and_nfa(_Frontend(options, kinds), constraint, inline_max_size)[1]
-            # rules generated on demand (a length-counted pattern: ir.LazyRule) are built by
-            # closures over the grammar, which stay in the process that matches: built there
-            return None if gnfa is not None and gnfa._dynamic else gnfa
+            grammar, gnfa = _grammar_and_nfa(_Frontend(options, kinds), constraint, inline_max_size)
+            if gnfa is None or not gnfa._dynamic:
+                return gnfa
+            # rules generated on demand are built by closures over the grammar, which stay in the
+            # process that matches: the IR goes back when it pickles (the counters of large
+            # repeats are added by the NFA build), else (a length-counted pattern's automaton in
+            # the IR) the caller compiles from the constraint
+            from .pushdown import _has_lazy_rules
+
+            return None if _has_lazy_rules(grammar) else grammar
         except RecursionError:
             raise _nesting_limit() from None
 

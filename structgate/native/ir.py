@@ -60,14 +60,20 @@ class LazyAutomaton:
     :meth:`symbols` and give :attr:`start` and :attr:`name`.
 
     Contract (the engine relies on it for exact masks): every state reachable from :attr:`start`
-    through :meth:`body` matches at least one string (the automaton is *trimmed*); a body's only
-    references are :class:`LazyRule` leaves of the same automaton, each in tail position (last in
-    its alternative), so a state's rule takes no stack frame; bodies are deterministic functions of
-    the state. Identity is the object's (equality and hash are ``object``'s).
+    through :meth:`body` matches at least one string (the automaton is *trimmed*); a body refers to
+    the automaton's own states only by :class:`LazyRule` leaves in tail position (last in their
+    alternative), so a state's rule takes no stack frame; other references (called, with a frame)
+    are the states of a helper automaton or :class:`Ref` leaves to the grammar rules listed by
+    :meth:`references`. Bodies are deterministic functions of the state. Identity is the
+    object's (equality and hash are ``object``'s). States used only as count-free aliases for
+    the token masks (``canonical``, see :class:`structgate.native.pushdown.RepeatCounter`) need
+    not match a string.
     """
 
     start: object = None
     name: str = "lazy"
+    #: whether the frames returning into its rules are free of the recursion-depth bound
+    counting: bool = False
 
     def body(self, state) -> "Expr":
         """The rule of ``state``: an expression whose references are ``LazyRule(self, s)`` leaves
@@ -79,9 +85,14 @@ class LazyAutomaton:
         raise NotImplementedError
 
     def symbols(self) -> list:
-        """Every expression (without references) a body may consume before its tail call, for the
-        byte partition (:func:`structgate.native.pushdown._grammar_alphabet`)."""
+        """Every expression a body may consume before its tail call, for the byte partition
+        (:func:`structgate.native.pushdown._grammar_alphabet`)."""
         raise NotImplementedError
+
+    def references(self) -> frozenset:
+        """The grammar's own rules that bodies may reference (:class:`Ref` leaves, so
+        :meth:`Grammar.reachable` keeps them); none by default."""
+        return frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +264,8 @@ class Grammar:
             n = stack.pop()
             if isinstance(n, Ref):
                 out.add(n.name)
+            elif isinstance(n, LazyRule):
+                out.update(n.auto.references())
             elif isinstance(n, (Concat, Alt, Repeat)):
                 k = id(n)
                 if k in seen:

@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
-from .ir import ByteSet, Grammar, LazyRule, Ref, rebuild
+from .ir import ByteSet, Grammar, LazyAutomaton, LazyRule, Ref, rebuild
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
@@ -283,6 +283,102 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None =
 
 COUNT_PREFIX = "__count"
 
+class RepeatCounter(LazyAutomaton):
+    """``x{lo,hi}`` (``hi`` None: unbounded) as a lazily generated unary counter: state ``c`` (the
+    repetitions completed, ``0..hi``; saturating at ``lo`` when ``hi`` is None) has the rule
+    ``x · (c+1)``, with ``| ε`` once ``c >= lo``, and ``(hi)`` is ``ε``. The tail calls take no
+    stack frame, so a configuration inside the repeat is (position in ``x``, ``c``); the rules are
+    built as the matcher reaches them.
+
+    Far from the bounds a count is replaced by a count-free state for the token masks
+    (:meth:`canonical`, used by :meth:`PushdownIndex._count_alias`): ``"mid"`` (``c >= lo``, no
+    upper bound: ``x · mid | ε``) and ``"low"`` (``c < lo``: ``x · low``, never ending). ``x`` is
+    not nullable, so every repetition consumes at least one byte: from count ``c`` a token of at
+    most ``hi - c - 1`` (mid) or ``lo - c - 1`` (low) bytes cannot reach the bound where the two
+    differ. One mask row then serves every count of a long string or array (the binary counter
+    of :func:`count_large_repeats` gave every count its own stack, so its own first-visit walk).
+
+    ``x`` is one rule (:class:`_ItemRule`, built once) that every count state calls: a count
+    state's own rule is a call, a tail call and an end (built in microseconds as a string grows).
+
+    Parameters
+    ----------
+    item : Expr
+        ``x``: not nullable.
+    lo, hi : int, int | None
+    name : str
+        Prefix of the generated rules' names (messages).
+    """
+
+    #: the frames of the calls into ``x`` are free of the depth bound: a counted repeat costs the
+    #: one level of the call into it, as with the binary counter
+    counting = True
+
+    def __init__(self, item, lo: int, hi: int | None, name: str) -> None:
+        self.lo, self.hi, self.name = int(lo), (None if hi is None else int(hi)), name
+        self.start = 0
+        self.item = item
+        self._call = LazyRule(_ItemRule(item, name + ".x"), 0)
+
+    def references(self) -> frozenset:
+        return self._call.auto.references()
+
+    def nullable(self, state) -> bool:
+        if state == "mid":
+            return True
+        if state == "low":
+            return False
+        return state >= self.lo
+
+    def body(self, state):
+        if state == "mid" or state == "low":
+            nxt = state
+        elif self.hi is not None and state >= self.hi:
+            return Concat(())
+        else:
+            nxt = state + 1 if (self.hi is not None or state < self.lo) else state
+        more = Concat((self._call, LazyRule(self, nxt)))
+        return Alt((more, Concat(()))) if self.nullable(state) else more
+
+    def canonical(self, state):
+        """``(state2, slack, superset)`` when count ``state`` is far from the bounds (see the
+        class), else None. ``superset``: ``state2`` allows every string ``state`` allows ("mid");
+        "low" cannot end, so it is not (:meth:`PushdownIndex._count_alias` then needs every token
+        within the slack)."""
+        if state == "mid" or state == "low":
+            return None
+        if state >= self.lo:
+            if self.hi is None:
+                return None  # the saturated count: already count-free
+            sl = self.hi - state - 1
+            return ("mid", sl, True) if sl >= 1 else None
+        sl = self.lo - state - 1
+        return ("low", sl, False) if sl >= 1 else None
+
+    def symbols(self) -> list:
+        return [self._call]
+
+
+class _ItemRule(LazyAutomaton):
+    """One expression as one generated rule (state 0), called from the rules of a
+    :class:`RepeatCounter`; its :class:`Ref` leaves are the grammar's rules."""
+
+    def __init__(self, item, name: str) -> None:
+        self.item, self.name, self.start = item, name, 0
+        self._refs = _references(item)
+
+    def references(self) -> frozenset:
+        return self._refs
+
+    def body(self, state):
+        return self.item
+
+    def nullable(self, state) -> bool:
+        return False
+
+    def symbols(self) -> list:
+        return [self.item]
+
 
 def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
     """Whether a reachable rule has a counted repeat of ``min_count`` or more (a cheap walk that
@@ -306,7 +402,7 @@ def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
 
 
 def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = 32,
-                        memo: dict | None = None) -> tuple[Grammar, set[str]]:
+                        memo: dict | None = None, lazy: bool = False) -> tuple[Grammar, set[str]]:
     """A grammar where every large counted repeat ``x{m,n}`` (``max(m, n) >= min_count`` and
     ``size(x) * max(m, n) > min_expand``, ``x`` not nullable) is a binary counter of called rules
     instead of ``n`` copies of ``x``: ``E_k = E_(k-1) E_(k-1)`` (exactly ``2**k`` copies),
@@ -316,6 +412,10 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     ``x{m} x*``. The pushdown matcher then counts on its stack: a string with ``maxLength:
     1000000`` compiles in milliseconds and exactly (what llguidance's derivative-based lexer does
     with its counted repeats, by other means).
+
+    With ``lazy`` (the grammar is all productive, so the matcher may generate rules), a repeat
+    becomes a :class:`RepeatCounter` instead (a unary counter generated on demand, whose counts
+    far from the bounds share one mask row).
 
     Returns
     -------
@@ -387,10 +487,22 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
 
         if _nullable(nd.item, null[0]):
             return nd
+        if lazy:
+            return counter(nd)
         parts = fixed(nd.item, nd.min)
         parts.append(Repeat(nd.item, 0, None) if nd.max is None else upto(nd.item, nd.max - nd.min))
         parts = [p for p in parts if not (isinstance(p, Concat) and not p.items)]
         return parts[0] if len(parts) == 1 else Concat(tuple(parts))
+
+    counters: dict[tuple[int, int, int | None], LazyRule] = {}
+
+    def counter(nd: Repeat) -> LazyRule:
+        key = (id(nd.item), nd.min, nd.max)
+        hit = counters.get(key)
+        if hit is None:
+            hi = "" if nd.max is None else nd.max
+            hit = counters[key] = LazyRule(RepeatCounter(nd.item, nd.min, nd.max, f"{tag(nd.item)}{{{nd.min},{hi}}}"), 0)
+        return hit
 
     done: dict[int, Expr] = {}
 
@@ -398,7 +510,7 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         return rebuild(node, done, post=lambda r: replace(r) if isinstance(r, Repeat) else r)
 
     new_rules = {r: rewrite(rules[r]) if r in rules else None for r in grammar.reachable()}
-    if not new:
+    if not new and not counters:
         return grammar, set()
     full = dict(rules)
     full.update((r, b) for r, b in new_rules.items() if b is not None)
@@ -408,9 +520,28 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     return g, set(new)
 
 
+def _references(node) -> frozenset:
+    """The rule names an expression references (shared subtrees visited once)."""
+    out: set[str] = set()
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Ref):
+            out.add(n.name)
+        elif isinstance(n, LazyRule):
+            out.update(n.auto.references())
+        elif isinstance(n, (Concat, Alt, Repeat)):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.extend((n.item,) if isinstance(n, Repeat) else n.items)
+    return frozenset(out)
+
+
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                       max_nfa_states: int = 2_000_000, count_repeats_over: int = 512,
-                      lazy: bool = False) -> GrammarNFA:
+                      lazy: bool = False, lazy_counters: bool | None = None) -> GrammarNFA:
     """Compile every reachable rule of ``grammar`` into one NFA with ``CALL``/``RET`` states.
 
     With ``lazy``, only the root rule's body is built here; a called rule's body is built the first
@@ -432,8 +563,11 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         Cap on NFA states.
     count_repeats_over : int
         A counted repeat whose expansion would exceed this many NFA states (and that repeats 32
-        times or more) is matched by a binary counter of called rules
-        (:func:`count_large_repeats`); ``0`` expands every repeat.
+        times or more) is matched by a counter (:func:`count_large_repeats`): a lazily generated
+        :class:`RepeatCounter` when every rule is productive, else a binary counter of called
+        rules; ``0`` expands every repeat.
+    lazy_counters : bool | None
+        Force the counter kind (None: lazy when every rule is productive; True needs that).
 
     Raises
     ------
@@ -448,7 +582,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     memo: dict = {}  # node id -> size estimate (references 1), shared by the three passes
     pins = [grammar]  # the grammars the passes rewrote stay alive, so no memoised id is reused
     if count_repeats_over > 0:
-        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo)
+        lazy_c = all_live if lazy_counters is None else bool(lazy_counters) and all_live
+        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c)
         pins.append(grammar)
     grammar = share_repeated_subtrees(grammar, inline_max_size, memo)
     pins.append(grammar)
@@ -556,7 +691,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             dyn_node.append(node)
             g.rule_names.append(f"{node.auto.name}#{node.state}")
             g.rule_start.append(-1)
-            g.rule_counting.append(0)
+            g.rule_counting.append(1 if node.auto.counting else 0)
             g.rule_has_calls.append(True)
             g.rule_classes.append(STANDARD_BYTE_CLASSES)
             g.dyn_node[i] = node
@@ -605,7 +740,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         if i >= n_static:
             node = dyn_node[i - n_static]
             building[0] = g.rule_names[i]
-            g.rule_start[i] = drive(nfa, node.auto.body(node.state), ret, leaf)
+            b = node.auto.body(node.state)
+            g.rule_start[i] = _small_build(nfa, b, ret, leaf) if _is_small(b) else drive(nfa, b, ret, leaf)
             g.dyn_span[i] = (ret, len(nfa))
         else:
             g.rule_start[i] = body(g.rule_names[i], ret)
@@ -644,6 +780,32 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     g.byte_classes = _alphabet(nfa)
     _rule_partitions(g)
     return g
+
+
+def _is_small(node, depth: int = 0) -> bool:
+    """Whether ``node`` is a shallow tree of concatenations and alternations over calls only
+    (:class:`LazyRule`, :class:`Ref`; a generated rule's body: a counter state's ``x · next | ε``),
+    which :func:`_small_build` builds without :func:`drive`'s generator machinery."""
+    if isinstance(node, (LazyRule, Ref)):
+        return True
+    if isinstance(node, (Concat, Alt)):
+        return depth < 4 and len(node.items) <= 8 and all(_is_small(x, depth + 1) for x in node.items)
+    return False
+
+
+def _small_build(nfa: NFA, node, nxt: int, leaf) -> int:
+    """:func:`drive` for a body that :func:`_is_small` accepts (the same states)."""
+    if isinstance(node, Concat):
+        cur = nxt
+        for it in reversed(node.items):
+            cur = _small_build(nfa, it, cur, leaf)
+        return cur
+    if isinstance(node, Alt):
+        return nfa.split([_small_build(nfa, it, nxt, leaf) for it in node.items])
+    r = leaf(node, nxt)
+    if not isinstance(r, int):  # an inlined callee: the general builder
+        return drive(nfa, r, nxt, leaf)
+    return r
 
 
 def _has_lazy_rules(grammar: Grammar) -> bool:
@@ -697,9 +859,31 @@ def _prune_rule_states(g: GrammarNFA, first: int) -> None:
         live[nfa._fail] = 0
 
 
+_ONE_CLASS = np.zeros(256, dtype=np.uint8)
+_ONE_CLASS.flags.writeable = False
+
+
 def _rule_partition(g: GrammarNFA, i: int, first: int, n: int) -> None:
     """:func:`_rule_partitions` for rule ``i`` alone, whose states are ``first..n-1``."""
     nfa = g.nfa
+    if n - first <= 32:  # small rules (one per count of a generated counter): no numpy round trips
+        kinds = nfa.kind[first:n]
+        g.rule_has_calls[i] = CALL in kinds
+        cuts = {0}
+        multi = nfa.multi
+        for v in range(first, n):
+            if nfa.kind[v] == BYTE:
+                for a, z in (multi.get(v) if multi else None) or ((nfa.lo[v], nfa.hi[v]),):
+                    cuts.add(a)
+                    cuts.add(z + 1)
+        if len(cuts) == 1:
+            cls = _ONE_CLASS
+        else:
+            mark = np.zeros(257, dtype=np.int32)
+            mark[list(cuts)] = 1
+            cls = (np.cumsum(mark[:256]) - 1).astype(np.uint8)
+        g.rule_classes[i] = cls
+        return
     kind = np.asarray(nfa.kind[first:n], dtype=np.int8)
     g.rule_has_calls[i] = bool((kind == CALL).any())
     b = np.flatnonzero(kind == BYTE)
@@ -1192,7 +1376,7 @@ class PushdownIndex:
         self._owner = gnfa.owner if gnfa.owner else None
         # return states inside counting rules: their frames are free of the depth bound
         self._free_ret = None
-        if any(gnfa.rule_counting) and gnfa.owner:
+        if (any(gnfa.rule_counting) or gnfa._dynamic) and gnfa.owner:  # dynamic: counters may come
             rc = gnfa.rule_counting
             self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(len(nfa) + 1 - len(gnfa.owner))
         self._terminated_slot = -1
@@ -2101,9 +2285,17 @@ class PushdownIndex:
             res = canon(node.state)
             if res is None:
                 return False
-            st2, sl = res
+            st2, sl, superset = res
             if sl < self.ALIAS_MIN_SLACK:
                 return False
+            if not superset:
+                # the alias may also reject what the state allows (a "low" count cannot end yet):
+                # only where no token is longer than the slack
+                mx = self.__dict__.get("_max_tok_len")
+                if mx is None:
+                    mx = self._max_tok_len = int(self._tok_len[: self.vocab.n_tokens].max(initial=0))
+                if sl < mx:
+                    return False
             r2 = g.dyn_rule(LazyRule(node.auto, st2))
             if self.gnfa.rule_start[r2] < 0:
                 self._build_rule(r2)
@@ -2152,6 +2344,7 @@ class PushdownIndex:
         (:meth:`step_bytes` from ``state``)."""
         sl = self._slot_of(alias)
         row = self._rows[sl].copy()
+        n_non_eos = self._n_non_eos[sl]
         self._clear_eos(row)
         long_ids = self.__dict__.get("_long_ids")
         if long_ids is None:
@@ -2167,7 +2360,7 @@ class PushdownIndex:
             for t in cand[on.astype(bool)].tolist():
                 if self.step_bytes(state, tb[t]) == DEAD:
                     u[t >> 5] &= ~np.uint32(1 << (t & 31))
-        n_non_eos = int(np.unpackbits(row.view(np.uint8)).sum())
+                    n_non_eos -= 1
         n_allowed = n_non_eos
         if self._accepting[state]:
             self._set_eos(row)

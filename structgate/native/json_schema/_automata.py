@@ -574,9 +574,11 @@ class LengthProduct(LazyAutomaton):
         return False
 
     def canonical(self, state):
-        """``(state2, slack)`` when ``state = (q, count)`` is far from the bounds, else None: for
-        every token of at most ``slack`` bytes (at most ``slack`` code points, the symbol being
-        read included), the count-free ``state2`` allows the same continuations.
+        """``(state2, slack, superset)`` when ``state = (q, count)`` is far from the bounds, else
+        None: for every token of at most ``slack`` bytes (at most ``slack`` code points, the symbol
+        being read included), the count-free ``state2`` allows the same continuations; with
+        ``superset`` it allows at least those of ``state`` for longer tokens too ("mid"; "low"
+        cannot end, so it is used only where no token is longer than the slack).
 
         * ``(q, "mid")``: ``count >= lmin`` and ``slack = lmax - count - 1 - D >= 1``, ``D`` the
           longest shortest completion of a pattern state (every state within reach then still
@@ -592,10 +594,10 @@ class LengthProduct(LazyAutomaton):
             if self.lmax is None:
                 return None  # the saturated count: already one state
             sl = self.lmax - c - 1 - self._reach_all
-            return ((q, "mid"), sl) if sl >= 1 else None
+            return ((q, "mid"), sl, True) if sl >= 1 else None
         sl = self.lmin - c - 1 - e
         if sl >= 1 and (self.lmax is None or self.lmax - self.lmin >= per - 1):
-            return (q, "low"), sl
+            return (q, "low"), sl, False
         return None
 
     def live(self, state) -> bool:
