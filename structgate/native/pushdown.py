@@ -2198,7 +2198,9 @@ class PushdownIndex:
         if self.gnfa.dyn_node:
             alias = self._count_alias(state)
             if alias is not None:
-                return self._aliased_row(state, *alias)
+                slot = self._aliased_row(state, *alias)
+                if slot is not None:
+                    return slot
         items = self._cfg_keys[state]
         N = self._N
         groups: dict[int, list[int]] = {}
@@ -2338,10 +2340,18 @@ class PushdownIndex:
             return None
         return self._intern(frozenset(out)), slack
 
-    def _aliased_row(self, state: int, alias: int, slack: int) -> int:
+    #: at most this many long tokens are checked one by one for an aliased row (each a
+    #: :meth:`step_bytes` of 17 to 128 bytes, ~20 µs); past it the real configuration is walked.
+    #: Measured on MaskBench Snowplow schemas (strings of maxLength 50 to 255, where most long
+    #: tokens are allowed next to the bound): caps of 64, 256 and 1,024 were all slower than
+    #: none (a walk there costs 10-15 ms), so this only guards against the pathological
+    ALIAS_MAX_CHECKS = 4096
+
+    def _aliased_row(self, state: int, alias: int, slack: int) -> int | None:
         """Store the row of ``state`` from its count-free alias's (:meth:`_count_alias`): the
         alias allows a superset; tokens longer than ``slack`` bytes it allows are checked exactly
-        (:meth:`step_bytes` from ``state``)."""
+        (:meth:`step_bytes` from ``state``). None (nothing stored) when there are more than
+        :attr:`ALIAS_MAX_CHECKS` of them: the caller walks ``state`` itself."""
         sl = self._slot_of(alias)
         row = self._rows[sl].copy()
         n_non_eos = self._n_non_eos[sl]
@@ -2356,8 +2366,11 @@ class PushdownIndex:
             cand = order[:n_long]
             u = row.view(np.uint32)
             on = (u[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
+            check = cand[on.astype(bool)]
+            if check.size > self.ALIAS_MAX_CHECKS:
+                return None
             tb = self.vocab.token_bytes
-            for t in cand[on.astype(bool)].tolist():
+            for t in check.tolist():
                 if self.step_bytes(state, tb[t]) == DEAD:
                     u[t >> 5] &= ~np.uint32(1 << (t & 31))
                     n_non_eos -= 1
