@@ -214,15 +214,20 @@ def _strip_edge_anchors(node: Node) -> Node:
 
 def _compile(nfa: NFA, node: Node, nxt: int):
     """Generator: yields ``(child, next)`` requests, receives their start states; returns the start."""
+    # Chars children are built here, without a round trip through the driver (the driver builds
+    # them directly too: same states, no memo involved); literals are long runs of them
     if isinstance(node, Concat):
         cur = nxt
         for it in reversed(node.items):
-            cur = yield (it, cur)
+            if type(it) is Chars:
+                cur = nfa.chars(it.ranges, cur)
+            else:
+                cur = yield (it, cur)
         return cur
     if isinstance(node, Alt):
         starts = []
         for it in node.items:
-            starts.append((yield (it, nxt)))
+            starts.append(nfa.chars(it.ranges, nxt) if type(it) is Chars else (yield (it, nxt)))
         return nfa.split(starts)
     if isinstance(node, Repeat):
         item, lo, hi = node.item, node.min, node.max
@@ -240,10 +245,10 @@ def _compile(nfa: NFA, node: Node, nxt: int):
             lo -= 1
         else:
             for _ in range(hi - lo):  # nested optionals, innermost first
-                s = yield (item, cur)
+                s = nfa.chars(item.ranges, cur) if type(item) is Chars else (yield (item, cur))
                 cur = nfa.split((s, nxt))
         for _ in range(lo):
-            cur = yield (item, cur)
+            cur = nfa.chars(item.ranges, cur) if type(item) is Chars else (yield (item, cur))
         return cur
     if isinstance(node, Anchor):
         return nfa.assertion(BOL if node.kind == "start" else EOL, nxt)
