@@ -298,8 +298,23 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         draft-4 boolean ``exclusiveMaximum``), so the values are never checked against it alone."""
         if not isinstance(merged, dict) or not ("const" in merged or "enum" in merged):
             return False
-        ok, ok2 = self._validator_for(schema, where).is_valid, self._validator_for(merged, where).is_valid
-        return self._values_regex([c for c in self._finite_values(merged, where) if ok(c) and ok2(c)], where)
+        cands = self._finite_values(merged, where)
+        try:  # the same $ref'd enum at many places: its values are checked once per compile
+            key = json.dumps([schema, merged], sort_keys=True)
+        except (TypeError, ValueError):
+            key = None
+        memo = self.__dict__.setdefault("_merged_memo", {})
+        hit = memo.get(key) if key is not None else None
+        if hit is None:
+            ok = self._validator_for(schema, where).is_valid
+            # every candidate is one of merged's enum/const values: checked against the rest of it
+            # (jsonschema's enum check scans the whole list per value: quadratic for long enums)
+            rest = {k: v for k, v in merged.items() if k not in ("enum", "const")}
+            ok2 = self._validator_for(rest, where).is_valid
+            hit = [c for c in cands if ok(c) and ok2(c)]
+            if key is not None:
+                memo[key] = hit
+        return self._values_regex(hit, where)
 
     def _values_regex(self, vals: list, where) -> str | None:
         """The alternation of the JSON values ``vals`` (their :meth:`const` spellings; :func:`alt`
