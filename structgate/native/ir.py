@@ -216,6 +216,35 @@ def _children(node: Expr) -> tuple:
     return ()
 
 
+def expr_leaves(roots, seen: set | None = None):
+    """The leaves (every node but concatenations, alternations and repeats) under the expressions
+    ``roots``; a subtree shared between them is visited once (``seen``, node ids, may be passed
+    in to share that across calls). Iterative: no nesting depth exhausts Python's stack."""
+    seen = set() if seen is None else seen
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (Concat, Alt, Repeat)):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.extend(_children(n))
+        else:
+            yield n
+
+
+def expr_references(node: Expr) -> set[str]:
+    """The rule names ``node`` references: its :class:`Ref` leaves and the rules its
+    :class:`LazyRule` automata list (:meth:`LazyAutomaton.references`)."""
+    out: set[str] = set()
+    for n in expr_leaves((node,)):
+        if isinstance(n, Ref):
+            out.add(n.name)
+        elif isinstance(n, LazyRule):
+            out.update(n.auto.references())
+    return out
+
+
 @dataclass
 class Grammar:
     """Named rules and a root.
@@ -257,21 +286,7 @@ class Grammar:
         hit = memo.get(name)
         if hit is not None and hit[0] is body:
             return hit[1]
-        out: set[str] = set()
-        seen: set[int] = set()
-        stack = [body]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, Ref):
-                out.add(n.name)
-            elif isinstance(n, LazyRule):
-                out.update(n.auto.references())
-            elif isinstance(n, (Concat, Alt, Repeat)):
-                k = id(n)
-                if k in seen:
-                    continue
-                seen.add(k)
-                stack.extend(_children(n))
+        out = expr_references(body)
         memo[name] = (body, out)
         return out
 

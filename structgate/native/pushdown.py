@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
-from .ir import ByteSet, Grammar, LazyAutomaton, LazyRule, Ref, rebuild
+from .ir import ByteSet, Grammar, LazyAutomaton, LazyRule, Ref, expr_leaves, expr_references, rebuild
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
@@ -521,22 +521,8 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
 
 
 def _references(node) -> frozenset:
-    """The rule names an expression references (shared subtrees visited once)."""
-    out: set[str] = set()
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Ref):
-            out.add(n.name)
-        elif isinstance(n, LazyRule):
-            out.update(n.auto.references())
-        elif isinstance(n, (Concat, Alt, Repeat)):
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            stack.extend((n.item,) if isinstance(n, Repeat) else n.items)
-    return frozenset(out)
+    """The rule names an expression references (:func:`~structgate.native.ir.expr_references`)."""
+    return frozenset(expr_references(node))
 
 
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
@@ -811,21 +797,7 @@ def _small_build(nfa: NFA, node, nxt: int, leaf) -> int:
 def _has_lazy_rules(grammar: Grammar) -> bool:
     """Whether a reachable rule holds a :class:`~structgate.native.ir.LazyRule` (one walk;
     shared subtrees visited once)."""
-    seen: set[int] = set()
-    stack = [grammar.rules[r] for r in grammar.reachable()]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, LazyRule):
-            return True
-        if isinstance(n, (Concat, Alt, Repeat)):
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            if isinstance(n, Repeat):
-                stack.append(n.item)
-            else:
-                stack.extend(n.items)
-    return False
+    return any(isinstance(n, LazyRule) for n in expr_leaves([grammar.rules[r] for r in grammar.reachable()]))
 
 
 def _prune_rule_states(g: GrammarNFA, first: int) -> None:
@@ -909,36 +881,29 @@ def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
     ranges: list = []
     seen: set[int] = set()
     autos: set[int] = set()
-    stack = [grammar.rules[r] for r in grammar.reachable()]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, LazyRule):  # every symbol the automaton's generated rules may consume
-            if id(n.auto) not in autos:
-                autos.add(id(n.auto))
-                stack.extend(n.auto.symbols())
-            continue
-        if isinstance(n, (Concat, Alt, Repeat)):
-            if id(n) in seen:
+    todo = [grammar.rules[r] for r in grammar.reachable()]
+    while todo:
+        more: list = []
+        for n in expr_leaves(todo, seen):
+            if isinstance(n, LazyRule):  # every symbol the automaton's generated rules may consume
+                if id(n.auto) not in autos:
+                    autos.add(id(n.auto))
+                    more.extend(n.auto.symbols())
                 continue
-            seen.add(id(n))
-            if isinstance(n, Repeat):
-                stack.append(n.item)
+            if isinstance(n, Chars):
+                rs = n.ranges
+                if not rs:
+                    continue
+                if len(rs) == 1 and rs[0][1] <= 0x7F:
+                    pairs = rs
+                else:
+                    pairs = [p for seq in _byte_sequences(rs) for p in seq]
+            elif isinstance(n, ByteSet):
+                pairs = n.ranges
             else:
-                stack.extend(n.items)
-            continue
-        if isinstance(n, Chars):
-            rs = n.ranges
-            if not rs:
                 continue
-            if len(rs) == 1 and rs[0][1] <= 0x7F:
-                pairs = rs
-            else:
-                pairs = [p for seq in _byte_sequences(rs) for p in seq]
-        elif isinstance(n, ByteSet):
-            pairs = n.ranges
-        else:
-            continue
-        ranges.extend(pairs)
+            ranges.extend(pairs)
+        todo = more
     return _partition_of(ranges)
 
 
@@ -1568,6 +1533,36 @@ class PushdownIndex:
         self._leaf_iv[leaf] = iv
         return iv
 
+    def _item_intervals(self, c: int):
+        """``(item, class intervals)`` for each byte-consuming item of configuration ``c``."""
+        N = self._N
+        acc = self._ACCEPT
+        get_iv = self._leaf_iv.get
+        for it in self._cfg_keys[c]:
+            leaf = it % N
+            if leaf == acc or it < 0:
+                continue
+            ivs = get_iv(leaf)
+            yield it, (ivs if ivs is not None else self._leaf_classes(leaf))
+
+    def _target(self, fa) -> int:
+        """The configuration reached when the items ``fa`` (one item, or a frozenset of them) take
+        a byte: the union of their successors' closures, interned once per item set
+        (``_union_memo``)."""
+        tid = self._union_memo.get(fa)
+        if tid is None:
+            N, out = self._N, self._out
+            if type(fa) is int:
+                k, leaf = divmod(fa, N)
+                tgt = self._closure(out[leaf], k)
+            else:
+                tgt = frozenset().union(*[self._closure(out[it % N], it // N) for it in fa])
+            tid = self._intern(tgt)
+            if len(self._union_memo) > 1_000_000:
+                self._union_memo.clear()
+            self._union_memo[fa] = tid
+        return tid
+
     def _compute_row(self, c: int) -> None:
         """Fill ``table[c]`` (every class) with the configurations reached by one byte.
 
@@ -1576,18 +1571,9 @@ class PushdownIndex:
         points is the set of items that take the classes there; each distinct set's target (the
         union of the items' successor closures) is interned once per set of items
         (``_union_memo``)."""
-        N = self._N
-        acc = self._ACCEPT
-        get_iv = self._leaf_iv.get
         marks: dict[int, int] = {}
         its: list[int] = []
-        for it in self._cfg_keys[c]:
-            leaf = it % N
-            if leaf == acc or it < 0:
-                continue
-            ivs = get_iv(leaf)
-            if ivs is None:
-                ivs = self._leaf_classes(leaf)
+        for it, ivs in self._item_intervals(c):
             bit = 1 << len(its)
             its.append(it)
             for a, b in ivs:
@@ -1595,8 +1581,7 @@ class PushdownIndex:
                 marks[b] = marks.get(b, 0) ^ bit
         row = [0] * self.n_classes
         if its:
-            out = self._out
-            union_memo = self._union_memo
+            target = self._target
             local: dict[int, int] = {}
             pts = sorted(marks)
             cur = 0
@@ -1611,19 +1596,7 @@ class PushdownIndex:
                         fa = its[cur.bit_length() - 1]
                     else:
                         fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
-                    tid = union_memo.get(fa)
-                    if tid is None:
-                        if type(fa) is int:
-                            k, leaf = divmod(fa, N)
-                            tgt = self._closure(out[leaf], k)
-                        else:
-                            parts = [self._closure(out[it % N], it // N) for it in fa]
-                            tgt = frozenset().union(*parts)
-                        tid = self._intern(tgt)
-                        if len(union_memo) > 1_000_000:
-                            union_memo.clear()
-                        union_memo[fa] = tid
-                    local[cur] = tid
+                    tid = local[cur] = target(fa)
                 y = pts[j + 1]
                 row[x:y] = [tid] * (y - x)
         self._table[c] = row
@@ -1635,35 +1608,11 @@ class PushdownIndex:
         :meth:`step_bytes` in grammars with generated rules: there most configurations are
         visited once (a counted string), and a whole row would intern a target for every class.
         The row stays partial (:attr:`_partial`) until :meth:`_compute_row` completes it."""
-        N = self._N
-        acc = self._ACCEPT
-        get_iv = self._leaf_iv.get
-        take = []
-        for it in self._cfg_keys[c]:
-            leaf = it % N
-            if leaf == acc or it < 0:
-                continue
-            ivs = get_iv(leaf)
-            if ivs is None:
-                ivs = self._leaf_classes(leaf)
-            for a, b in ivs:
-                if a <= x < b:
-                    take.append(it)
-                    break
+        take = [it for it, ivs in self._item_intervals(c) if any(a <= x < b for a, b in ivs)]
         if not take:
             tid = 0
         else:
-            fa = take[0] if len(take) == 1 else frozenset(take)
-            tid = self._union_memo.get(fa)
-            if tid is None:
-                out = self._out
-                if type(fa) is int:
-                    k, leaf = divmod(fa, N)
-                    tgt = self._closure(out[leaf], k)
-                else:
-                    tgt = frozenset().union(*[self._closure(out[it % N], it // N) for it in fa])
-                tid = self._intern(tgt)
-                self._union_memo[fa] = tid
+            tid = self._target(take[0] if len(take) == 1 else frozenset(take))
         self._table[c, x] = tid
         self._partial.add(c)
         return tid
