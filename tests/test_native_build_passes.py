@@ -266,3 +266,82 @@ def test_lazy_build_of_a_rule_with_an_empty_set(llama3_vocab):
         _walk_rows(pl, pe, v, rng, steps=12)
     for t in ("<x>x", "<zzx>zx", "<yq>x", "<x>y", "<x>", "<b>l", "<zc>m", "<g>x", "<x>d"):
         assert pl.matches(t.encode()) == pe.matches(t.encode()) == (t in ("<x>x", "<zzx>zx", "<b>l", "<zc>m")), t
+
+
+def _reference_facts(g: Grammar):
+    """The facts :func:`_scan` gives, each by the separate walk it replaced: sizes by
+    :func:`_size` per rule, parent counts by a pre-order walk, large repeats and generated rules by
+    scanning every node, byte ranges through the NFA's own code-point → UTF-8 builder."""
+    from structgate.native.ir import ByteSet, LazyRule, expr_leaves
+    from structgate.native.pushdown import _alphabet, _size
+    from structgate.native.regex.nfa import NFA
+
+    memo: dict = {}
+    size = sum(_size(g.rules[r], memo) for r in g.reachable())
+    count: dict = {}
+    seen: set = set()
+    large = lazy = False
+    for r in g.reachable():
+        stack = [g.rules[r]]
+        while stack:
+            n = stack.pop()
+            if not isinstance(n, (Concat, Alt, Repeat)) or id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, Repeat) and max(n.min, n.max or 0) >= 32:
+                large = True
+            for x in ((n.item,) if isinstance(n, Repeat) else n.items):
+                if isinstance(x, (Concat, Alt, Repeat)):
+                    count[id(x)] = count.get(id(x), 0) + 1
+                    stack.append(x)
+    lazy = any(isinstance(n, LazyRule) for n in expr_leaves([g.rules[r] for r in g.reachable()]))
+    # every byte set, and those of the generated rules' symbols, built into one NFA
+    nfa = NFA(multi_range=True)
+    todo, autos = [g.rules[r] for r in g.reachable()], set()
+    while todo:
+        more = []
+        for n in expr_leaves(todo):
+            if isinstance(n, LazyRule) and id(n.auto) not in autos:
+                autos.add(id(n.auto))
+                more.extend(n.auto.symbols())
+            elif isinstance(n, Chars) and n.ranges:
+                nfa.chars(n.ranges, nfa.match)
+            elif isinstance(n, ByteSet) and n.ranges:
+                nfa.byte_ranges(n.ranges, nfa.match)
+        todo = more
+    return size, large, lazy, count, _alphabet(nfa)
+
+
+def test_one_scan_gives_what_the_separate_passes_did(llama3_vocab):
+    """``_scan`` (one walk for the size check, the counter and sharing passes, generated rules and
+    the byte partition) against the separate walks it replaced, on schemas with shared
+    definitions, recursion, large counted repeats, length-counted patterns (generated rules in the
+    IR) and hand-written grammars; and the partition of a lazy build equals the eager build's."""
+    from structgate.native.pushdown import _alphabet, _grammar_alphabet, _scan, count_large_repeats
+
+    be = get_backend("native", llama3_vocab, whitespace="flexible", additional_properties=True)
+    extra = [{"type": "string", "pattern": "^[α-ω]+( [α-ω]+)*$", "minLength": 2, "maxLength": 2000},  # LengthProduct
+             {"type": "array", "items": {"type": "integer"}, "maxItems": 500}]
+    gs = [be.to_grammar(Constraint("json_schema", s)) for s in SCHEMAS + LAZY_SCHEMAS + extra]
+    gs += [Grammar({"root": seq(Ref("a"), Ref("a"), star(Ref("b"))), "a": alt(lit("xy"), byteset([(0x80, 0xBF), (0x0A, 0x0A)])),
+                    "b": seq(lit("é"), Ref("a"))}, "root").check(),
+           Grammar({"root": alt(lit("x"), seq(lit("y"), parse_regex("[^\\x00-\\U0010FFFF]")))}, "root").check()]
+    seen_large = seen_lazy = 0
+    for g in gs:
+        sc = _scan(g)
+        size, large, lazy, count, alphabet = _reference_facts(g)
+        assert (sc.size, sc.large_repeat, sc.lazy) == (size, large, lazy)
+        assert sc.count == count
+        assert np.array_equal(_grammar_alphabet(g), alphabet)
+        seen_large += large
+        seen_lazy += lazy
+        # the rewrites move leaves and change none: the ranges hold for the rewritten grammar
+        for lz in (False, True):
+            g2, _ = count_large_repeats(g, lazy=lz and g.all_productive())
+            assert np.array_equal(_grammar_alphabet(g2), _grammar_alphabet(g))
+        if not lazy:
+            eager = build_grammar_nfa(g, lazy_counters=False)
+            assert np.array_equal(_grammar_alphabet(g), _alphabet(eager.nfa))
+            assert np.array_equal(build_grammar_nfa(g, lazy=True, lazy_counters=False).byte_classes,
+                                  eager.byte_classes)
+    assert seen_large >= 2 and seen_lazy >= 1  # the corpus covers both kinds

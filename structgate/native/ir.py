@@ -106,6 +106,42 @@ class LazyRule:
 
 Expr = Union[RegexNode, Ref, ByteSet, LazyRule]
 
+
+class CalledRules(LazyAutomaton):
+    """One generated rule per distinct expression registered by :meth:`call` (state: its index),
+    for expressions another automaton's rules call with a frame instead of inlining: the item of
+    a :class:`~structgate.native.pushdown.RepeatCounter`, the symbols of a
+    :class:`~structgate.native.json_schema._automata.LengthProduct`. Expressions must not be
+    nullable; their :class:`Ref` leaves are the grammar's rules (:meth:`references`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.start = 0
+        self._exprs: list = []
+        self._index: dict = {}
+        self._refs: set[str] = set()
+
+    def call(self, e: "Expr") -> LazyRule:
+        """The rule of expression ``e`` (equal expressions share one)."""
+        i = self._index.get(e)
+        if i is None:
+            i = self._index[e] = len(self._exprs)
+            self._exprs.append(e)
+            self._refs |= expr_references(e)
+        return LazyRule(self, i)
+
+    def references(self) -> frozenset:
+        return frozenset(self._refs)
+
+    def body(self, state):
+        return self._exprs[state]
+
+    def nullable(self, state) -> bool:
+        return False
+
+    def symbols(self) -> list:
+        return list(self._exprs)
+
 #: matches nothing (an empty code-point set)
 NOTHING = Chars(())
 
@@ -236,11 +272,25 @@ def expr_leaves(roots, seen: set | None = None):
 def expr_references(node: Expr) -> set[str]:
     """The rule names ``node`` references: its :class:`Ref` leaves and the rules its
     :class:`LazyRule` automata list (:meth:`LazyAutomaton.references`)."""
+    # the walk of :func:`expr_leaves`, inlined: every rule analysis starts here, once per body
     out: set[str] = set()
-    for n in expr_leaves((node,)):
-        if isinstance(n, Ref):
+    seen: set[int] = set()
+    stack = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        n = pop()
+        t = type(n)
+        if t is Concat or t is Alt:
+            if id(n) not in seen:
+                seen.add(id(n))
+                extend(n.items)
+        elif t is Repeat:
+            if id(n) not in seen:
+                seen.add(id(n))
+                push(n.item)
+        elif t is Ref:
             out.add(n.name)
-        elif isinstance(n, LazyRule):
+        elif t is LazyRule:
             out.update(n.auto.references())
     return out
 
@@ -279,16 +329,31 @@ class Grammar:
         return GrammarSyntaxError(msg, self.source, self.positions.get(rule, 0), where)
 
     def references(self, name: str) -> set[str]:
-        """Names referenced anywhere in rule ``name``'s body (memoised per body object; shared
-        subtrees are visited once)."""
+        """Names referenced anywhere in rule ``name``'s body (memoised per body object, in a memo
+        the grammars derived from this one share, :meth:`derived`; shared subtrees are visited
+        once). The set is shared: callers must not change it."""
         body = self.rules[name]
-        memo = self.__dict__.setdefault("_refs_memo", {})
-        hit = memo.get(name)
+        memo = self.__dict__.get("_refs_memo")
+        if memo is None:
+            memo = self.__dict__["_refs_memo"] = {}
+        hit = memo.get(id(body))
         if hit is not None and hit[0] is body:
             return hit[1]
         out = expr_references(body)
-        memo[name] = (body, out)
+        memo[id(body)] = (body, out)  # the body is pinned: its id is not reused while the memo lives
         return out
+
+    def derived(self, rules: dict, **fields) -> "Grammar":
+        """A grammar of ``rules`` with this one's other fields (``fields`` override them), sharing
+        the memo of :meth:`references` (keyed by body object, so valid for both): the passes that
+        rewrite a grammar keep most bodies, and their references are not walked again."""
+        g = Grammar(rules, fields.pop("root", self.root), fields.pop("origin", dict(self.origin)),
+                    fields.pop("source", self.source), fields.pop("positions", dict(self.positions)),
+                    fields.pop("keep_calls", set(self.keep_calls)))
+        if fields:
+            raise TypeError(f"unknown Grammar fields: {sorted(fields)}")
+        g.__dict__["_refs_memo"] = self.__dict__.setdefault("_refs_memo", {})
+        return g
 
     def reachable(self) -> list[str]:
         """Rules reachable from the root, root first (breadth first). Memoised while the root and
@@ -551,8 +616,7 @@ def share_subtrees(grammar: Grammar, targets: dict[str, Expr]) -> Grammar:
     for name in targets:  # in the order given (deterministic)
         if name in used:
             new_rules[name] = targets[name]
-    return Grammar(new_rules, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
-                   set(grammar.keep_calls) | used)
+    return grammar.derived(new_rules, keep_calls=set(grammar.keep_calls) | used)
 
 
 def _replace_window(items: tuple, pat: tuple, name: str) -> tuple[tuple, bool]:

@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
-from .ir import ByteSet, Grammar, LazyAutomaton, LazyRule, Ref, expr_leaves, expr_references, rebuild
+from .ir import ByteSet, CalledRules, Grammar, LazyAutomaton, LazyRule, Ref, expr_leaves, rebuild
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
@@ -220,6 +220,115 @@ def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     return out[0]
 
 
+class _Scan:
+    """What :func:`build_grammar_nfa`'s passes need to know of a grammar, from one walk
+    (:func:`_scan`)."""
+
+    __slots__ = ("size", "large_repeat", "lazy", "count", "node_of", "ranges")
+
+
+#: a counted repeat of at least this many repetitions may become a counter (:func:`count_large_repeats`)
+LARGE_REPEAT_MIN_COUNT = 32
+
+
+def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REPEAT_MIN_COUNT) -> _Scan:
+    """One post-order walk of the reachable rules (a shared subtree expanded once), instead of one
+    walk per pass of :func:`build_grammar_nfa`:
+
+    * ``size``: :func:`grammar_size` (``memo``, when given: node id → size, updated with the
+      sizes found, as :func:`_size` fills it);
+    * ``large_repeat``: a counted repeat of ``min_count`` or more (:func:`count_large_repeats`
+      rewrites nothing without one);
+    * ``lazy``: a :class:`~structgate.native.ir.LazyRule` leaf (rules generated on demand);
+    * ``count`` / ``node_of``: for each concatenation, alternation and repeat under another, how
+      many parent nodes hold it, and the node (:func:`share_repeated_subtrees`);
+    * ``ranges``: the byte ranges of every byte set, code-point sets through their UTF-8 byte
+      sequences (as :meth:`NFA.chars` builds them), and those of the symbols of the lazy automata
+      (:func:`_grammar_alphabet`). The passes that rewrite a grammar (counters, shared subtrees)
+      move its leaves and never change them, so the ranges hold for the rewritten grammar too.
+    """
+    from .regex.nfa import _byte_sequences
+
+    rules = grammar.rules
+    count: dict[int, int] = {}
+    node_of: dict[int, Expr] = {}
+    ranges: list = []
+    leaf_seen: set[int] = set()
+    autos: set[int] = set()
+    extra: list = []  # symbols of lazy automata: leaves for the ranges only
+    sc = _Scan()
+    sc.large_repeat = sc.lazy = False
+
+    def leaf(nd) -> None:
+        if id(nd) in leaf_seen:
+            return
+        leaf_seen.add(id(nd))
+        if isinstance(nd, Chars):
+            rs = nd.ranges
+            if rs:
+                if len(rs) == 1 and rs[0][1] <= 0x7F:
+                    ranges.extend(rs)
+                else:
+                    ranges.extend(p for seq in _byte_sequences(rs) for p in seq)
+        elif isinstance(nd, ByteSet):
+            ranges.extend(nd.ranges)
+        elif isinstance(nd, LazyRule):
+            sc.lazy = True
+            if id(nd.auto) not in autos:
+                autos.add(id(nd.auto))
+                extra.extend(nd.auto.symbols())
+
+    total = 0
+    out: list[int] = []
+    sizes: dict[int, int] = {}  # this walk's own: an entry means "expanded here"
+    for r in grammar.reachable():
+        stack = [(rules[r], False)]
+        while stack:
+            nd, done = stack.pop()
+            if not isinstance(nd, (Concat, Alt, Repeat)):
+                leaf(nd)
+                out.append(max(1, len(nd.ranges)) if isinstance(nd, Chars) else 1)
+                continue
+            k = id(nd)
+            if not done:
+                if k in sizes:
+                    out.append(sizes[k])
+                    continue
+                stack.append((nd, True))
+                if isinstance(nd, Repeat):
+                    if max(nd.min, nd.max or 0) >= min_count:
+                        sc.large_repeat = True
+                    children = (nd.item,)
+                else:
+                    children = nd.items
+                for x in children:
+                    if isinstance(x, (Concat, Alt, Repeat)):
+                        count[id(x)] = count.get(id(x), 0) + 1
+                        node_of[id(x)] = x
+                    stack.append((x, False))
+                continue
+            if isinstance(nd, Repeat):
+                v = out.pop() * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
+            else:
+                c = len(nd.items)
+                v = sum(out[len(out) - c:]) + 1 if c else 1
+                del out[len(out) - c:]
+            v = min(v, 1 << 40)
+            sizes[k] = v
+            out.append(v)
+        total += out.pop()
+    if memo is not None:
+        memo.update(sizes)
+    seen: set[int] = set()
+    while extra:  # the lazy automata's symbols, which may hold further automata
+        todo = list(extra)
+        extra.clear()
+        for nd in expr_leaves(todo, seen):
+            leaf(nd)
+    sc.size, sc.count, sc.node_of, sc.ranges = total, count, node_of, ranges
+    return sc
+
+
 def grammar_size(grammar: Grammar, memo: dict | None = None) -> int:
     """NFA-size estimate of a grammar: the sum over its reachable rules of the states their bodies
     need after expanding counted repeats (references count 1). ``memo``: node id → size, shared
@@ -228,38 +337,29 @@ def grammar_size(grammar: Grammar, memo: dict | None = None) -> int:
     return sum(_size(grammar.rules[r], memo) for r in grammar.reachable())
 
 
-def check_size(grammar: Grammar, max_nfa_states: int, memo: dict | None = None) -> None:
-    """Raise ``CompileLimitError("max_nfa_states")`` when :func:`grammar_size` exceeds the cap
-    (before anything is built, so ``(a{2000}){2000}`` fails at once)."""
-    est = grammar_size(grammar, memo)
+def check_size(grammar: Grammar, max_nfa_states: int, memo: dict | None = None, est: int | None = None) -> None:
+    """Raise ``CompileLimitError("max_nfa_states")`` when :func:`grammar_size` (``est``, when
+    already known) exceeds the cap (before anything is built, so ``(a{2000}){2000}`` fails at
+    once)."""
+    if est is None:
+        est = grammar_size(grammar, memo)
     if est > max_nfa_states:
         raise CompileLimitError("max_nfa_states", est, max_nfa_states,
                                 "the pattern (after expanding counted repeats) is too large")
 
 
-def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None = None) -> Grammar:
+def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None = None,
+                            scan: _Scan | None = None) -> Grammar:
     """A grammar where every subtree (the same node object: the regex parser hash-conses) that
     occurs in two or more places and whose NFA-size estimate exceeds ``min_size`` is a rule of its
     own, kept as a call (``__shared<i>``), so it is built once instead of once per place (e.g. the
     same ``{"type": "string", "maxLength": 4096}`` under many properties). The language is
     unchanged. Returns ``grammar`` itself when there is nothing to share. ``memo``: as for
-    :func:`grammar_size`."""
+    :func:`grammar_size`; ``scan``: :func:`_scan` of ``grammar`` (its parent counts), when done."""
     rules = grammar.rules
-    count: dict[int, int] = {}
-    node_of: dict[int, Expr] = {}
-    seen: set[int] = set()
-    for r in grammar.reachable():
-        stack = [rules[r]]
-        while stack:
-            n = stack.pop()
-            if not isinstance(n, (Concat, Alt, Repeat)) or id(n) in seen:
-                continue
-            seen.add(id(n))
-            for x in ((n.item,) if isinstance(n, Repeat) else n.items):
-                if isinstance(x, (Concat, Alt, Repeat)):
-                    count[id(x)] = count.get(id(x), 0) + 1
-                    node_of[id(x)] = x
-                    stack.append(x)
+    if scan is None:
+        scan = _scan(grammar, memo)
+    count, node_of = scan.count, scan.node_of
     memo = {} if memo is None else memo
     picked = {k: node_of[k] for k, c in count.items() if c > 1 and _size(node_of[k], memo) > min_size}
     if not picked:
@@ -276,8 +376,7 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None =
     new_rules = {r: rewrite(b, False) for r, b in rules.items()}
     for k, nm in names.items():
         new_rules[nm] = rewrite(picked[k], True)
-    g = Grammar(new_rules, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
-                set(grammar.keep_calls) | set(names.values()))
+    g = grammar.derived(new_rules, keep_calls=set(grammar.keep_calls) | set(names.values()))
     return g.check()
 
 
@@ -298,7 +397,7 @@ class RepeatCounter(LazyAutomaton):
     differ. One mask row then serves every count of a long string or array (the binary counter
     of :func:`count_large_repeats` gave every count its own stack, so its own first-visit walk).
 
-    ``x`` is one rule (:class:`_ItemRule`, built once) that every count state calls: a count
+    ``x`` is one rule (:class:`~structgate.native.ir.CalledRules`, built once) that every count state calls: a count
     state's own rule is a call, a tail call and an end (built in microseconds as a string grows).
 
     Parameters
@@ -318,7 +417,7 @@ class RepeatCounter(LazyAutomaton):
         self.lo, self.hi, self.name = int(lo), (None if hi is None else int(hi)), name
         self.start = 0
         self.item = item
-        self._call = LazyRule(_ItemRule(item, name + ".x"), 0)
+        self._call = CalledRules(name + ".x").call(item)
 
     def references(self) -> frozenset:
         return self._call.auto.references()
@@ -359,27 +458,6 @@ class RepeatCounter(LazyAutomaton):
         return [self._call]
 
 
-class _ItemRule(LazyAutomaton):
-    """One expression as one generated rule (state 0), called from the rules of a
-    :class:`RepeatCounter`; its :class:`Ref` leaves are the grammar's rules."""
-
-    def __init__(self, item, name: str) -> None:
-        self.item, self.name, self.start = item, name, 0
-        self._refs = _references(item)
-
-    def references(self) -> frozenset:
-        return self._refs
-
-    def body(self, state):
-        return self.item
-
-    def nullable(self, state) -> bool:
-        return False
-
-    def symbols(self) -> list:
-        return [self.item]
-
-
 def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
     """Whether a reachable rule has a counted repeat of ``min_count`` or more (a cheap walk that
     lets :func:`count_large_repeats` return before rebuilding anything)."""
@@ -401,7 +479,7 @@ def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
     return False
 
 
-def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = 32,
+def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = LARGE_REPEAT_MIN_COUNT,
                         memo: dict | None = None, lazy: bool = False) -> tuple[Grammar, set[str]]:
     """A grammar where every large counted repeat ``x{m,n}`` (``max(m, n) >= min_count`` and
     ``size(x) * max(m, n) > min_expand``, ``x`` not nullable) is a binary counter of called rules
@@ -515,14 +593,8 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     full = dict(rules)
     full.update((r, b) for r, b in new_rules.items() if b is not None)
     full.update(new)
-    g = Grammar(full, grammar.root, dict(grammar.origin), grammar.source, dict(grammar.positions),
-                set(grammar.keep_calls) | set(new))
+    g = grammar.derived(full, keep_calls=set(grammar.keep_calls) | set(new))
     return g, set(new)
-
-
-def _references(node) -> frozenset:
-    """The rule names an expression references (:func:`~structgate.native.ir.expr_references`)."""
-    return frozenset(expr_references(node))
 
 
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
@@ -554,6 +626,10 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         rules; ``0`` expands every repeat.
     lazy_counters : bool | None
         Force the counter kind (None: lazy when every rule is productive; True needs that).
+    lazy : bool
+        Build called rules on first use (above). A grammar with rules generated on demand (a
+        :class:`~structgate.native.ir.LazyRule` in the IR, or the counters made here) is built
+        lazily whatever this says: its rules do not exist before the matcher reaches them.
 
     Raises
     ------
@@ -565,15 +641,22 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     counting: set[str] = set()
     # every rule productive and (checked below) no empty set built: every state is live
     all_live = grammar.all_productive()
-    memo: dict = {}  # node id -> size estimate (references 1), shared by the three passes
+    memo: dict = {}  # node id -> size estimate (references 1), shared by the passes
     pins = [grammar]  # the grammars the passes rewrote stay alive, so no memoised id is reused
-    if count_repeats_over > 0:
+    scan = _scan(grammar, memo)  # one walk for the passes below (each redoes its own on a rewrite)
+    dynamic = scan.lazy  # rules generated on demand: the IR's own, or counters made below
+    if count_repeats_over > 0 and scan.large_repeat:
         lazy_c = all_live if lazy_counters is None else bool(lazy_counters) and all_live
+        g0 = grammar
         grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c)
         pins.append(grammar)
-    grammar = share_repeated_subtrees(grammar, inline_max_size, memo)
-    pins.append(grammar)
-    check_size(grammar, max_nfa_states, memo)
+        if grammar is not g0:
+            dynamic = dynamic or lazy_c  # lazy: every rewrite is a RepeatCounter
+    shared = share_repeated_subtrees(grammar, inline_max_size, memo,
+                                     scan if grammar is pins[0] else None)
+    pins.append(shared)
+    check_size(shared, max_nfa_states, memo, scan.size if shared is pins[0] else None)
+    grammar = shared
     g = GrammarNFA()
     nfa = g.nfa = NFA(max_nfa_states, multi_range=True)
     rules = grammar.rules
@@ -733,7 +816,6 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             g.rule_start[i] = body(g.rule_names[i], ret)
         owner.extend([i] * (len(nfa) - len(owner)))
 
-    dynamic = _has_lazy_rules(grammar)
     if dynamic and not all_live:
         raise GrammarSyntaxError("a grammar with lazily generated rules must have every rule productive",
                                  grammar.source, 0, f"rule {grammar.root!r}")
@@ -747,7 +829,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         g.live[nfa.match] = 0
         if nfa._fail >= 0:
             _prune_rule_states(g, 0)
-        g.byte_classes = _grammar_alphabet(grammar)
+        g.byte_classes = _partition_of(scan.ranges)  # the rewrites moved leaves, changed none
         n_rules = len(g.rule_names)
         _rule_partition(g, 0, 0, len(nfa))
         g._build = build
@@ -874,37 +956,8 @@ def _rule_partition(g: GrammarNFA, i: int, first: int, n: int) -> None:
 
 def _grammar_alphabet(grammar: Grammar) -> np.ndarray:
     """:func:`_alphabet` of the NFA that would be built for every reachable rule, read off the
-    grammar's byte sets (code-point sets through their UTF-8 byte sequences, as
-    :meth:`NFA.chars` builds them) without building it."""
-    from .regex.nfa import _byte_sequences
-
-    ranges: list = []
-    seen: set[int] = set()
-    autos: set[int] = set()
-    todo = [grammar.rules[r] for r in grammar.reachable()]
-    while todo:
-        more: list = []
-        for n in expr_leaves(todo, seen):
-            if isinstance(n, LazyRule):  # every symbol the automaton's generated rules may consume
-                if id(n.auto) not in autos:
-                    autos.add(id(n.auto))
-                    more.extend(n.auto.symbols())
-                continue
-            if isinstance(n, Chars):
-                rs = n.ranges
-                if not rs:
-                    continue
-                if len(rs) == 1 and rs[0][1] <= 0x7F:
-                    pairs = rs
-                else:
-                    pairs = [p for seq in _byte_sequences(rs) for p in seq]
-            elif isinstance(n, ByteSet):
-                pairs = n.ranges
-            else:
-                continue
-            ranges.extend(pairs)
-        todo = more
-    return _partition_of(ranges)
+    grammar's byte sets (:attr:`_Scan.ranges`) without building it."""
+    return _partition_of(_scan(grammar).ranges)
 
 
 def _rule_partitions(g: GrammarNFA) -> None:
@@ -1191,8 +1244,8 @@ _flat_cache: dict = {}
 
 
 def _flat_tokens(vocab: Vocabulary):
-    """(all token bytes concatenated uint8, start offset int64 per token, length int64 per token),
-    cached per token-bytes tuple."""
+    """(all token bytes concatenated uint8, start offset int64 per token, length int64 per token,
+    (token ids longest first int64, their lengths int64)), cached per token-bytes tuple."""
     tb = vocab.token_bytes
     hit = _flat_cache.get(id(tb))
     if hit is not None and hit[0] is tb:
@@ -1202,7 +1255,8 @@ def _flat_tokens(vocab: Vocabulary):
     if len(tb) > 1:
         np.cumsum(lens[:-1], out=start[1:])
     flat = np.frombuffer(b"".join(tb) + b"\x00", dtype=np.uint8)
-    res = (flat, start, lens)
+    order = np.argsort(-lens, kind="stable")
+    res = (flat, start, lens, (order, lens[order]))
     if len(_flat_cache) > 4:
         _flat_cache.clear()
     _flat_cache[id(tb)] = (tb, res)
@@ -1350,7 +1404,8 @@ class PushdownIndex:
         self._sw_bytes = 0
         self._rel_tgt: dict[int, tuple | None] = {}
         self._bc_np = bc.astype(np.int64)
-        self._flat, self._tok_start, self._tok_len = _flat_tokens(vocab)
+        self._flat, self._tok_start, self._tok_len, self._long_ids = _flat_tokens(vocab)
+        self._max_tok_len = int(self._long_ids[1][0]) if self._long_ids[1].size else 0
         with self._lock:
             start = self._intern(self._closure(nfa.start, 0))
             assert start == START or start == DEAD
@@ -2242,10 +2297,7 @@ class PushdownIndex:
             if not superset:
                 # the alias may also reject what the state allows (a "low" count cannot end yet):
                 # only where no token is longer than the slack
-                mx = self.__dict__.get("_max_tok_len")
-                if mx is None:
-                    mx = self._max_tok_len = int(self._tok_len[: self.vocab.n_tokens].max(initial=0))
-                if sl < mx:
+                if sl < self._max_tok_len:
                     return False
             r2 = g.dyn_rule(LazyRule(node.auto, st2))
             if self.gnfa.rule_start[r2] < 0:
@@ -2305,11 +2357,7 @@ class PushdownIndex:
         row = self._rows[sl].copy()
         n_non_eos = self._n_non_eos[sl]
         self._clear_eos(row)
-        long_ids = self.__dict__.get("_long_ids")
-        if long_ids is None:
-            order = np.argsort(-self._tok_len[: self.vocab.n_tokens], kind="stable")
-            long_ids = self._long_ids = (order, self._tok_len[order])
-        order, lens = long_ids
+        order, lens = self._long_ids
         n_long = int(np.searchsorted(-lens, -slack, side="left"))  # tokens longer than slack
         if n_long:
             cand = order[:n_long]

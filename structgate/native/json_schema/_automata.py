@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import CompileLimitError
-from ..ir import LazyAutomaton, LazyRule
+from ..ir import CalledRules, LazyAutomaton, LazyRule
 from ..regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Repeat
 from ._charset import ANY, CharSet, normalize
 
@@ -535,7 +535,7 @@ class LengthProduct(LazyAutomaton):
         n = len(d.delta)
         self._groups: list = [None] * n  # per pattern state: [(target, expr)] (spelled symbols)
         self._enc = enc
-        self._symbols = _SymbolRules(name + ".sym")
+        self._symbols = CalledRules(name + ".sym")
         pred = np.zeros((n, n), dtype=bool)  # pred[q, p]: p -> q
         for p, row in enumerate(d.delta):
             for t in row:
@@ -656,28 +656,3 @@ class LengthProduct(LazyAutomaton):
     def symbols(self) -> list:
         return [e for q in range(len(self.d.delta)) for _, e in self._moves(q)]
 
-
-class _SymbolRules(LazyAutomaton):
-    """One rule per distinct symbol expression of a :class:`LengthProduct` (state = its index):
-    called, not inlined, by the product's rules."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._exprs: list = []
-        self._index: dict = {}
-
-    def call(self, e) -> LazyRule:
-        i = self._index.get(e)
-        if i is None:
-            i = self._index[e] = len(self._exprs)
-            self._exprs.append(e)
-        return LazyRule(self, i)
-
-    def body(self, state):
-        return self._exprs[state]
-
-    def nullable(self, state) -> bool:
-        return False
-
-    def symbols(self) -> list:
-        return list(self._exprs)

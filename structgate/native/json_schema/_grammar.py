@@ -157,8 +157,8 @@ def _prune(g):
         if len(reach) == len(g.rules):
             g.__dict__["_productive_memo"] = (g.rules, prod)  # for check() and all_productive()
             return g
-        return Grammar({r: g.rules[r] for r in reach}, g.root, origin={r: g.origin[r] for r in reach if r in g.origin},
-                       keep_calls=g.keep_calls & set(reach))
+        return g.derived({r: g.rules[r] for r in reach}, origin={r: g.origin[r] for r in reach if r in g.origin},
+                         keep_calls=g.keep_calls & set(reach))
     memo: dict[int, Any] = {}
 
     def simplify(node):
@@ -190,7 +190,7 @@ def _prune(g):
         return memo[id(node)]
 
     rules = {r: simplify(g.rules[r]) for r in reach if r in prod}
-    g2 = Grammar(rules, g.root, origin={r: g.origin[r] for r in rules if r in g.origin})
+    g2 = g.derived(rules, origin={r: g.origin[r] for r in rules if r in g.origin}, keep_calls=set())
     reach2 = g2.reachable()
     g2.rules = {r: g2.rules[r] for r in reach2}
     g2.keep_calls = g.keep_calls & set(reach2)
