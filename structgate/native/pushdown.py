@@ -1306,6 +1306,84 @@ class _GrammarClosures(_Closures):
         return ()
 
 
+class _SharedWalks:
+    """Walks inside call-free rules shared by every grammar of a vocabulary (the JSON string's
+    content, an object key's tail): ``(row, uncertain tokens, offsets, complete, reach)`` of
+    :meth:`PushdownIndex._rel_info` by :meth:`PushdownIndex._shared_key`, the arrays read-only;
+    per vocabulary (token bytes, logits width, EOS ids), LRU under :attr:`budget_bytes`
+    (XGrammar's token-mask cache shared across grammars, Dong et al. 2024, §3, in this engine's
+    terms). One per process (:data:`_shared_walks`), its budget ``$STRUCTGATE_SHARED_WALKS_BYTES``
+    (default 64 MiB; 0 keeps nothing)."""
+
+    def __init__(self, budget_bytes: int = 64 << 20) -> None:
+        from collections import OrderedDict
+
+        self.budget_bytes = budget_bytes
+        self._lock = threading.Lock()
+        self._d: OrderedDict = OrderedDict()
+        self._bytes = 0
+        #: lookups answered and not answered (tests, diagnostics)
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def _vkey(vocab: Vocabulary):
+        from .token_index import vocab_trie
+
+        return (id(vocab_trie(vocab)), vocab.vocab_size, tuple(sorted(vocab.eos_token_ids)))
+
+    def get(self, vocab: Vocabulary, key):
+        k = (self._vkey(vocab), key)
+        with self._lock:
+            hit = self._d.get(k)
+            if hit is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._d.move_to_end(k)
+            return hit[1]
+
+    def put(self, vocab: Vocabulary, key, info) -> None:
+        from .token_index import vocab_trie
+
+        k = (self._vkey(vocab), key)
+        nb = info[0].nbytes + info[1].nbytes + (info[2].nbytes if info[2] is not None else 0) + 256
+        with self._lock:
+            if k in self._d or nb > self.budget_bytes:
+                return
+            self._d[k] = (vocab_trie(vocab), info, nb)  # the trie pinned: its id is not reused
+            self._bytes += nb
+            while self._bytes > self.budget_bytes:
+                _k, (_t, _i, b) = self._d.popitem(last=False)
+                self._bytes -= b
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self._bytes = 0
+
+
+def _env_bytes(name: str, default: int) -> int:
+    import os
+
+    v = os.environ.get(name, "").strip()
+    if not v:
+        return default
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"${name} must be a number of bytes, not {v!r}") from None
+    if n < 0:
+        raise ValueError(f"${name} must be >= 0, not {n}")
+    return n
+
+
+_shared_walks = _SharedWalks(_env_bytes("STRUCTGATE_SHARED_WALKS_BYTES", 64 << 20))
+
+
 class PushdownIndex:
     """Token masks and transitions of a grammar's configuration automaton, computed lazily.
 
@@ -1400,6 +1478,7 @@ class PushdownIndex:
             self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(len(nfa) + 1 - len(gnfa.owner))
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
+        self._rule_struct: dict[int, tuple | bool] = {}  # rule -> _rule_structure (or False)
         self._sw_cache: dict[tuple, list] = {}  # (trie id, config) -> suffix walk
         self._sw_bytes = 0
         self._rel_tgt: dict[int, tuple | None] = {}
@@ -2058,6 +2137,14 @@ class PushdownIndex:
         if hit is not None:
             return hit
         tw = self._trie_for(cr)
+        skey = None
+        if tw[0] is not self._trie:  # inside one call-free rule: the same walk in every grammar
+            skey = self._shared_key(cr)
+            if skey is not None:
+                hit = _shared_walks.get(self.vocab, skey)
+                if hit is not None:
+                    self._rel_cache[cr] = hit
+                    return hit
         # acc: class nodes whose configuration is complete (the base rule returned) after >= 1 byte
         row, acc, reach = self._walk_summary(cr, tw)
         if tw[0] is self._trie:
@@ -2071,8 +2158,73 @@ class PushdownIndex:
         # iff d + that <= max_depth (otherwise pushes it took would be refused on the real stack)
         reach = max(reach, int(self._cfg_depth[cr]))
         info = (row, toks, offs, bool(self._accepting[cr]), reach)
+        if skey is not None:
+            for a in (row, toks, offs):
+                a.flags.writeable = False
+            _shared_walks.put(self.vocab, skey, info)
         self._rel_cache[cr] = info
         return info
+
+    def _shared_key(self, cr: int):
+        """A key for configuration ``cr`` (on the empty stack, every item inside one call-free
+        rule) that is the same in every grammar whose rule has the same states: the rule's byte
+        partition, its states written relative to its first (:meth:`_rule_structure`), the items'
+        offsets and whether ``cr`` is complete; None when the rule's states are not one closed
+        run of their own."""
+        N, acc = self._N, self._ACCEPT
+        items = self._cfg_keys[cr]
+        leaf = next(it % N for it in items if it % N != acc)
+        r = self._owner[leaf]
+        st = self._rule_struct.get(r)
+        if st is None:
+            st = self._rule_struct[r] = self._rule_structure(r) or False
+        if not st:
+            return None
+        a, skey = st
+        return (skey, tuple(sorted(-1 if it % N == acc else it % N - a for it in items)))
+
+    def _rule_structure(self, r: int):
+        """``(first state, key)`` of call-free rule ``r``'s NFA states: each state's kind, byte
+        range(s), liveness and targets relative to the rule's first state (its ``RET``), with the
+        rule's byte partition; None when a target leaves the run (a state shared with another rule)
+        or the run is not one block of :attr:`GrammarNFA.owner`. The walk of a configuration
+        inside the rule depends on nothing else (and on the vocabulary)."""
+        g, nfa = self.gnfa, self.gnfa.nfa
+        owner = self._owner
+        st = g.rule_start[r]
+        if st < 0 or owner[st] != r:
+            return None
+        a = st
+        while a > 0 and owner[a - 1] == r:
+            a -= 1
+        b = st
+        n = len(owner)
+        while b < n and owner[b] == r:
+            b += 1
+        if nfa.kind[a] != RET:
+            return None
+        kind, lo, hi, out, outs, live = nfa.kind, nfa.lo, nfa.hi, nfa.out, nfa.outs, g.live
+        multi = nfa.multi or {}
+        fail = nfa._fail
+
+        def rel(x: int):
+            if a <= x < b:
+                return x - a
+            if x == fail and x >= 0:
+                return "F"
+            raise LookupError
+
+        parts = []
+        try:
+            for v in range(a, b):
+                k = kind[v]
+                if k == CALL:
+                    return None
+                parts.append((k, -1 if k == RET else lo[v], hi[v], rel(out[v]) if out[v] >= 0 else -1,
+                              tuple(map(rel, outs[v])) if outs[v] else None, multi.get(v), live[v]))
+        except LookupError:
+            return None
+        return a, (g.rule_classes[r].tobytes(), tuple(parts))
 
     def _walk_below(self, seeds: np.ndarray, p: int, info: dict | None = None) -> np.ndarray:
         """Token ids strictly below the grammar-trie nodes ``seeds`` (global ids, any levels) whose

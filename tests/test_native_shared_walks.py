@@ -1,0 +1,115 @@
+"""Walks inside call-free rules shared across grammars (:class:`structgate.native.pushdown._SharedWalks`):
+a configuration inside a rule whose states are the same in two grammars (the JSON string's content,
+an object key's tail) is walked once per vocabulary, and the second grammar reads the first one's
+row and uncertain tokens. Oracle: the plain walk of the whole configuration (``direct_row``) at
+every step of random walks, in grammars with different byte partitions, and in grammars whose rules
+have the same name but other states (a key on the name alone would give them each other's rows).
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from structgate import Constraint, get_backend
+from structgate.native import pushdown
+from structgate.native.ir import Grammar, lit, ref, seq, star
+from structgate.native.pushdown import PushdownIndex, _SharedWalks, build_grammar_nfa
+from structgate.native.regex import parse_regex
+
+
+def _ids(row, vocab):
+    return np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
+
+
+def _walk_and_compare(pi, vocab, rng, steps=60, prefer=None):
+    row = np.empty(pi.width, np.int32)
+    s = 1
+    for _ in range(steps):
+        pi.fill_row(s, row)
+        assert (row == pi.direct_row(s)).all(), "a shared walk's row differs from the direct walk"
+        ids = [t for t in _ids(row, vocab).tolist() if t not in vocab.eos_token_ids]
+        if not ids:
+            return
+        pref = [t for t in ids if prefer and prefer(vocab.token_bytes[t])]
+        t = rng.choice(pref) if pref and rng.random() < 0.7 else rng.choice(ids)
+        s = pi.next_state(s, t)
+        assert s > 0
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}},
+    # another partition: a pattern with Greek letters splits UTF-8 continuation bytes
+    {"type": "object", "properties": {"g": {"type": "string", "pattern": "^[α-ω]+$"}, "note": {"type": "string"}},
+     "required": ["g"]},
+    {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    {"type": "object", "additionalProperties": {"type": "string"}},
+]
+
+
+def test_rows_from_shared_walks_equal_the_direct_walk(llama3_vocab, monkeypatch):
+    v = llama3_vocab
+    shared = _SharedWalks()
+    monkeypatch.setattr(pushdown, "_shared_walks", shared)
+    be = get_backend("native", v, whitespace="flexible", additional_properties=True, compile_cache_size=0)
+    rng = random.Random(3)
+
+    def stringy(b: bytes) -> bool:  # stay inside strings: letters, spaces, escapes, non-ASCII
+        return b'"' not in b and b"{" not in b and b"[" not in b
+
+    for rnd in range(2):  # the second round reads every walk the first one stored
+        for s in SCHEMAS:
+            pi = be.compile(Constraint("json_schema", s)).token_index
+            for _ in range(3):
+                _walk_and_compare(pi, v, rng, prefer=stringy)
+        if rnd == 0:
+            assert shared.misses > 0 and len(shared._d) > 0
+            hits0 = shared.hits
+    assert shared.hits > hits0, "the second round of grammars found no shared walk"
+
+
+def _grammar(chars: str, vocab):
+    # "s" is called (kept), call-free, with a partition coarser than the grammar's: its walks use
+    # the rule's own trie, and so the shared cache
+    g = Grammar({"root": seq(lit("<"), ref("s"), lit(">"), star(seq(lit(";"), ref("s")))),
+                 "s": seq(lit('"'), star(parse_regex(chars)), lit('"'))}, "root", keep_calls={"s"}).check()
+    return PushdownIndex(build_grammar_nfa(g), vocab)
+
+
+def test_rules_of_one_name_and_other_states_do_not_share(llama3_vocab, monkeypatch):
+    v = llama3_vocab
+    shared = _SharedWalks()
+    monkeypatch.setattr(pushdown, "_shared_walks", shared)
+    rng = random.Random(7)
+    inside = lambda b: b'"' not in b and b">" not in b  # noqa: E731
+    for chars in ("[a-z]", "[0-9]", "[a-z ]", "[a-z]"):
+        pi = _grammar(chars, v)
+        for _ in range(3):
+            _walk_and_compare(pi, v, rng, steps=25, prefer=inside)
+    assert shared.hits > 0  # the last grammar repeats the first: its walks are shared
+    assert len({k[1][0] for k in shared._d}) >= 3  # three different rule structures stored
+
+
+def test_shared_walks_stay_under_their_budget():
+    shared = _SharedWalks(budget_bytes=40_000)
+    from structgate import load_vocabulary
+
+    v = load_vocabulary("llama3")
+    row = np.zeros((v.vocab_size + 31) // 32, dtype=np.int32)  # ~16 KB
+    e = np.zeros(0, dtype=np.int64)
+    for i in range(6):
+        shared.put(v, ("k", i), (row, e, e, False, 0))
+        assert shared.nbytes <= 40_000
+    assert [k[1] for k in shared._d] == [("k", 4), ("k", 5)]  # least recently used dropped first
+    assert shared.get(v, ("k", 5)) is not None and shared.get(v, ("k", 0)) is None
+
+
+def test_a_zero_budget_keeps_nothing():
+    from structgate import load_vocabulary
+
+    v = load_vocabulary("llama3")
+    shared = _SharedWalks(budget_bytes=0)
+    row = np.zeros((v.vocab_size + 31) // 32, dtype=np.int32)
+    e = np.zeros(0, dtype=np.int64)
+    shared.put(v, ("k", 0), (row, e, e, False, 0))
+    assert shared.nbytes == 0 and shared.get(v, ("k", 0)) is None
