@@ -208,16 +208,21 @@ def _size(node, memo: dict, ref_size: dict | None = None) -> int:
             for it in ((nd.item,) if isinstance(nd, Repeat) else nd.items):
                 stack.append((it, False))
             continue
-        if isinstance(nd, Repeat):
-            r = out.pop() * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
-        else:
-            c = len(nd.items)
-            r = sum(out[len(out) - c:]) + 1 if c else 1
-            del out[len(out) - c:]
-        r = min(r, 1 << 40)
-        memo[k] = r
+        r = memo[k] = _combine_size(nd, out)
         out.append(r)
     return out[0]
+
+
+def _combine_size(nd, out: list[int]) -> int:
+    """The size estimate of ``nd`` (a concatenation, alternation or repeat) from its children's,
+    taken off the end of ``out`` (post-order walks of :func:`_size` and :func:`_scan`)."""
+    if isinstance(nd, Repeat):
+        r = out.pop() * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
+    else:
+        c = len(nd.items)
+        r = sum(out[len(out) - c:]) + 1 if c else 1
+        del out[len(out) - c:]
+    return min(r, 1 << 40)
 
 
 class _Scan:
@@ -307,14 +312,7 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                         node_of[id(x)] = x
                     stack.append((x, False))
                 continue
-            if isinstance(nd, Repeat):
-                v = out.pop() * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
-            else:
-                c = len(nd.items)
-                v = sum(out[len(out) - c:]) + 1 if c else 1
-                del out[len(out) - c:]
-            v = min(v, 1 << 40)
-            sizes[k] = v
+            v = sizes[k] = _combine_size(nd, out)
             out.append(v)
         total += out.pop()
     if memo is not None:
