@@ -113,3 +113,18 @@ def test_a_zero_budget_keeps_nothing():
     e = np.zeros(0, dtype=np.int64)
     shared.put(v, ("k", 0), (row, e, e, False, 0))
     assert shared.nbytes == 0 and shared.get(v, ("k", 0)) is None
+
+
+def test_called_rules_refuse_references_added_after_they_were_read():
+    """Grammar.references is memoised per body: a CalledRules automaton whose references grew after
+    they were read would leave a rule out of the analyses, so that is a typed refusal."""
+    import pytest
+
+    from structgate.native.ir import CalledRules, Ref
+
+    cr = CalledRules("x")
+    cr.call(seq(lit("a"), Ref("r1")))
+    assert cr.references() == frozenset({"r1"})
+    cr.call(seq(lit("b"), Ref("r1")))  # nothing new: fine
+    with pytest.raises(RuntimeError, match="r2"):
+        cr.call(Ref("r2"))

@@ -112,7 +112,10 @@ class CalledRules(LazyAutomaton):
     for expressions another automaton's rules call with a frame instead of inlining: the item of
     a :class:`~structgate.native.pushdown.RepeatCounter`, the symbols of a
     :class:`~structgate.native.json_schema._automata.LengthProduct`. Expressions must not be
-    nullable; their :class:`Ref` leaves are the grammar's rules (:meth:`references`)."""
+    nullable; their :class:`Ref` leaves are the grammar's rules (:meth:`references`). Register
+    every expression before the grammar holding the automaton is analysed: the references are
+    memoised per body (:meth:`Grammar.references`), so a :class:`Ref` added later would be missed;
+    :meth:`call` refuses a new expression with references once :meth:`references` was read."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -120,17 +123,23 @@ class CalledRules(LazyAutomaton):
         self._exprs: list = []
         self._index: dict = {}
         self._refs: set[str] = set()
+        self._refs_read = False
 
     def call(self, e: "Expr") -> LazyRule:
         """The rule of expression ``e`` (equal expressions share one)."""
         i = self._index.get(e)
         if i is None:
+            refs = expr_references(e)
+            if refs - self._refs and self._refs_read:
+                raise RuntimeError(f"{self.name}: an expression referencing {sorted(refs - self._refs)} was "
+                                   "registered after the references were read")
             i = self._index[e] = len(self._exprs)
             self._exprs.append(e)
-            self._refs |= expr_references(e)
+            self._refs |= refs
         return LazyRule(self, i)
 
     def references(self) -> frozenset:
+        self._refs_read = True
         return frozenset(self._refs)
 
     def body(self, state):

@@ -2171,6 +2171,8 @@ class PushdownIndex:
         run of their own."""
         N, acc = self._N, self._ACCEPT
         items = self._cfg_keys[cr]
+        if any(it >= N for it in items):  # an item off the empty stack (a depth marker): not shared
+            return None
         leaf = next(it % N for it in items if it % N != acc)
         r = self._owner[leaf]
         st = self._rule_struct.get(r)
@@ -2178,11 +2180,18 @@ class PushdownIndex:
             st = self._rule_struct[r] = self._rule_structure(r) or False
         if not st:
             return None
-        a, skey = st
-        return (skey, tuple(sorted(-1 if it % N == acc else it % N - a for it in items)))
+        a, b, skey = st
+        rel = []
+        for it in items:
+            if it == acc:
+                continue
+            if not a <= it < b:  # an item outside the rule's own run: not shared
+                return None
+            rel.append(it - a)
+        return (skey, acc in items, tuple(sorted(rel)))
 
     def _rule_structure(self, r: int):
-        """``(first state, key)`` of call-free rule ``r``'s NFA states: each state's kind, byte
+        """``(first state, end of its run, key)`` of call-free rule ``r``'s NFA states: each state's kind, byte
         range(s), liveness and targets relative to the rule's first state (its ``RET``), with the
         rule's byte partition; None when a target leaves the run (a state shared with another rule)
         or the run is not one block of :attr:`GrammarNFA.owner`. The walk of a configuration
@@ -2222,7 +2231,7 @@ class PushdownIndex:
                               tuple(map(rel, outs[v])) if outs[v] else None, multi.get(v), live[v]))
         except LookupError:
             return None
-        return a, (g.rule_classes[r].tobytes(), tuple(parts))
+        return a, b, (g.rule_classes[r].tobytes(), tuple(parts))
 
     def _walk_below(self, seeds: np.ndarray, p: int, info: dict | None = None) -> np.ndarray:
         """Token ids strictly below the grammar-trie nodes ``seeds`` (global ids, any levels) whose
