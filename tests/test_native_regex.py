@@ -486,3 +486,16 @@ def test_minimisers_on_long_chains():
     d = compile_regex(".{1,600}")
     assert time.process_time() - t0 < 3.0
     assert m(d, "é" * 600) and not m(d, "a" * 601)
+
+
+def test_equal_subtrees_of_different_patterns_are_one_object():
+    """Hash-consing spans the process (:func:`structgate.native.regex.parser.intern_node`): an
+    NFA build memoises by node, so equal subtrees of two rule texts are built once."""
+    from structgate.native.regex import parse_regex as parse
+    from structgate.native.regex.parser import Concat
+
+    a = parse('"name"\\s*:\\s*(?:[0-9]+|null)')
+    b = parse('(?:x|y)(?:[0-9]+|null)')
+    assert isinstance(a, Concat) and isinstance(b, Concat)
+    assert a.items[-1] is b.items[-1]
+    assert parse("[a-z]+@[a-z]+") is parse("[a-z]+@[a-z]+")

@@ -285,17 +285,107 @@ def _yield_back(node, nxt):
     return v
 
 
-def drive(nfa: NFA, node, nxt: int, leaf=None) -> int:
+#: nesting depth up to which :func:`drive` builds by plain recursion; deeper subtrees go to the
+#: generator-stack builder (:func:`_drive_stack`), which has no depth limit
+DRIVE_RECURSION_DEPTH = 200
+
+
+def drive(nfa: NFA, node, nxt: int, leaf=None, *, memo: tuple[dict, list] | None = None, defer=None) -> int:
     """Build ``node`` with continuation ``nxt`` into ``nfa``; returns its start state.
 
-    The construction runs on an explicit stack of :func:`_compile` generators (no Python recursion),
-    and a subtree object compiled twice with the same continuation is built once (memo on
+    A subtree object compiled twice with the same continuation is built once (memo on
     ``(id(node), next)``; the parser hash-conses equal subtrees). ``Chars`` leaves are built
-    directly. ``leaf(child, next)``, when given, sees every other child first and returns a state
-    (int) for it, a replacement node to build in its place (e.g. a rule body to inline), or None to
-    build the child as a regex node. Used by :func:`build_nfa` and by the grammar NFA of
+    directly. ``leaf(child, next)``, when given, sees every child that is not a regex node
+    (``Chars``, ``Concat``, ``Alt``, ``Repeat``) first and returns a state (int) for it, a
+    replacement node to build in its place (e.g. a rule body to inline), or None (then the child
+    must be an ``Anchor``). Used by :func:`build_nfa` and by the grammar NFA of
     :mod:`structgate.native.pushdown` (whose leaves are byte sets and rule references).
+
+    ``memo``, when given, is ``(dict, pins)`` shared by several calls on the same NFA (a rule
+    built in parts); the node passed here is always built (never answered from the memo).
+    ``defer(node, next)``, when given, sees every concatenation, alternation and repeat below the
+    top node before it is built and may return a state that stands for it (a placeholder built
+    later, :func:`~structgate.native.pushdown.build_grammar_nfa`), or None.
+
+    The construction recurses (a Python call per node: the cheapest walk) up to
+    :data:`DRIVE_RECURSION_DEPTH` levels of nesting and hands deeper subtrees to
+    :func:`_drive_stack` (an explicit stack of :func:`_compile` generators, no recursion); both
+    create the same states in the same order.
+
+    Raises
+    ------
+    CompileLimitError
+        ``"max_nfa_states"``.
+    TypeError
+        A node that is neither a regex node nor resolved by ``leaf``.
     """
+    if memo is None:
+        memo = ({}, [])
+    memo, keep = memo  # keep: pins the memoised nodes so their ids stay unique
+    chars, split, loop_placeholder, set_outs = nfa.chars, nfa.split, nfa.loop_placeholder, nfa.set_outs
+    limit = DRIVE_RECURSION_DEPTH
+
+    def rec(n, c: int, d: int) -> int:
+        t = type(n)
+        if t is Chars:
+            return chars(n.ranges, c)
+        if t is not Concat and t is not Alt and t is not Repeat:
+            if leaf is not None:
+                r = leaf(n, c)
+                if r is not None:
+                    return r if isinstance(r, int) else rec(r, c, d + 1)
+            if t is not Anchor:
+                raise TypeError(f"not a regex AST node: {t.__name__}")
+        k = (id(n), c)
+        if d:
+            v = memo.get(k)
+            if v is not None:
+                return v
+            if defer is not None and t is not Anchor:
+                v = defer(n, c)
+                if v is not None:
+                    keep.append(n)
+                    memo[k] = v
+                    return v
+        if d >= limit:
+            v = _drive_stack(nfa, n, c, leaf)
+        elif t is Concat:
+            v = c
+            for it in reversed(n.items):
+                v = chars(it.ranges, v) if type(it) is Chars else rec(it, v, d + 1)
+        elif t is Alt:
+            v = split([chars(it.ranges, c) if type(it) is Chars else rec(it, c, d + 1) for it in n.items])
+        elif t is Repeat:
+            item, lo, hi = n.item, n.min, n.max
+            ic = type(item) is Chars
+            v = c
+            if hi is None:
+                loop = loop_placeholder()
+                body = chars(item.ranges, loop) if ic else rec(item, loop, d + 1)
+                set_outs(loop, (body, c))
+                if lo == 0:  # x*
+                    v = loop
+                else:  # x+ : body -> loop -> (body | next)
+                    v = body
+                    lo -= 1
+            else:
+                for _ in range(hi - lo):  # nested optionals, innermost first
+                    s = chars(item.ranges, v) if ic else rec(item, v, d + 1)
+                    v = split((s, c))
+            for _ in range(lo):
+                v = chars(item.ranges, v) if ic else rec(item, v, d + 1)
+        else:
+            v = nfa.assertion(BOL if n.kind == "start" else EOL, c)
+        keep.append(n)
+        memo[k] = v
+        return v
+
+    return rec(node, nxt, 0)
+
+
+def _drive_stack(nfa: NFA, node, nxt: int, leaf=None) -> int:
+    """:func:`drive` on an explicit stack of :func:`_compile` generators (no Python recursion, so
+    no depth limit); the same states in the same order."""
     memo: dict[tuple[int, int], int] = {}
     keep: list = []  # pins the memoised nodes so their ids stay unique
 

@@ -202,6 +202,39 @@ def _scan(pattern: str) -> tuple[dict[int, int], dict[int, int]]:
     return classes, groups
 
 
+#: hash-consing table of every parse in the process (:func:`intern_node`), cleared whole when it
+#: reaches :data:`_INTERN_MAX` entries
+_INTERN: dict[tuple, Node] = {}
+_INTERN_MAX = 1 << 18
+
+
+def intern_node(node: Node) -> Node:
+    """Hash-cons ``node`` (its children already interned): structurally equal subtrees become one
+    object, within a pattern and across the patterns of the process (rule texts of one grammar,
+    recurring shapes of other grammars), so the NFA builder compiles a repeated subexpression with
+    the same continuation once and per-node memos (sizes, scans) share their entries. A key holds
+    the ids of the children its node pins, so no id in a key is reused while the key exists (the
+    table is only ever cleared whole)."""
+    if isinstance(node, Chars):
+        key = (0, node.ranges)
+    elif isinstance(node, Concat):
+        key = (1, tuple(map(id, node.items)))
+    elif isinstance(node, Alt):
+        key = (2, tuple(map(id, node.items)))
+    elif isinstance(node, Repeat):
+        key = (3, id(node.item), node.min, node.max)
+    elif isinstance(node, Anchor):
+        key = (4, node.kind)
+    else:  # ir.Ref (calls=True)
+        key = (5, node.name)
+    hit = _INTERN.get(key)
+    if hit is not None:
+        return hit
+    if len(_INTERN) >= _INTERN_MAX:
+        _INTERN.clear()
+    return _INTERN.setdefault(key, node)
+
+
 class _Parser:
     def __init__(self, pattern: str, where: str | None, calls: bool = False):
         if not isinstance(pattern, str):
@@ -210,7 +243,6 @@ class _Parser:
         self.n = len(pattern)
         self.where = where
         self.calls = calls
-        self._intern: dict[tuple, Node] = {}
         # piece cache: not with (?x) anywhere (comments and spaces change what a piece means)
         self._cache_ok = self.n >= 64 and _VERBOSE_FLAG.search(pattern) is None
         if self._cache_ok:
@@ -391,22 +423,9 @@ class _Parser:
         return i
 
     def mk(self, node: Node) -> Node:
-        """Hash-cons ``node`` (children already interned): structurally equal subtrees of one
-        pattern become one object, so the NFA builder compiles a repeated subexpression with the
-        same continuation only once."""
-        if isinstance(node, Chars):
-            key = (0, node.ranges)
-        elif isinstance(node, Concat):
-            key = (1, tuple(map(id, node.items)))
-        elif isinstance(node, Alt):
-            key = (2, tuple(map(id, node.items)))
-        elif isinstance(node, Repeat):
-            key = (3, id(node.item), node.min, node.max)
-        elif isinstance(node, Anchor):
-            key = (4, node.kind)
-        else:  # ir.Ref (calls=True)
-            key = (5, node.name)
-        return self._intern.setdefault(key, node)
+        """:func:`intern_node`."""
+        return intern_node(node)
+
 
     def _concat(self, items: list[Node]) -> Node:
         if len(items) == 1:
