@@ -57,6 +57,12 @@ __all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CL
            "class_trie", "no_gc", "count_large_repeats"]
 
 CALL, RET = 6, 7
+#: a placeholder for a subtree of the root rule (:attr:`GrammarNFA.deferred`): ``outs`` is None
+#: until the subtree is built, then its epsilon targets; a closure passes it like an epsilon move
+DEFER = 8
+#: a subtree of the root rule whose size estimate (NFA states, :func:`_size`) is at least this is
+#: built when a configuration first reaches it (:func:`build_grammar_nfa`, ``defer_min_size``)
+DEFER_MIN_SIZE = 128
 TERMINATED = -1
 _VBASE = -2  # return state of a stack that stands for a re-rooted frame
 
@@ -159,11 +165,31 @@ class GrammarNFA:
         self.dyn_span: dict[int, tuple[int, int]] = {}
         #: LazyRule -> rule index (allocating one); set by :func:`build_grammar_nfa`
         self.dyn_rule = None
+        #: ``DEFER`` state -> (node, continuation) of a root-rule subtree not built yet
+        self.deferred: dict[int, tuple] = {}
+        self._expand = None  # builds one deferred subtree (set by a lazy build)
 
     @property
     def lazy(self) -> bool:
-        """Whether some called rule's body may still be built later (:meth:`ensure_rule`)."""
-        return self._build is not None
+        """Whether the NFA may still grow: a called rule's body built later (:meth:`ensure_rule`)
+        or a deferred subtree of the root rule (:meth:`expand`)."""
+        return self._build is not None or bool(self.deferred)
+
+    def expand(self, v: int) -> tuple[int, ...]:
+        """Build the subtree that ``DEFER`` state ``v`` stands for (once) and return ``v``'s
+        epsilon targets (``nfa.outs[v]``, None until built); the new states belong to the root
+        rule. The caller serialises (the pushdown index, under its lock). Raises
+        ``CompileLimitError`` (``max_nfa_states``)."""
+        ts = self.nfa.outs[v]
+        if ts is not None:
+            return ts
+        self._expand(v)
+        if not self.deferred:
+            self._expand = None  # every subtree built: the builder's memos are dropped
+        n = len(self.nfa)
+        self.live.extend(b"\x01" * (n - len(self.live)))
+        self.owner.extend([0] * (n - len(self.owner)))
+        return self.nfa.outs[v]
 
     def ensure_rule(self, i: int) -> int:
         """The start state of rule ``i``'s body, built now if it was not (lazy builds; the caller
@@ -229,7 +255,7 @@ class _Scan:
     """What :func:`build_grammar_nfa`'s passes need to know of a grammar, from one walk
     (:func:`_scan`)."""
 
-    __slots__ = ("size", "large_repeat", "lazy", "count", "node_of", "ranges")
+    __slots__ = ("size", "large_repeat", "lazy", "empty", "count", "node_of", "ranges")
 
 
 #: a counted repeat of at least this many repetitions may become a counter (:func:`count_large_repeats`)
@@ -245,6 +271,8 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     * ``large_repeat``: a counted repeat of ``min_count`` or more (:func:`count_large_repeats`
       rewrites nothing without one);
     * ``lazy``: a :class:`~structgate.native.ir.LazyRule` leaf (rules generated on demand);
+    * ``empty``: an empty code-point or byte set (a state that matches nothing: the build may
+      need a liveness pass);
     * ``count`` / ``node_of``: for each concatenation, alternation and repeat under another, how
       many parent nodes hold it, and the node (:func:`share_repeated_subtrees`);
     * ``ranges``: the byte ranges of every byte set, code-point sets through their UTF-8 byte
@@ -262,7 +290,7 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     autos: set[int] = set()
     extra: list = []  # symbols of lazy automata: leaves for the ranges only
     sc = _Scan()
-    sc.large_repeat = sc.lazy = False
+    sc.large_repeat = sc.lazy = sc.empty = False
 
     def leaf(nd) -> None:
         if id(nd) in leaf_seen:
@@ -275,7 +303,11 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                     ranges.extend(rs)
                 else:
                     ranges.extend(p for seq in _byte_sequences(rs) for p in seq)
+            else:
+                sc.empty = True
         elif isinstance(nd, ByteSet):
+            if not nd.ranges:
+                sc.empty = True
             ranges.extend(nd.ranges)
         elif isinstance(nd, LazyRule):
             sc.lazy = True
@@ -597,7 +629,8 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
 
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                       max_nfa_states: int = 2_000_000, count_repeats_over: int = 512,
-                      lazy: bool = False, lazy_counters: bool | None = None) -> GrammarNFA:
+                      lazy: bool = False, lazy_counters: bool | None = None,
+                      defer_min_size: int = DEFER_MIN_SIZE) -> GrammarNFA:
     """Compile every reachable rule of ``grammar`` into one NFA with ``CALL``/``RET`` states.
 
     With ``lazy``, only the root rule's body is built here; a called rule's body is built the first
@@ -624,6 +657,14 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         rules; ``0`` expands every repeat.
     lazy_counters : bool | None
         Force the counter kind (None: lazy when every rule is productive; True needs that).
+    defer_min_size : int
+        With ``lazy`` (every rule productive, no empty byte set), a concatenation, alternation or
+        repeat inside the root rule (inlined callees included) whose size estimate is at least
+        this is not built with the rest: a ``DEFER`` state stands for it and the pushdown index
+        builds it the first time a closure reaches it (:meth:`GrammarNFA.expand`; the same states
+        as an eager build would make, in another order). A large schema's compile then builds the
+        states its first mask needs, and a generation builds the properties it visits. ``0``
+        builds the root rule whole.
     lazy : bool
         Build called rules on first use (above). A grammar with rules generated on demand (a
         :class:`~structgate.native.ir.LazyRule` in the IR, or the counters made here) is built
@@ -793,10 +834,41 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         return None
 
     building = [""]
+    # deferred subtrees of the root rule: only where no liveness pass is needed (every rule
+    # productive, no empty set: every state built reaches its rule's RET)
+    deferring = (lazy or dynamic) and all_live and not scan.empty and defer_min_size > 0
+    root_memo: tuple[dict, list] = ({}, [])
+    deferred = g.deferred
+
+    def defer(node, cnxt: int):
+        if memo.get(id(node), 0) < defer_min_size:
+            return None
+        v = nfa._new(DEFER, -1, -1, -1, None)
+        deferred[v] = (node, cnxt)
+        return v
+
+    def expand(v: int) -> None:
+        node, cnxt = deferred[v]  # dropped once built (a build cut short by a limit is redone)
+        building[0] = grammar.root
+        if type(node) is Repeat and node.max is None and node.min == 0:
+            # x*: ``v`` is the loop state itself (what an eager build makes its start), so the
+            # body's copy of a subtree that also precedes the loop continues into the same state
+            item = node.item
+            body = (nfa.chars(item.ranges, v) if type(item) is Chars
+                    else drive(nfa, item, v, leaf, memo=root_memo, defer=defer))
+            nfa.outs[v] = tuple(dict.fromkeys((body, cnxt)))
+        else:
+            nfa.outs[v] = (drive(nfa, node, cnxt, leaf, memo=root_memo, defer=defer),)
+        # the subtree keeps standing for ``v``: what is built later before it continues into
+        # ``v``, as what was built earlier does (else equal prefixes get two copies)
+        root_memo[0][(id(node), cnxt)] = v
+        del deferred[v]
 
     def body(name: str, nxt: int) -> int:
         """Build ``name``'s body with continuation ``nxt``."""
         building[0] = name
+        if deferring and name == grammar.root:
+            return drive(nfa, rules[name], nxt, leaf, memo=root_memo, defer=defer)
         return drive(nfa, rules[name], nxt, leaf)
 
     owner: list[int] = []
@@ -817,7 +889,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     if dynamic and not all_live:
         raise GrammarSyntaxError("a grammar with lazily generated rules must have every rule productive",
                                  grammar.source, 0, f"rule {grammar.root!r}")
-    if (lazy or dynamic) and all_live and (len(g.rule_names) > 1 or dynamic):
+    if (lazy or dynamic) and all_live and (len(g.rule_names) > 1 or dynamic or deferring):
         g._dynamic = dynamic
         if dynamic:
             g.dyn_rule = dyn_rule
@@ -830,6 +902,12 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         g.byte_classes = _partition_of(scan.ranges)  # the rewrites moved leaves, changed none
         n_rules = len(g.rule_names)
         _rule_partition(g, 0, 0, len(nfa))
+        if deferred:
+            # the root rule's deferred subtrees may hold any range and call any rule: its walks
+            # use the grammar's partition and nothing assumes it call-free
+            g.rule_classes[0] = g.byte_classes
+            g.rule_has_calls[0] = True
+            g._expand = expand
         g._build = build
         g._unbuilt = n_rules - 1
         return g
@@ -1299,7 +1377,7 @@ class _GrammarClosures(_Closures):
 
     def _leaf(self, v: int):
         k = self.nfa.kind[v]
-        if (k == BYTE or k == CALL or k == RET) and self._live[v]:
+        if (k == BYTE or k == CALL or k == RET or k == DEFER) and self._live[v]:
             return (v,)
         return ()
 
@@ -1552,6 +1630,18 @@ class PushdownIndex:
     def _build_rule(self, i: int) -> int:
         """Build rule ``i`` (:meth:`GrammarNFA.ensure_rule`) and grow the per-state arrays."""
         st = self.gnfa.ensure_rule(i)
+        self._grow()
+        return st
+
+    def _expand(self, v: int) -> tuple[int, ...]:
+        """Build the subtree of ``DEFER`` state ``v`` (:meth:`GrammarNFA.expand`; its epsilon
+        targets) and grow the per-state arrays."""
+        ts = self.gnfa.expand(v)
+        self._grow()
+        return ts
+
+    def _grow(self) -> None:
+        """Extend the per-NFA-state arrays over the states built since the last call."""
         n = len(self.gnfa.nfa)
         old = self._n_built
         if n > old:
@@ -1566,7 +1656,6 @@ class PushdownIndex:
                 rc = g.rule_counting
                 self._free_ret[old:old] = bytearray(rc[o] for o in new)
             self._n_built = n
-        return st
 
     def _is_tail(self, call: int) -> bool:
         """True when the continuation of CALL state ``call`` is only its rule's RET (through
@@ -1585,6 +1674,7 @@ class PushdownIndex:
             return hit
         N = self._N
         kind, out, lo = self._kind, self._out, self._lo
+        outs = self.gnfa.nfa.outs
         starts = self.gnfa.rule_start
         lc = self._lc
         res: set[int] = set()
@@ -1606,6 +1696,15 @@ class PushdownIndex:
                         if st < 0:  # a lazily built rule's first call
                             st = self._build_rule(lo[leaf])
                         p = (st, k2)
+                        if p not in seen:
+                            seen.add(p)
+                            work.append(p)
+                elif kd == DEFER:  # a subtree of the root rule, built on first reach
+                    ts = outs[leaf]
+                    if ts is None:
+                        ts = self._expand(leaf)
+                    for st in ts:
+                        p = (st, k)
                         if p not in seen:
                             seen.add(p)
                             work.append(p)
@@ -2225,7 +2324,7 @@ class PushdownIndex:
         try:
             for v in range(a, b):
                 k = kind[v]
-                if k == CALL:
+                if k == CALL or k == DEFER:
                     return None
                 parts.append((k, -1 if k == RET else lo[v], hi[v], rel(out[v]) if out[v] >= 0 else -1,
                               tuple(map(rel, outs[v])) if outs[v] else None, multi.get(v), live[v]))
