@@ -215,27 +215,51 @@ class GrammarNFA:
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     """NFA-size estimate of an expression (iterative); a reference counts ``ref_size[name]``
     (the size of the callee when it is inlined), else 1."""
-    stack = [(node, False)]
+    t = type(node)
+    if t is not Concat and t is not Alt and t is not Repeat:
+        if t is Ref:
+            return ref_size.get(node.name, 1) if ref_size else 1
+        return max(1, len(node.ranges)) if t is Chars else 1
+    # as in :func:`_scan`: markers ``(node, non-leaf children, leaf children's size)`` under the
+    # children; leaves measured where their parent is expanded
     out: list[int] = []
+    stack: list = [node]
+    rs_get = ref_size.get if ref_size else None
     while stack:
-        nd, done = stack.pop()
-        if isinstance(nd, Ref):
-            out.append(ref_size.get(nd.name, 1) if ref_size else 1)
+        e = stack.pop()
+        if type(e) is tuple:
+            nd, nsub, v = e
+            if nsub:
+                v += sum(out[-nsub:])
+                del out[-nsub:]
+            if type(nd) is Repeat:
+                v = v * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
+            else:
+                v += 1
+            if v > 1 << 40:
+                v = 1 << 40
+            memo[id(nd)] = v
+            out.append(v)
             continue
-        if isinstance(nd, (Chars, ByteSet, Anchor, LazyRule)):
-            out.append(1 if not isinstance(nd, Chars) else max(1, len(nd.ranges)))
+        hit = memo.get(id(e))
+        if hit is not None:
+            out.append(hit)
             continue
-        k = id(nd)
-        if not done:
-            if k in memo:
-                out.append(memo[k])
-                continue
-            stack.append((nd, True))
-            for it in ((nd.item,) if isinstance(nd, Repeat) else nd.items):
-                stack.append((it, False))
-            continue
-        r = memo[k] = _combine_size(nd, out)
-        out.append(r)
+        at = len(stack)
+        stack.append(None)
+        nsub = lsum = 0
+        for x in ((e.item,) if type(e) is Repeat else e.items):
+            tx = type(x)
+            if tx is Concat or tx is Alt or tx is Repeat:
+                stack.append(x)
+                nsub += 1
+            elif tx is Chars:
+                lsum += len(x.ranges) or 1
+            elif tx is Ref and rs_get is not None:
+                lsum += rs_get(x.name, 1)
+            else:
+                lsum += 1
+        stack[at] = (e, nsub, lsum)
     return out[0]
 
 
@@ -316,37 +340,75 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                 extra.extend(nd.auto.symbols())
 
     total = 0
-    out: list[int] = []
+    out: list[int] = []  # sizes of finished subtrees, taken off by their parent's marker
     sizes: dict[int, int] = {}  # this walk's own: an entry means "expanded here"
+    seq_of = _byte_sequences
+    large = False
     for r in grammar.reachable():
-        stack = [(rules[r], False)]
+        root = rules[r]
+        tr = type(root)
+        if tr is not Concat and tr is not Alt and tr is not Repeat:
+            leaf(root)
+            total += max(1, len(root.ranges)) if tr is Chars else 1
+            continue
+        # the stack holds nodes to expand and, under their children, a marker ``(node, number of
+        # non-leaf children, summed size of the leaf children)`` that combines them (post-order);
+        # leaves are measured where their parent is expanded, never pushed
+        stack: list = [root]
         while stack:
-            nd, done = stack.pop()
-            if not isinstance(nd, (Concat, Alt, Repeat)):
-                leaf(nd)
-                out.append(max(1, len(nd.ranges)) if isinstance(nd, Chars) else 1)
-                continue
-            k = id(nd)
-            if not done:
-                if k in sizes:
-                    out.append(sizes[k])
-                    continue
-                stack.append((nd, True))
-                if isinstance(nd, Repeat):
-                    if max(nd.min, nd.max or 0) >= min_count:
-                        sc.large_repeat = True
-                    children = (nd.item,)
+            e = stack.pop()
+            if type(e) is tuple:
+                nd, nsub, v = e
+                if nsub:
+                    v += sum(out[-nsub:])
+                    del out[-nsub:]
+                if type(nd) is Repeat:
+                    v = v * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
                 else:
-                    children = nd.items
-                for x in children:
-                    if isinstance(x, (Concat, Alt, Repeat)):
-                        count[id(x)] = count.get(id(x), 0) + 1
-                        node_of[id(x)] = x
-                    stack.append((x, False))
+                    v += 1
+                if v > 1 << 40:
+                    v = 1 << 40
+                sizes[id(nd)] = v
+                out.append(v)
                 continue
-            v = sizes[k] = _combine_size(nd, out)
-            out.append(v)
+            hit = sizes.get(id(e))
+            if hit is not None:
+                out.append(hit)
+                continue
+            if type(e) is Repeat:
+                if e.min >= min_count or (e.max or 0) >= min_count:
+                    large = True
+                children = (e.item,)
+            else:
+                children = e.items
+            at = len(stack)
+            stack.append(None)
+            nsub = lsum = 0
+            for x in children:
+                tx = type(x)
+                kx = id(x)
+                if tx is Concat or tx is Alt or tx is Repeat:
+                    count[kx] = count.get(kx, 0) + 1
+                    node_of[kx] = x
+                    stack.append(x)
+                    nsub += 1
+                elif tx is Chars:
+                    rs = x.ranges
+                    lsum += len(rs) or 1
+                    if kx not in leaf_seen:
+                        leaf_seen.add(kx)
+                        if not rs:
+                            sc.empty = True
+                        elif len(rs) == 1 and rs[0][1] <= 0x7F:
+                            ranges.extend(rs)
+                        else:
+                            ranges.extend(p for sq in seq_of(rs) for p in sq)
+                else:
+                    lsum += 1
+                    leaf(x)
+            stack[at] = (e, nsub, lsum)
         total += out.pop()
+    sc.large_repeat = large
     if memo is not None:
         memo.update(sizes)
     seen: set[int] = set()
@@ -718,17 +780,24 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         stack = [(rules[r], 1)]
         while stack:
             n, mult = stack.pop()
-            if isinstance(n, Ref):
+            t = type(n)
+            if t is Ref:
                 nm = canon.get(n.name, n.name)
                 uses[nm] = uses.get(nm, 0) + mult
-            elif isinstance(n, Repeat):
+            elif t is Repeat:
                 # a reference under a repeat is compiled once per copy
                 stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
-            elif isinstance(n, (Concat, Alt)):
+            elif t is Concat or t is Alt:
                 if id(n) in seen:
                     continue  # a shared subtree (the parser hash-conses): walked once
                 seen.add(id(n))
-                stack.extend((x, mult) for x in n.items)
+                for x in n.items:  # leaves other than references are not pushed
+                    tx = type(x)
+                    if tx is Ref:
+                        nm = canon.get(x.name, x.name)
+                        uses[nm] = uses.get(nm, 0) + mult
+                    elif tx is Concat or tx is Alt or tx is Repeat:
+                        stack.append((x, mult))
     # decide callee by callee, callees first: a rule is inlined when it is used once, or when its
     # size *with its own inlined callees expanded* is small (so DAGs of shared rules stay calls)
     keep = getattr(grammar, "keep_calls", ()) or ()
