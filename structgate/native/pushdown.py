@@ -228,17 +228,7 @@ def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     while stack:
         e = stack.pop()
         if type(e) is tuple:
-            nd, nsub, v = e
-            if nsub:
-                v += sum(out[-nsub:])
-                del out[-nsub:]
-            if type(nd) is Repeat:
-                v = v * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
-            else:
-                v += 1
-            if v > 1 << 40:
-                v = 1 << 40
-            memo[id(nd)] = v
+            v = memo[id(e[0])] = _marker_size(e, out)
             out.append(v)
             continue
         hit = memo.get(id(e))
@@ -263,16 +253,19 @@ def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     return out[0]
 
 
-def _combine_size(nd, out: list[int]) -> int:
-    """The size estimate of ``nd`` (a concatenation, alternation or repeat) from its children's,
-    taken off the end of ``out`` (post-order walks of :func:`_size` and :func:`_scan`)."""
-    if isinstance(nd, Repeat):
-        r = out.pop() * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
+def _marker_size(marker: tuple, out: list[int]) -> int:
+    """The size estimate of a concatenation, alternation or repeat from its marker ``(node,
+    non-leaf children, summed size of the leaf children)`` and its non-leaf children's sizes,
+    taken off the end of ``out`` (the post-order walks of :func:`_size` and :func:`_scan`)."""
+    nd, nsub, v = marker
+    if nsub:
+        v += sum(out[-nsub:])
+        del out[-nsub:]
+    if type(nd) is Repeat:
+        v = v * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
     else:
-        c = len(nd.items)
-        r = sum(out[len(out) - c:]) + 1 if c else 1
-        del out[len(out) - c:]
-    return min(r, 1 << 40)
+        v += 1
+    return v if v < 1 << 40 else 1 << 40
 
 
 class _Scan:
@@ -358,17 +351,7 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         while stack:
             e = stack.pop()
             if type(e) is tuple:
-                nd, nsub, v = e
-                if nsub:
-                    v += sum(out[-nsub:])
-                    del out[-nsub:]
-                if type(nd) is Repeat:
-                    v = v * max(nd.min, nd.max if nd.max is not None else nd.min + 1, 1) + 1
-                else:
-                    v += 1
-                if v > 1 << 40:
-                    v = 1 << 40
-                sizes[id(nd)] = v
+                v = sizes[id(e[0])] = _marker_size(e, out)
                 out.append(v)
                 continue
             hit = sizes.get(id(e))
