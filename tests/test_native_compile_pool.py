@@ -29,6 +29,8 @@ CONSTRAINTS = [
     Constraint("regex", r"^ab$|^cd"),  # anchors inside: the eager-DFA path, built in the caller
     Constraint("choice", ["yes", "no", "maybe"]),
     Constraint("json_object", None),
+    # pattern x length: an automaton generated on demand in the IR, compiled by the caller
+    Constraint("json_schema", {"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$", "maxLength": 300}),
 ]
 
 

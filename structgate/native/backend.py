@@ -527,9 +527,7 @@ def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max
             # process that matches: the IR goes back when it pickles (the counters of large
             # repeats are added by the NFA build), else (a length-counted pattern's automaton in
             # the IR) the caller compiles from the constraint
-            from .pushdown import _has_lazy_rules
-
-            return None if _has_lazy_rules(grammar) else grammar
+            return None if gnfa.ir_lazy else grammar
         except RecursionError:
             raise _nesting_limit() from None
 

@@ -160,6 +160,9 @@ class GrammarNFA:
         #: rules generated on demand (:class:`~structgate.native.ir.LazyRule` states): their
         #: indices are allocated when a built body first calls them, so building never ends
         self._dynamic = False
+        #: whether the grammar's own IR holds a :class:`~structgate.native.ir.LazyRule` (an
+        #: automaton generated on demand, as opposed to counters the build made itself)
+        self.ir_lazy = False
         #: dynamic rule index -> its LazyRule, and -> (first, end) of its NFA states
         self.dyn_node: dict[int, object] = {}
         self.dyn_span: dict[int, tuple[int, int]] = {}
@@ -742,6 +745,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     check_size(shared, max_nfa_states, memo, scan.size if shared is pins[0] else None)
     grammar = shared
     g = GrammarNFA()
+    g.ir_lazy = scan.lazy
     nfa = g.nfa = NFA(max_nfa_states, multi_range=True)
     rules = grammar.rules
     order = grammar.reachable()
@@ -1002,12 +1006,6 @@ def _small_build(nfa: NFA, node, nxt: int, leaf) -> int:
     if not isinstance(r, int):  # an inlined callee: the general builder
         return drive(nfa, r, nxt, leaf)
     return r
-
-
-def _has_lazy_rules(grammar: Grammar) -> bool:
-    """Whether a reachable rule holds a :class:`~structgate.native.ir.LazyRule` (one walk;
-    shared subtrees visited once)."""
-    return any(isinstance(n, LazyRule) for n in expr_leaves([grammar.rules[r] for r in grammar.reachable()]))
 
 
 def _prune_rule_states(g: GrammarNFA, first: int) -> None:
