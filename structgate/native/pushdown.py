@@ -166,6 +166,9 @@ class GrammarNFA:
         #: dynamic rule index -> its LazyRule, and -> (first, end) of its NFA states
         self.dyn_node: dict[int, object] = {}
         self.dyn_span: dict[int, tuple[int, int]] = {}
+        #: rule index -> (first, end) of the NFA states its build made (its ``RET`` first; a
+        #: deferred subtree of the root rule built later lies outside)
+        self.rule_span: dict[int, tuple[int, int]] = {}
         #: LazyRule -> rule index (allocating one); set by :func:`build_grammar_nfa`
         self.dyn_rule = None
         #: ``DEFER`` state -> (node, continuation) of a root-rule subtree not built yet
@@ -940,6 +943,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             g.dyn_span[i] = (ret, len(nfa))
         else:
             g.rule_start[i] = body(g.rule_names[i], ret)
+        g.rule_span[i] = (ret, len(nfa))
         owner.extend([i] * (len(nfa) - len(owner)))
 
     if dynamic and not all_live:
@@ -2343,20 +2347,14 @@ class PushdownIndex:
         """``(first state, end of its run, key)`` of call-free rule ``r``'s NFA states: each state's kind, byte
         range(s), liveness and targets relative to the rule's first state (its ``RET``), with the
         rule's byte partition; None when a target leaves the run (a state shared with another rule)
-        or the run is not one block of :attr:`GrammarNFA.owner`. The walk of a configuration
-        inside the rule depends on nothing else (and on the vocabulary)."""
+        or its start is not among the states its build made (:attr:`GrammarNFA.rule_span`). The
+        walk of a configuration inside the rule depends on nothing else (and on the vocabulary)."""
         g, nfa = self.gnfa, self.gnfa.nfa
-        owner = self._owner
         st = g.rule_start[r]
-        if st < 0 or owner[st] != r:
+        span = g.rule_span.get(r)
+        if st < 0 or span is None or not span[0] <= st < span[1]:
             return None
-        a = st
-        while a > 0 and owner[a - 1] == r:
-            a -= 1
-        b = st
-        n = len(owner)
-        while b < n and owner[b] == r:
-            b += 1
+        a, b = span
         if nfa.kind[a] != RET:
             return None
         kind, lo, hi, out, outs, live = nfa.kind, nfa.lo, nfa.hi, nfa.out, nfa.outs, g.live
