@@ -168,3 +168,44 @@ def test_repeated_elements_reuse_the_first_elements_configurations(llama3_vocab,
             assert s > 0
         assert pi.is_accepting(s)
     assert len(deferred._cfg_keys) == len(whole._cfg_keys)
+
+
+_WORDS = "|".join(f"word{i:03d}" for i in range(60))
+
+
+@pytest.mark.parametrize("pattern", [
+    f"({_WORDS})|[\\ud800-\\udfff]",  # a class of surrogates only: no UTF-8 encoding, matches nothing
+    f"x({_WORDS}|ab[\\ud800-\\udfff])",  # ... at the end of a branch: its prefix is dead
+    f"({_WORDS})|[^\\x00-\\U0010FFFF]",  # an empty class
+])
+def test_a_grammar_that_can_make_a_dead_state_is_not_deferred(llama3_vocab, pattern):
+    """Whatever matches nothing makes a FAIL state and a liveness pass, which deferred
+    placeholders would not survive (found by a review: a surrogate class hid every deferred
+    branch, or left a dead prefix allowed). Oracle: the whole build and Python ``re``."""
+    import re
+
+    v = llama3_vocab
+    be = get_backend("native", v, compile_cache_size=0)
+    g = be.to_grammar(Constraint("regex", pattern))
+    whole = PushdownIndex(build_grammar_nfa(g, inline_max_size=be.inline_max_size, lazy=True, defer_min_size=0), v)
+    gn = build_grammar_nfa(g, inline_max_size=be.inline_max_size, lazy=True)
+    assert not gn.deferred
+    pi = PushdownIndex(gn, v)
+    ra, rb = np.empty(pi.width, np.int32), np.empty(pi.width, np.int32)
+    text = "xword007" if pattern.startswith("x") else "word007"
+    assert re.fullmatch(pattern, text)
+    sa = sb = 1
+    for t in v.encode(text):
+        whole.fill_row(sa, ra)
+        pi.fill_row(sb, rb)
+        assert (ra == rb).all()
+        sa, sb = whole.next_state(sa, t), pi.next_state(sb, t)
+        assert sb > 0
+    assert pi.is_accepting(sb)
+    if pattern.startswith("x"):  # "xa" leads only into the dead branch: not allowed
+        s = pi.next_state(1, v.encode("x")[0])
+        pi.fill_row(s, rb)
+        a = v.encode("a")
+        assert len(a) == 1 and not (int(rb[a[0] >> 5]) >> (a[0] & 31)) & 1
+    m = be.compile(Constraint("regex", pattern)).matcher()
+    assert all(m.advance(t) for t in v.encode(text)) and m.is_accepting()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from structgate import Constraint
 from structgate.plugin import gc_policy
 
@@ -57,12 +59,24 @@ def test_on_error_nothing_frozen(monkeypatch):
     assert gc.get_freeze_count() == before and gc.isenabled()
 
 
-def test_native_compiled_grammar_has_no_cycles(llama3_vocab):
+_NO_CYCLE_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {
+        "type": "string", "maxLength": 8}}, "c": {"$ref": "#"}}, "required": ["a"]},
+    # a root rule with deferred subtrees left unbuilt, and called rules never reached
+    {"type": "object", "properties": {f"p{i}": {"type": "object", "properties": {
+        "x": {"type": "integer"}, "y": {"type": "string"}, "z": {"$ref": "#/$defs/t"}}} for i in range(12)},
+     "$defs": {"t": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"$ref": "#/$defs/t"}}]}}},
+    # counters generated on demand (a dynamic grammar)
+    {"type": "object", "properties": {"a": {"type": "integer"}, "s": {"type": "string", "maxLength": 500},
+                                      "t": {"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$", "maxLength": 300}}},
+]
+
+
+@pytest.mark.parametrize("schema", _NO_CYCLE_SCHEMAS, ids=["recursive", "deferred", "dynamic"])
+def test_native_compiled_grammar_has_no_cycles(llama3_vocab, schema):
     from structgate.native.backend import NativeBackend
 
     be = NativeBackend(llama3_vocab, compile_cache_size=0)
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {
-        "type": "string", "maxLength": 8}}, "c": {"$ref": "#"}}, "required": ["a"]}
     gc.collect()
     g = be.compile(Constraint.json_schema(schema))
     m = g.matcher()

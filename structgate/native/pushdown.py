@@ -41,6 +41,7 @@ some string of the grammar (within the depth bound), because every pair in a con
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -189,7 +190,10 @@ class GrammarNFA:
         ts = self.nfa.outs[v]
         if ts is not None:
             return ts
+        had = self.nfa._fail
         self._expand(v)
+        if self.nfa._fail != had:  # the build defers nothing where a FAIL state can be made
+            raise RuntimeError("internal error: a deferred subtree made a FAIL state")
         if not self.deferred:
             self._expand = None  # every subtree built: the builder's memos are dropped
         n = len(self.nfa)
@@ -294,8 +298,9 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     * ``large_repeat``: a counted repeat of ``min_count`` or more (:func:`count_large_repeats`
       rewrites nothing without one);
     * ``lazy``: a :class:`~structgate.native.ir.LazyRule` leaf (rules generated on demand);
-    * ``empty``: an empty code-point or byte set (a state that matches nothing: the build may
-      need a liveness pass);
+    * ``empty``: something that matches nothing (an empty code-point or byte set, a set of
+      surrogates only, which has no UTF-8 encoding, an empty alternation): the build makes a
+      ``FAIL`` state and needs a liveness pass, so nothing is deferred;
     * ``count`` / ``node_of``: for each concatenation, alternation and repeat under another, how
       many parent nodes hold it, and the node (:func:`share_repeated_subtrees`);
     * ``ranges``: the byte ranges of every byte set, code-point sets through their UTF-8 byte
@@ -321,13 +326,13 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         leaf_seen.add(id(nd))
         if isinstance(nd, Chars):
             rs = nd.ranges
-            if rs:
-                if len(rs) == 1 and rs[0][1] <= 0x7F:
-                    ranges.extend(rs)
-                else:
-                    ranges.extend(p for seq in _byte_sequences(rs) for p in seq)
+            if rs and len(rs) == 1 and rs[0][1] <= 0x7F:
+                ranges.extend(rs)
             else:
-                sc.empty = True
+                seqs = _byte_sequences(rs) if rs else ()
+                if not seqs:  # no code point, or surrogates only (no UTF-8 encoding)
+                    sc.empty = True
+                ranges.extend(p for seq in seqs for p in seq)
         elif isinstance(nd, ByteSet):
             if not nd.ranges:
                 sc.empty = True
@@ -370,6 +375,8 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                 children = (e.item,)
             else:
                 children = e.items
+                if not children and type(e) is Alt:  # an alternation of nothing matches nothing
+                    sc.empty = True
             at = len(stack)
             stack.append(None)
             nsub = lsum = 0
@@ -386,12 +393,13 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                     lsum += len(rs) or 1
                     if kx not in leaf_seen:
                         leaf_seen.add(kx)
-                        if not rs:
-                            sc.empty = True
-                        elif len(rs) == 1 and rs[0][1] <= 0x7F:
+                        if rs and len(rs) == 1 and rs[0][1] <= 0x7F:
                             ranges.extend(rs)
                         else:
-                            ranges.extend(p for sq in seq_of(rs) for p in sq)
+                            seqs = seq_of(rs) if rs else ()
+                            if not seqs:  # no code point, or surrogates only (no UTF-8 encoding)
+                                sc.empty = True
+                            ranges.extend(p for sq in seqs for p in sq)
                 else:
                     lsum += 1
                     leaf(x)
@@ -709,13 +717,19 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     lazy_counters : bool | None
         Force the counter kind (None: lazy when every rule is productive; True needs that).
     defer_min_size : int
-        With ``lazy`` (every rule productive, no empty byte set), a concatenation, alternation or
-        repeat inside the root rule (inlined callees included) whose size estimate is at least
-        this is not built with the rest: a ``DEFER`` state stands for it and the pushdown index
-        builds it the first time a closure reaches it (:meth:`GrammarNFA.expand`; the same states
-        as an eager build would make, in another order). A large schema's compile then builds the
-        states its first mask needs, and a generation builds the properties it visits. ``0``
-        builds the root rule whole.
+        With ``lazy`` (every rule productive, nothing that matches nothing: :attr:`_Scan.empty`),
+        a concatenation, alternation or repeat inside the root rule (inlined callees included)
+        whose size estimate is at least this is not built with the rest: a ``DEFER`` state stands
+        for it and the pushdown index builds it the first time a closure reaches it
+        (:meth:`GrammarNFA.expand`). The same language; the states may differ: the eager build
+        shares equal suffixes bottom-up (by byte range and next state), and a placeholder is one
+        per (subtree object, continuation), so structurally equal subtrees that are different
+        objects (the identical members of an ``anyOf``'s branches, each from its own rule) get
+        copies where the eager build has one (measured on MaskBench: configurations the same in
+        total, NFA states fewer; an adversarial ``anyOf`` of 30 identical objects: 6× the states,
+        1.6× the configurations of a generation). A large schema's compile then builds the states
+        its first mask needs, and a generation builds the properties it visits. ``0`` builds the
+        root rule whole.
     lazy : bool
         Build called rules on first use (above). A grammar with rules generated on demand (a
         :class:`~structgate.native.ir.LazyRule` in the IR, or the counters made here) is built
@@ -749,6 +763,9 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     grammar = shared
     g = GrammarNFA()
     g.ir_lazy = scan.lazy
+    # the builder closures kept on the NFA (``_build``, ``_expand``, ``dyn_rule``) reach it through a
+    # weak proxy: no reference cycle, so a compiled grammar is freed by reference counting alone
+    gp = weakref.proxy(g)
     nfa = g.nfa = NFA(max_nfa_states, multi_range=True)
     rules = grammar.rules
     order = grammar.reachable()
@@ -854,15 +871,15 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     def dyn_rule(node: LazyRule) -> int:
         i = dyn_index.get(node)
         if i is None:
-            i = dyn_index[node] = len(g.rule_names)
+            i = dyn_index[node] = len(gp.rule_names)
             dyn_node.append(node)
-            g.rule_names.append(f"{node.auto.name}#{node.state}")
-            g.rule_start.append(-1)
-            g.rule_counting.append(1 if node.auto.counting else 0)
-            g.rule_has_calls.append(True)
-            g.rule_classes.append(STANDARD_BYTE_CLASSES)
-            g.dyn_node[i] = node
-            g._unbuilt += 1
+            gp.rule_names.append(f"{node.auto.name}#{node.state}")
+            gp.rule_start.append(-1)
+            gp.rule_counting.append(1 if node.auto.counting else 0)
+            gp.rule_has_calls.append(True)
+            gp.rule_classes.append(STANDARD_BYTE_CLASSES)
+            gp.dyn_node[i] = node
+            gp._unbuilt += 1
         return i
 
     def leaf(child, cnxt: int):
@@ -878,7 +895,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             v = call_memo.get(ck)
             if v is None:
                 v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
-                g.n_calls += 1
+                gp.n_calls += 1
             return v
         if isinstance(child, Ref):
             name = canon.get(child.name, child.name)
@@ -887,7 +904,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                 v = call_memo.get(ck)
                 if v is None:
                     v = call_memo[ck] = nfa._new(CALL, ck[0], -1, cnxt, None)
-                    g.n_calls += 1
+                    gp.n_calls += 1
                 return v
             return rules[child.name]  # inline: compile the callee's body with this continuation
         return None
@@ -937,13 +954,13 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         ret = nfa._new(RET, i, -1, -1, None)
         if i >= n_static:
             node = dyn_node[i - n_static]
-            building[0] = g.rule_names[i]
+            building[0] = gp.rule_names[i]
             b = node.auto.body(node.state)
-            g.rule_start[i] = _small_build(nfa, b, ret, leaf) if _is_small(b) else drive(nfa, b, ret, leaf)
-            g.dyn_span[i] = (ret, len(nfa))
+            gp.rule_start[i] = _small_build(nfa, b, ret, leaf) if _is_small(b) else drive(nfa, b, ret, leaf)
+            gp.dyn_span[i] = (ret, len(nfa))
         else:
-            g.rule_start[i] = body(g.rule_names[i], ret)
-        g.rule_span[i] = (ret, len(nfa))
+            gp.rule_start[i] = body(gp.rule_names[i], ret)
+        gp.rule_span[i] = (ret, len(nfa))
         owner.extend([i] * (len(nfa) - len(owner)))
 
     if dynamic and not all_live:
@@ -962,6 +979,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         g.byte_classes = _partition_of(scan.ranges)  # the rewrites moved leaves, changed none
         n_rules = len(g.rule_names)
         _rule_partition(g, 0, 0, len(nfa))
+        if deferred and nfa._fail >= 0:  # (``deferring`` excludes it: a FAIL state needs pruning)
+            raise RuntimeError("internal error: a deferred build made a FAIL state")
         if deferred:
             # the root rule's deferred subtrees may hold any range and call any rule: its walks
             # use the grammar's partition and nothing assumes it call-free

@@ -80,6 +80,7 @@ class ArrayMixin:
             ne = None
         else:
             ne = item + rest(1)
+        rest = None  # noqa: F841  (the closure refers to itself: no cycle left for the collector)
         if ne is None:
             return rf"\[{ws}\]" if mn == 0 else None
         if mn == 0:

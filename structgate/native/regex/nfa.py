@@ -380,7 +380,10 @@ def drive(nfa: NFA, node, nxt: int, leaf=None, *, memo: tuple[dict, list] | None
         memo[k] = v
         return v
 
-    return rec(node, nxt, 0)
+    try:
+        return rec(node, nxt, 0)
+    finally:
+        rec = None  # the function's cell refers to itself: no cycle left for the collector
 
 
 def _drive_stack(nfa: NFA, node, nxt: int, leaf=None) -> int:
