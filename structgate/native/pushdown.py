@@ -2369,6 +2369,10 @@ class PushdownIndex:
         or its start is not among the states its build made (:attr:`GrammarNFA.rule_span`). The
         walk of a configuration inside the rule depends on nothing else (and on the vocabulary)."""
         g, nfa = self.gnfa, self.gnfa.nfa
+        if r == 0:
+            # the root rule is the schema's own: its walks would only churn the shared cache (and
+            # evict the string and key walks every grammar reuses)
+            return None
         st = g.rule_start[r]
         span = g.rule_span.get(r)
         if st < 0 or span is None or not span[0] <= st < span[1]:
