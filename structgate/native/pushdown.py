@@ -346,7 +346,6 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     total = 0
     out: list[int] = []  # sizes of finished subtrees, taken off by their parent's marker
     sizes: dict[int, int] = {}  # this walk's own: an entry means "expanded here"
-    seq_of = _byte_sequences
     large = False
     for r in grammar.reachable():
         root = rules[r]
@@ -389,17 +388,9 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                     stack.append(x)
                     nsub += 1
                 elif tx is Chars:
-                    rs = x.ranges
-                    lsum += len(rs) or 1
-                    if kx not in leaf_seen:
-                        leaf_seen.add(kx)
-                        if rs and len(rs) == 1 and rs[0][1] <= 0x7F:
-                            ranges.extend(rs)
-                        else:
-                            seqs = seq_of(rs) if rs else ()
-                            if not seqs:  # no code point, or surrogates only (no UTF-8 encoding)
-                                sc.empty = True
-                            ranges.extend(p for sq in seqs for p in sq)
+                    lsum += len(x.ranges) or 1
+                    if kx not in leaf_seen:  # (interned: few distinct sets, one call each)
+                        leaf(x)
                 else:
                     lsum += 1
                     leaf(x)
