@@ -97,6 +97,8 @@ def test_stack_relative_masks_equal_a_direct_walk(llama3_vocab):
         for _ in range(150):
             pi.fill_row(s, row)
             assert (row == pi.direct_row(s)).all(), f"doc {doc}: the stack-relative mask differs"
+            bits = int(np.unpackbits(row.view(np.uint8)).sum())
+            assert pi.n_allowed(s) == bits, f"doc {doc}: the row's count differs from its bits"
             ids = [t for t in _ids(row, v).tolist() if t not in v.eos_token_ids]
             if not ids:
                 break
@@ -385,3 +387,15 @@ def test_repeated_large_subtrees_are_built_once(llama3_vocab):
         assert (pi.direct_row(s) == a).all()
         s = pi.next_state(s, tok)
         assert s > 0
+
+
+def test_popcount_counts_every_bit():
+    from structgate.native.pushdown import _popcount, _popcount_lut
+
+    rng = np.random.default_rng(0)
+    for width in (1, 2, 7, 4008):
+        row = rng.integers(-2**31, 2**31, size=width, dtype=np.int64).astype(np.int32)
+        row[0] = -1  # the sign bit and every other
+        want = int(np.unpackbits(row.view(np.uint8)).sum())
+        assert _popcount(row) == want
+        assert _popcount_lut(row) == want
