@@ -1588,7 +1588,7 @@ class PushdownIndex:
         self._tail: dict[int, bool] = {}
         bc = gnfa.byte_classes
         self.byte_classes = bc
-        self._bc_list = [int(c) for c in bc]
+        self._bc_list = bc.tolist()
         self.n_classes = W = int(bc.max()) + 1
         self._hi = nfa.hi  # a BYTE state's class interval: bc[lo[s]]..bc[hi[s]] (read in _compute_row)
         # multi-range BYTE states: their ranges (the NFA's own dict when rules are built later)
@@ -2011,7 +2011,7 @@ class PushdownIndex:
         None); appends each level's live global nodes and configurations to ``res_n``/``res_v``."""
         levels = trie.levels
         W = self.n_classes
-        table = self._table
+        flat_t = self._table.ravel()  # refreshed after rows are computed (the table may grow)
         prev_n = n
         prune_min, prune_below = self.PRUNE_MIN_NODES, self.PRUNE_BELOW
         for d in range(1, len(levels)):
@@ -2030,11 +2030,11 @@ class PushdownIndex:
                 fl = alive_v.repeat(cnt)
                 fl *= W
                 fl += cls[idx]
-                vals = table.ravel().take(fl)
+                vals = flat_t.take(fl)
                 if vals.min() < 0:
                     self._ensure_rows(set((fl[vals < 0] // W).tolist()))
-                    table = self._table
-                    vals = table.ravel().take(fl)
+                    flat_t = self._table.ravel()
+                    vals = flat_t.take(fl)
                 nz = vals != 0
                 alive = idx[nz]
                 alive_v = vals[nz]
@@ -2048,13 +2048,13 @@ class PushdownIndex:
                 dense.take(par, out=fl)
                 fl *= W
                 fl += cls
-                table.ravel().take(fl, out=dst)
+                flat_t.take(fl, out=dst)
                 alive = dst.nonzero()[0]  # rows not computed yet (-1) are among them
                 alive_v = dst[alive]
                 if alive_v.size and alive_v.min() < 0:
                     self._ensure_rows(set((fl[alive[alive_v < 0]] // W).tolist()))
-                    table = self._table
-                    table.ravel().take(fl, out=dst)
+                    flat_t = self._table.ravel()
+                    flat_t.take(fl, out=dst)
                     alive = dst.nonzero()[0]
                     alive_v = dst[alive]
                 dense = dst
