@@ -39,6 +39,10 @@ def test_two_processes_are_summed(tmp_path):
         metrics.record_fallback("adapter-per-row")
         metrics.record_cache("native", True); metrics.record_cache("native", False)
         metrics.register_cache("native", lambda: {"entries": k, "bytes": 1000 * k})
+        metrics.register_engine_caches("native", lambda: {"walks": {"entries": k, "bytes": 10 * k, "hits": k,
+                                                                    "misses": 1},
+                                                          "nodes": {"entries": 7}})
+        metrics.register_engine_caches("broken", lambda: 1 / 0)  # skipped, never breaks the others
         metrics.set_info(version="0.1.0", backends="native", patches="a,b")
         print(metrics.flush())
     """)
@@ -71,6 +75,13 @@ def test_two_processes_are_summed(tmp_path):
     assert _sample(fams, "structgate_cache_hit_rate", backend="native") == 0.5
     assert _sample(fams, "structgate_cache_entries", backend="native") == 5
     assert _sample(fams, "structgate_cache_bytes", backend="native") == 5000
+    # the engines' process-wide caches: summed over processes; hit rate from the summed counts
+    assert _sample(fams, "structgate_engine_cache_entries", backend="native", cache="walks") == 5
+    assert _sample(fams, "structgate_engine_cache_bytes", backend="native", cache="walks") == 50
+    assert _sample(fams, "structgate_engine_cache_hit_rate", backend="native", cache="walks") == 5 / 7
+    assert _sample(fams, "structgate_engine_cache_entries", backend="native", cache="nodes") == 14
+    assert _sample(fams, "structgate_engine_cache_bytes", backend="native", cache="nodes") is None
+    assert _sample(fams, "structgate_engine_cache_entries", backend="broken", cache="walks") is None
     assert _sample(fams, "structgate_info", version="0.1.0", backends="native", patches="a,b") == 1
 
 
@@ -160,6 +171,39 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
     assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="regex",
                    error="syntax") >= 1
     assert _sample(fams, "structgate_cache_bytes", backend="native") > 0
+    # native's process-wide caches: the class tries its masks walked
+    assert _sample(fams, "structgate_engine_cache_entries", backend="native", cache="class_tries") >= 1
+    assert _sample(fams, "structgate_engine_cache_bytes", backend="native", cache="class_tries") > 1 << 20
+
+
+def test_native_engine_cache_stats_follow_the_caches(llama3_vocab):
+    """What native reports is what its caches hold: the shared walks' entries, bytes and lookups
+    move with a compile that uses them, the class tries' bytes are their arrays'."""
+    import numpy as np
+
+    from structgate import Constraint, get_backend
+    from structgate.native import pushdown as pd
+
+    be = get_backend("native", llama3_vocab)
+    before = be.engine_cache_stats()
+    assert set(before) == {"shared_walks", "class_tries", "regex_nodes"}
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array",
+              "items": {"type": "string"}}}, "required": ["name"]}
+    g = be.compile(Constraint("json_schema", schema))
+    m = g.matcher()
+    bm = np.zeros((1, (llama3_vocab.vocab_size + 31) // 32), np.int32)
+    for tok in llama3_vocab.encode('{"name": "a long enough value", "tags": ["x"]}'):
+        m.fill_bitmask(bm, 0)
+        assert m.advance(tok)
+    after = be.engine_cache_stats()
+    sw = after["shared_walks"]
+    assert sw["hits"] + sw["misses"] > before["shared_walks"]["hits"] + before["shared_walks"]["misses"]
+    assert sw["entries"] == len(pd._shared_walks._d) and sw["bytes"] == pd._shared_walks.nbytes
+    tries = [t for _v, t in pd._tries.values()]
+    assert after["class_tries"]["entries"] == len(tries) >= 1
+    assert after["class_tries"]["bytes"] == sum(t.nbytes for t in tries)
+    assert all(t.nbytes >= t.tokens_by_node.nbytes + t.token_cnode.nbytes for t in tries)
+    assert after["regex_nodes"]["entries"] >= 1
 
 
 # -- several API servers (vLLM's --api-server-count N) ---------------------------------------------

@@ -478,6 +478,14 @@ class Backend(ABC):
         check_option_names(type(self), options)
         self.options = CompileOptions().updated(**options)
 
+    def engine_cache_stats(self) -> dict[str, dict[str, int]]:
+        """Process-wide caches the engine shares across its compiled grammars (not the compiled
+        grammars themselves), by cache name: ``{"entries": int}`` plus, where the engine knows
+        them, ``"bytes"`` (approximate) and ``"hits"`` / ``"misses"`` (lookups since the process
+        started). Cheap: the vLLM plugin reads it every second for ``/metrics``
+        (``structgate_engine_cache_*``). Default: none."""
+        return {}
+
     def compile(self, constraint: Constraint) -> CompiledGrammar:
         """Compile ``constraint`` for this backend's vocabulary.
 

@@ -427,6 +427,19 @@ class NativeBackend(Backend):
                     self._cache.popitem(last=False)
         return g
 
+    def engine_cache_stats(self) -> dict[str, dict[str, int]]:
+        """Process-wide caches every native grammar shares (:meth:`Backend.engine_cache_stats`):
+        ``shared_walks`` (mask walks inside call-free rules, under
+        ``$STRUCTGATE_SHARED_WALKS_BYTES``), ``class_tries`` (the vocabulary's class-quotiented
+        tries, an LRU of 16) and ``regex_nodes`` (the hash-consed expression nodes of the regex
+        parser, cleared whole at 2^18 entries; their bytes are not counted)."""
+        from .pushdown import engine_cache_stats
+        from .regex.parser import _INTERN
+
+        out = engine_cache_stats()
+        out["regex_nodes"] = {"entries": len(_INTERN)}
+        return out
+
     def validate(self, constraint: Constraint) -> None:
         """Raise what :meth:`compile` would raise for the constraint itself, cheaply: constraint
         kind, translation to the grammar IR (:class:`UnsupportedFeatureError`,

@@ -1280,6 +1280,19 @@ class _ClassTrie:
         self.tokens_by_node = order.astype(np.int64)
         self.node_tok_start = np.searchsorted(tok_c[order], np.arange(cbase + 2)).astype(np.int64)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of this trie's arrays and of those computed on first use and kept on it (the
+        preorder layout, root info, token roots); not the per-thread walk buffers."""
+        n = sum(a.nbytes for lv in self.levels for a in lv[1:])
+        n += self.level_base.nbytes + self.token_cnode.nbytes + self.tokens_by_node.nbytes + self.node_tok_start.nbytes
+        for name in ("_pre", "_root_info"):
+            extra = self.__dict__.get(name)
+            if isinstance(extra, tuple):
+                n += sum(a.nbytes for a in extra if isinstance(a, np.ndarray))
+        n += sum(a.nbytes for a in self.__dict__.get("_tok_root", {}).values())
+        return n
+
     def subtree_tokens(self, d: int, local_nodes: np.ndarray) -> np.ndarray:
         """Token ids whose class path passes strictly below the given nodes of level ``d``
         (tokens longer than ``d + 1`` bytes with those prefixes)."""
@@ -1540,6 +1553,19 @@ def _env_bytes(name: str, default: int) -> int:
 
 
 _shared_walks = _SharedWalks(_env_bytes("STRUCTGATE_SHARED_WALKS_BYTES", 64 << 20))
+
+
+def engine_cache_stats() -> dict[str, dict[str, int]]:
+    """The process-wide caches of this module, for :meth:`NativeBackend.engine_cache_stats`:
+    ``shared_walks`` (:class:`_SharedWalks`: entries, bytes, hits, misses) and ``class_tries``
+    (the class-quotiented tries of :func:`class_trie`: entries, bytes of their arrays)."""
+    sw = _shared_walks
+    with sw._lock:
+        walks = {"entries": len(sw._d), "bytes": int(sw.nbytes), "hits": int(sw.hits), "misses": int(sw.misses)}
+    with _tries_lock:
+        tries = [t for _v, t in _tries.values()]
+    return {"shared_walks": walks,
+            "class_tries": {"entries": len(tries), "bytes": int(sum(t.nbytes for t in tries))}}
 
 
 class PushdownIndex:

@@ -329,6 +329,9 @@ class StructgateVllmBackend(_VBackend):
         from . import metrics
 
         metrics.register_cache(self.backend_name, self.cache_stats)
+        stats = getattr(self.sg_backend, "engine_cache_stats", None)
+        if callable(stats):  # (a third-party engine written against an older interface may lack it)
+            metrics.register_engine_caches(self.backend_name, stats)
         logger.info("structgate: structured-output backend %r (%s) for vocabulary of %d tokens, width %d",
                     self.backend_name, type(self.sg_backend).__name__, self.sg_backend.vocab.n_tokens,
                     self.sg_backend.vocab.vocab_size)

@@ -30,6 +30,12 @@ name                                   type       labels / meaning
 ``forced_draft_tokens_total``          counter    ``backend``: grammar-forced speculative drafts
 ``cache_hit_rate``                     gauge      ``backend``: hits / (hits + misses)
 ``cache_entries`` / ``cache_bytes``    gauge      ``backend``: compiled grammars kept, their size
+``engine_cache_entries`` / ``_bytes``  gauge      ``backend``, ``cache``: the engine's process-wide
+                                                  caches shared by its grammars
+                                                  (:meth:`Backend.engine_cache_stats`: native's
+                                                  shared walks, class tries, regex nodes)
+``engine_cache_hit_rate``              gauge      ``backend``, ``cache``: hits / lookups, where
+                                                  the engine counts them
 ``info``                               gauge (1)  ``version``, ``backends``, ``patches``
 =====================================  =========  ==============================================
 
@@ -63,6 +69,7 @@ _lock = threading.Lock()
 _hist: dict[tuple, list] = {}          # (name, labels...) -> [bucket counts..., count, sum]
 _counters: dict[tuple, float] = {}     # (name, labels...) -> value
 _caches: list[tuple[str, Callable[[], dict]]] = []
+_engine_caches: dict[str, Callable[[], dict]] = {}  # backend -> its engine_cache_stats (one per process)
 _info: dict[str, str] = {}
 _dirty = False
 _writer: threading.Thread | None = None
@@ -156,6 +163,16 @@ def register_cache(backend: str, stats: Callable[[], dict]) -> None:
     _start_writer()
 
 
+def register_engine_caches(backend: str, stats: Callable[[], dict]) -> None:
+    """Register an engine's process-wide caches: ``stats()`` returns ``{cache name: {"entries":
+    int, "bytes": int?, "hits": int?, "misses": int?}}`` (:meth:`Backend.engine_cache_stats`, read
+    at flush). Once per backend name and process: the caches are the process's, whatever the
+    number of bridges over them."""
+    with _lock:
+        _engine_caches[backend] = stats
+    _start_writer()
+
+
 def set_info(**labels: str) -> None:
     """Labels of the ``structgate_info`` series (version, backends, patches)."""
     global _dirty
@@ -176,10 +193,19 @@ def snapshot() -> dict:
             c = caches.setdefault(backend, {"entries": 0, "bytes": 0})
             c["entries"] += int(st.get("entries", 0))
             c["bytes"] += int(st.get("bytes", 0))
+        engine: dict[str, dict] = {}
+        for backend, fn in list(_engine_caches.items()):
+            try:
+                st = fn()
+            except Exception:  # noqa: BLE001 - a broken third-party engine never breaks the metrics
+                continue
+            engine[backend] = {str(name): {k: int(v) for k, v in fig.items()
+                                           if k in ("entries", "bytes", "hits", "misses")}
+                               for name, fig in (st or {}).items()}
         return {"pid": os.getpid(), "time": time.time(),
                 "hist": [[list(k), v] for k, v in _hist.items()],
                 "counters": [[list(k), v] for k, v in _counters.items()],
-                "caches": caches, "info": dict(_info)}
+                "caches": caches, "engine_caches": engine, "info": dict(_info)}
 
 
 def flush() -> str | None:
@@ -215,7 +241,7 @@ def _start_writer() -> None:
         def loop() -> None:
             while True:
                 time.sleep(1.0)
-                if _dirty or _caches:
+                if _dirty or _caches or _engine_caches:
                     flush()
 
         _writer = threading.Thread(target=loop, name="structgate-metrics", daemon=True)
@@ -240,7 +266,7 @@ def read_all(directory: str | None = None) -> list[dict]:
             except (OSError, ValueError, KeyError, TypeError):
                 continue
     with _lock:
-        mine = bool(_hist or _counters or _caches or _info)
+        mine = bool(_hist or _counters or _caches or _engine_caches or _info)
     if mine:
         snaps[os.getpid()] = snapshot()
     return list(snaps.values())
@@ -267,6 +293,7 @@ def _aggregate(snaps: Iterable[dict]):
     hist: dict[tuple, list] = {}
     counters: dict[tuple, float] = {}
     caches: dict[str, dict] = {}
+    engine: dict[tuple[str, str], dict] = {}  # (backend, cache) -> figures summed over processes
     info: dict[str, str] = {}
     for s in snaps:
         for k, v in s.get("hist", ()):
@@ -280,11 +307,16 @@ def _aggregate(snaps: Iterable[dict]):
             t = caches.setdefault(b, {"entries": 0, "bytes": 0})
             t["entries"] += c.get("entries", 0)
             t["bytes"] += c.get("bytes", 0)
+        for b, per in s.get("engine_caches", {}).items():
+            for name, fig in per.items():
+                t = engine.setdefault((b, name), {})
+                for k, v in fig.items():
+                    t[k] = t.get(k, 0) + v
         for k, v in s.get("info", {}).items():  # union of what each process reports
             if k in ("backends", "patches") and info.get(k) and v:
                 v = ",".join(sorted(set(info[k].split(",")) | set(v.split(","))))
             info[k] = v if v else info.get(k, "")
-    return hist, counters, caches, info
+    return hist, counters, caches, info, engine
 
 
 class StructgateCollector:
@@ -306,7 +338,7 @@ class StructgateCollector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
         from prometheus_client.utils import floatToGoString
 
-        hist, counters, caches, info = _aggregate(read_all(self.directory))
+        hist, counters, caches, info, engine = _aggregate(read_all(self.directory))
         for name in ("compile_seconds", "mask_fill_seconds"):
             fam = HistogramMetricFamily(f"structgate_{name}", _HELP[name], labels=_LABELS[name])
             buckets = _BUCKETS[name]
@@ -340,6 +372,23 @@ class StructgateCollector:
             byt.add_metric([b], c["bytes"])
         yield ent
         yield byt
+        e_ent = GaugeMetricFamily("structgate_engine_cache_entries", "structgate: entries of the engines' "
+                                  "process-wide caches shared by their grammars", labels=["backend", "cache"])
+        e_byt = GaugeMetricFamily("structgate_engine_cache_bytes", "structgate: approximate bytes of the "
+                                  "engines' process-wide caches", labels=["backend", "cache"])
+        e_hit = GaugeMetricFamily("structgate_engine_cache_hit_rate", "structgate: hits / lookups of the "
+                                  "engines' process-wide caches", labels=["backend", "cache"])
+        for (b, name), fig in sorted(engine.items()):
+            if "entries" in fig:
+                e_ent.add_metric([b, name], fig["entries"])
+            if "bytes" in fig:
+                e_byt.add_metric([b, name], fig["bytes"])
+            if "hits" in fig and "misses" in fig:
+                n = fig["hits"] + fig["misses"]
+                e_hit.add_metric([b, name], fig["hits"] / n if n else 0.0)
+        yield e_ent
+        yield e_byt
+        yield e_hit
         if info:
             keys = sorted(info)
             fam = GaugeMetricFamily("structgate_info", "structgate: version, active backends and applied patches",
