@@ -204,6 +204,10 @@ def test_native_engine_cache_stats_follow_the_caches(llama3_vocab):
     assert after["class_tries"]["bytes"] == sum(t.nbytes for t in tries)
     assert all(t.nbytes >= t.tokens_by_node.nbytes + t.token_cnode.nbytes for t in tries)
     assert after["regex_nodes"]["entries"] >= 1
+    from structgate.backends.auto import AutoBackend
+
+    auto = AutoBackend.wrap(be).engine_cache_stats()
+    assert auto["native/class_tries"] == be.engine_cache_stats()["class_tries"]
 
 
 # -- several API servers (vLLM's --api-server-count N) ---------------------------------------------

@@ -186,6 +186,13 @@ class AutoBackend(Backend):
         self._lock = threading.Lock()
         return self
 
+    def engine_cache_stats(self) -> dict[str, dict[str, int]]:
+        """The process-wide caches of the engines built so far, each name prefixed with its
+        engine's (``native/shared_walks``)."""
+        with self._lock:
+            engines = dict(self._engines)
+        return {f"{n}/{k}": v for n, be in engines.items() for k, v in be.engine_cache_stats().items()}
+
     def engine(self, name: str) -> Backend:
         """The engine ``name`` (registry name or alias) for this vocabulary, built on first use.
 
