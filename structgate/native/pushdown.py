@@ -837,7 +837,11 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         if key not in need:
             continue
         if key not in eff:
-            sz = _size(rules[key], ref_memo, ref_size)
+            body = rules[key]
+            # a body without references has the size the scan measured (references count 1 there)
+            sz = None if grammar.references(key) else memo.get(id(body))
+            if sz is None:
+                sz = _size(body, ref_memo, ref_size)
             if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
                 call_rule.add(key)
             eff[key] = sz
