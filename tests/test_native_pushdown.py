@@ -399,3 +399,20 @@ def test_popcount_counts_every_bit():
         want = int(np.unpackbits(row.view(np.uint8)).sum())
         assert _popcount(row) == want
         assert _popcount_lut(row) == want
+
+
+def test_memory_size_counts_the_tables_and_grows_with_the_walk(llama3_vocab):
+    v = llama3_vocab
+    g = Grammar(_json_rules(), "root", keep_calls={"str"}).check()
+    pi = PushdownIndex(build_grammar_nfa(g), v)
+    before = pi.memory_size_bytes
+    row = np.empty(pi.width, np.int32)
+    s = 1
+    for t in v.encode('{"a": [1, 2, {"b": "text"}], "c": null}'):
+        pi.fill_row(s, row)
+        s = pi.next_state(s, t)
+        assert s > 0
+    after = pi.memory_size_bytes
+    arrays = pi._rows.nbytes + pi._table.nbytes + pi._accepting.nbytes + pi._slot.nbytes + pi._cfg_depth.nbytes
+    assert after >= arrays + len(pi._closure_memo) * 100
+    assert after > before

@@ -2914,6 +2914,8 @@ class PushdownIndex:
         """Bytes held by this grammar's tables and cached rows (the shared class trie excluded)."""
         n_cfg = len(self._cfg_keys)
         keys = sum(len(k) for k in self._cfg_keys) * 36 + n_cfg * 64
-        return int(len(self._slot_state) * self.width * 4 + n_cfg * self.n_classes * 4 + keys
-                   + len(self._closure_memo) * 120 + len(self._stk_ret) * 100
-                   + self._token_cnode.nbytes + self._sw_bytes)
+        arrays = self._rows.nbytes + self._table.nbytes + self._accepting.nbytes + self._slot.nbytes \
+            + self._cfg_depth.nbytes + self._token_cnode.nbytes
+        # memo entries: a dict slot, a key and a small value each (approximate)
+        memos = (len(self._closure_memo) + len(self._union_memo)) * 120 + len(self._byte_only) * 80
+        return int(arrays + keys + memos + len(self._stk_ret) * 100 + self._sw_bytes)
