@@ -368,3 +368,14 @@ def test_metrics_route_shape_changed_fails_closed(tmp_path):
     assert "structgate_" not in res["text"]  # the instrumentator's route, as without the entry
     assert _families(res["text"]).keys() == _families(res["ref"]).keys()
     assert "optional patch metrics-multiproc-route not applied" in run.stderr
+
+
+def test_xgrammar_engine_cache_stats_follow_its_compiler_cache(llama3_vocab):
+    pytest.importorskip("xgrammar")
+    from structgate import Constraint, get_backend
+
+    be = get_backend("structgate-xgrammar", llama3_vocab)
+    before = be.engine_cache_stats()["compiler_cache"]["bytes"]
+    be.compile(Constraint("json_schema", {"type": "object", "properties": {"q": {"type": "integer"}}}))
+    after = be.engine_cache_stats()["compiler_cache"]
+    assert set(after) == {"bytes"} and after["bytes"] > before

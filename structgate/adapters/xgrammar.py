@@ -166,6 +166,11 @@ class XGrammarBackend(Backend):
         self._batch = None
         self._batch_lock = threading.Lock()
 
+    def engine_cache_stats(self) -> dict[str, dict[str, int]]:
+        """XGrammar's compiled-grammar cache (``GrammarCompiler.get_cache_size_bytes``: bytes
+        only, XGrammar reports no entry count or lookups)."""
+        return {"compiler_cache": {"bytes": int(self._compiler.get_cache_size_bytes())}}
+
     # -- compile ------------------------------------------------------------------------------
     def _json_kwargs(self, strict: bool) -> dict:
         o = self.options

@@ -480,9 +480,9 @@ class Backend(ABC):
 
     def engine_cache_stats(self) -> dict[str, dict[str, int]]:
         """Process-wide caches the engine shares across its compiled grammars (not the compiled
-        grammars themselves), by cache name: ``{"entries": int}`` plus, where the engine knows
-        them, ``"bytes"`` (approximate) and ``"hits"`` / ``"misses"`` (lookups since the process
-        started). Cheap: the vLLM plugin reads it every second for ``/metrics``
+        grammars themselves), by cache name: a dict of the figures the engine knows among
+        ``"entries"``, ``"bytes"`` (approximate) and ``"hits"`` / ``"misses"`` (lookups since the
+        process started), ints. Cheap: the vLLM plugin reads it every second for ``/metrics``
         (``structgate_engine_cache_*``). Default: none."""
         return {}
 
