@@ -109,6 +109,44 @@ def test_mask_rows_equal_the_direct_walk(schema, doc, min_slack, llama3_vocab, m
         assert min(aliased) < 16  # the long-token check ran near the bound
 
 
+@pytest.mark.parametrize("n_words", [20, 45])
+def test_depth_alias_rows_equal_the_direct_walk(n_words, llama3_vocab, monkeypatch):
+    """Pattern states that no string as long as the longest token tells apart share a count-free
+    alias (``LengthProduct.canonical``'s depth classes: a word count unrolled in the pattern's DFA,
+    MaskBench ``Github_easy---o21053``). Every row on the way equals the direct walk, in the words
+    whose states merge (the first ~36 of 99 at Llama 3's 128-byte tokens) and past them (the direct
+    walk, the oracle, exhausts ``max_dfa_states`` further on; the bound itself:
+    ``test_long_strings_at_the_bound``)."""
+    from structgate.native.json_schema._automata import LengthProduct
+
+    moved = []
+    orig = LengthProduct.canonical
+
+    def spy(self, state, depth=None):
+        r = orig(self, state, depth)
+        if r is not None and r[0][0] != state[0]:
+            moved.append(state)
+        return r
+
+    monkeypatch.setattr(LengthProduct, "canonical", spy)
+    schema = {"type": "string", "pattern": "^(\\S+\\s+){0,99}\\S+$", "maxLength": 5000}
+    doc = " ".join(f"w{i}x" for i in range(n_words)) + " \u00e9z"
+    want = _valid(schema, doc)
+    assert want
+    g = get_backend("native", llama3_vocab).compile(Constraint.json_schema(schema))  # fresh: no rows cached
+    m = g.matcher()
+    idx = m.token_index
+    ok = True
+    for t in llama3_vocab.encode(json.dumps(doc)):
+        s = m.state
+        assert np.array_equal(idx.row(s), idx.direct_row(s)), (n_words, t)
+        if not m.advance([t]):
+            ok = False
+            break
+    assert (ok and m.is_accepting()) == want
+    assert moved, "no pattern state was aliased to an equivalent one"
+
+
 # -- long strings: exact at the bound, configurations grow slowly -----------------------------------------
 def test_long_strings_at_the_bound(backend, llama3_vocab):
     """MaskBench ``Github_easy---o21053``'s shape: its long invalid instances used to exhaust

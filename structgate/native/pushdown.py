@@ -519,7 +519,7 @@ class RepeatCounter(LazyAutomaton):
         more = Concat((self._call, LazyRule(self, nxt)))
         return Alt((more, Concat(()))) if self.nullable(state) else more
 
-    def canonical(self, state):
+    def canonical(self, state, depth: int | None = None):
         """``(state2, slack, superset)`` when count ``state`` is far from the bounds (see the
         class), else None. ``superset``: ``state2`` allows every string ``state`` allows ("mid");
         "low" cannot end, so it is not (:meth:`PushdownIndex._count_alias` then needs every token
@@ -2687,7 +2687,7 @@ class PushdownIndex:
             canon = getattr(node.auto, "canonical", None) if node is not None else None
             if canon is None:
                 return None
-            res = canon(node.state)
+            res = canon(node.state, self._max_tok_len)
             if res is None:
                 return False
             st2, sl, superset = res

@@ -561,6 +561,7 @@ class LengthProduct(LazyAutomaton):
         #: the longest of the states' shortest completions (every state of a trimmed automaton has one)
         self._reach_all = int(self._lens.argmax(axis=0).max()) if n else 0
         self._live: dict = {}
+        self._rep_k: dict[int, list] = {}  # depth -> per pattern state its class representative
 
     def _reaches(self, q: int, lo: int, hi: int | None) -> bool:
         """Whether some ``ℓ`` in ``lo..hi`` (``hi`` None: unbounded) has ``q ∈ R_ℓ``."""
@@ -573,7 +574,49 @@ class LengthProduct(LazyAutomaton):
                 return True
         return False
 
-    def canonical(self, state):
+    #: the depth of :meth:`canonical`'s state classes when the caller gives none
+    ALIAS_DEPTH = 128
+    #: the depth classes are computed only for patterns of at most this many states
+    ALIAS_MAX_STATES = 1024
+
+    def _depth_rep(self, depth: int) -> list:
+        """Per pattern state the smallest state equivalent to it up to ``depth`` symbols
+        (Moore's partition refinement stopped after that many rounds: the same acceptance after
+        every prefix of at most that length, the same symbols defined): a pattern that counts (a
+        word count ``(\\S+\\s+){0,99}`` unrolled into its DFA) has states that differ only past
+        that depth. Computed on first use (mask time, not compile time), per depth."""
+        hit = self._rep_k.get(depth)
+        if hit is None:
+            import numpy as np
+
+            n = len(self.d.delta)
+            if n == 0 or n > self.ALIAS_MAX_STATES:
+                hit = self._rep_k[depth] = list(range(n))
+                return hit
+            delta = np.asarray(self.d.delta, dtype=np.int64).reshape(n, -1)
+            dead = delta < 0
+            cls = np.asarray(self.d.accept, dtype=np.int64)
+            k = len(np.unique(cls))
+            for _ in range(depth):
+                tgt = np.where(dead, -1, cls[np.where(dead, 0, delta)])
+                _u, new = np.unique(np.concatenate([cls[:, None], tgt], axis=1), axis=0, return_inverse=True)
+                new = new.reshape(-1)
+                k2 = int(new.max()) + 1
+                cls = new
+                if k2 == k or k2 == n:  # stable (the full equivalence), or every state apart
+                    break
+                k = k2
+            first: dict[int, int] = {}
+            hit = self._rep_k[depth] = [first.setdefault(int(c), q) for q, c in enumerate(cls.tolist())]
+        return hit
+
+    def _same_layout(self, q: int, q2: int) -> bool:
+        """Whether the rules of ``(q, "mid")`` and ``(q2, "mid")`` spell the same symbols in the
+        same order (so a position in one is the same position in the other)."""
+        a, b = self._moves(q), self._moves(q2)
+        return len(a) == len(b) and all(ea == eb for (_t, ea), (_t2, eb) in zip(a, b))
+
+    def canonical(self, state, depth: int | None = None):
         """``(state2, slack, superset)`` when ``state = (q, count)`` is far from the bounds, else
         None: for every token of at most ``slack`` bytes (at most ``slack`` code points, the symbol
         being read included), the count-free ``state2`` allows the same continuations; with
@@ -585,6 +628,12 @@ class LengthProduct(LazyAutomaton):
           has room for its shortest completion, and may end);
         * ``(q, "low")``: ``slack = lmin - count - 1 - e >= 1`` and ``lmax - lmin >= per - 1`` (no
           end within reach, and a state completes iff it completes with arbitrarily long strings).
+
+        In the ``"mid"`` case ``q`` is further replaced by its representative up to ``depth``
+        symbols (:meth:`_depth_rep`; the caller's longest token, default :attr:`ALIAS_DEPTH`) when
+        the two rules have the same layout and the count leaves room for ``depth`` more: the slack
+        is then ``depth`` and the alias no superset (a longer token may tell them apart), so it is
+        used only where no token is longer.
         """
         q, c = state
         if c == "mid" or c == "low":
@@ -594,7 +643,14 @@ class LengthProduct(LazyAutomaton):
             if self.lmax is None:
                 return None  # the saturated count: already one state
             sl = self.lmax - c - 1 - self._reach_all
-            return ((q, "mid"), sl, True) if sl >= 1 else None
+            if sl < 1:
+                return None
+            k = self.ALIAS_DEPTH if depth is None else int(depth)
+            if 0 < k <= sl:  # room for a whole token: the state's depth class may stand for it
+                q2 = self._depth_rep(k)[q]
+                if q2 != q and self._same_layout(q, q2):
+                    return (q2, "mid"), k, False
+            return (q, "mid"), sl, True
         sl = self.lmin - c - 1 - e
         if sl >= 1 and (self.lmax is None or self.lmax - self.lmin >= per - 1):
             return (q, "low"), sl, False
