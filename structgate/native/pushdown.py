@@ -1535,6 +1535,12 @@ class _SharedWalks:
     def nbytes(self) -> int:
         return self._bytes
 
+    def stats(self) -> dict[str, int]:
+        """``{"entries", "bytes", "hits", "misses"}`` (lookups since the process started)."""
+        with self._lock:
+            return {"entries": len(self._d), "bytes": int(self._bytes), "hits": int(self.hits),
+                    "misses": int(self.misses)}
+
     def clear(self) -> None:
         with self._lock:
             self._d.clear()
@@ -1563,12 +1569,9 @@ def engine_cache_stats() -> dict[str, dict[str, int]]:
     """The process-wide caches of this module, for :meth:`NativeBackend.engine_cache_stats`:
     ``shared_walks`` (:class:`_SharedWalks`: entries, bytes, hits, misses) and ``class_tries``
     (the class-quotiented tries of :func:`class_trie`: entries, bytes of their arrays)."""
-    sw = _shared_walks
-    with sw._lock:
-        walks = {"entries": len(sw._d), "bytes": int(sw.nbytes), "hits": int(sw.hits), "misses": int(sw.misses)}
     with _tries_lock:
         tries = [t for _v, t in _tries.values()]
-    return {"shared_walks": walks,
+    return {"shared_walks": _shared_walks.stats(),
             "class_tries": {"entries": len(tries), "bytes": int(sum(t.nbytes for t in tries))}}
 
 
@@ -1794,11 +1797,7 @@ class PushdownIndex:
         if bo:
             # the common case (84 % of closures on MaskBench): only byte-consuming leaves, no
             # call, return or placeholder to follow: the items are the leaves on stack ``k``
-            fs = leaves if k == 0 else frozenset([k * N + x for x in leaves])
-            if len(self._closure_memo) > 1_000_000:
-                self._closure_memo.clear()
-            self._closure_memo[key] = fs
-            return fs
+            return self._remember_closure(key, leaves if k == 0 else frozenset([k * N + x for x in leaves]))
         out, lo = self._out, self._lo
         outs = self.gnfa.nfa.outs
         starts = self.gnfa.rule_start
@@ -1842,7 +1841,10 @@ class PushdownIndex:
                         if p not in seen:
                             seen.add(p)
                             work.append(p)
-        fs = frozenset(res)
+        return self._remember_closure(key, frozenset(res))
+
+    def _remember_closure(self, key: tuple[int, int], fs: frozenset) -> frozenset:
+        """Keep ``fs`` as the closure of ``key`` (the memo cleared whole past 10^6 entries)."""
         if len(self._closure_memo) > 1_000_000:
             self._closure_memo.clear()
         self._closure_memo[key] = fs
@@ -1928,33 +1930,23 @@ class PushdownIndex:
         points is the set of items that take the classes there; each distinct set's target (the
         union of the items' successor closures) is interned once per set of items
         (``_union_memo``)."""
-        items = self._cfg_keys[c]
-        if len(items) == 1:
-            # one item (a third of the rows on MaskBench): its intervals take its one target
-            (it,) = items
-            row = [0] * self.n_classes
-            if it >= 0 and it % self._N != self._ACCEPT:
-                leaf = it % self._N
-                ivs = self._leaf_iv.get(leaf)
-                if ivs is None:
-                    ivs = self._leaf_classes(leaf)
-                tid = self._target(it)
-                for a, b in ivs:
-                    row[a:b] = [tid] * (b - a)
-            self._table[c] = row
-            if self._partial:
-                self._partial.discard(c)
-            return
-        marks: dict[int, int] = {}
-        its: list[int] = []
-        for it, ivs in self._item_intervals(c):
-            bit = 1 << len(its)
-            its.append(it)
-            for a, b in ivs:
-                marks[a] = marks.get(a, 0) ^ bit
-                marks[b] = marks.get(b, 0) ^ bit
+        pairs = list(self._item_intervals(c))
         row = [0] * self.n_classes
-        if its:
+        if len(pairs) == 1:
+            # one byte-consuming item (a third of the rows on MaskBench): no sweep, one target
+            it, ivs = pairs[0]
+            tid = self._target(it)
+            for a, b in ivs:
+                row[a:b] = [tid] * (b - a)
+        elif pairs:
+            marks: dict[int, int] = {}
+            its: list[int] = []
+            for it, ivs in pairs:
+                bit = 1 << len(its)
+                its.append(it)
+                for a, b in ivs:
+                    marks[a] = marks.get(a, 0) ^ bit
+                    marks[b] = marks.get(b, 0) ^ bit
             target = self._target
             local: dict[int, int] = {}
             pts = sorted(marks)
