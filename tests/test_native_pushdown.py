@@ -61,6 +61,35 @@ def test_regular_masks_equal_the_eager_dfa(rx, llama3_vocab):
             assert s1 > 0 and s2 > 0
 
 
+@pytest.mark.parametrize("prune_min", [0, 1 << 40])
+@pytest.mark.parametrize("rx", [r"(?:internationalization|interoperability|in)[ .]{0,3}x", r"[0-9]{1,3}",
+                                r"(?: {1,40}|[a-z]{2,9})!"])
+def test_every_level_gather_gives_the_eager_dfa_masks(rx, prune_min, llama3_vocab, monkeypatch):
+    """The trie walk's three level gathers (dense over the level; sparse over the children of the
+    live nodes; one live node's children as a slice) give the same masks as the eager DFA:
+    ``PRUNE_MIN_NODES`` 0 takes the sparse gathers at every level (the slice wherever one node is
+    live: a long literal, a run of spaces), 2^40 the dense gather at every level."""
+    monkeypatch.setattr(PushdownIndex, "PRUNE_MIN_NODES", prune_min)
+    v = llama3_vocab
+    pi = _index({"root": parse_regex(rx)}, v)
+    ti = TokenIndex(compile_regex(rx), v)
+    a = np.empty(pi.width, np.int32)
+    b = np.empty(pi.width, np.int32)
+    rng = random.Random(rx)
+    for walk in range(3):
+        s1 = s2 = 1
+        for _ in range(12):
+            pi.fill_row(s1, a)
+            ti.fill_row(s2, b)
+            assert (a == b).all(), f"{rx!r}: {np.count_nonzero(a != b)} words differ"
+            ids = [t for t in _ids(b, v).tolist() if t not in v.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)
+            assert s1 > 0 and s2 > 0
+
+
 def _json_rules(ws=r"[ \t\n\r]{0,4}"):
     w = parse_regex(ws)
     s = parse_regex(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')

@@ -1922,6 +1922,9 @@ class PushdownIndex:
             self._union_memo[fa] = tid
         return tid
 
+    #: a row of at most this many runs of one target is stored slice by slice, else as a list
+    _ROW_SLICES = 24
+
     def _compute_row(self, c: int) -> None:
         """Fill ``table[c]`` (every class) with the configurations reached by one byte.
 
@@ -1931,13 +1934,14 @@ class PushdownIndex:
         union of the items' successor closures) is interned once per set of items
         (``_union_memo``)."""
         pairs = list(self._item_intervals(c))
-        row = [0] * self.n_classes
+        # the targets first (interning may grow the table), then the row written as slices of
+        # the table when it has few runs (a Python list of every class converted to the row
+        # costs more than a few slice stores)
         if len(pairs) == 1:
             # one byte-consuming item (a third of the rows on MaskBench): no sweep, one target
             it, ivs = pairs[0]
             tid = self._target(it)
-            for a, b in ivs:
-                row[a:b] = [tid] * (b - a)
+            runs = [(a, b, tid) for a, b in ivs]
         elif pairs:
             marks: dict[int, int] = {}
             its: list[int] = []
@@ -1951,9 +1955,9 @@ class PushdownIndex:
             local: dict[int, int] = {}
             pts = sorted(marks)
             cur = 0
+            runs = []
             for j in range(len(pts) - 1):
-                x = pts[j]
-                cur ^= marks[x]
+                cur ^= marks[pts[j]]
                 if not cur:
                     continue
                 tid = local.get(cur)
@@ -1963,9 +1967,19 @@ class PushdownIndex:
                     else:
                         fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
                     tid = local[cur] = target(fa)
-                y = pts[j + 1]
-                row[x:y] = [tid] * (y - x)
-        self._table[c] = row
+                runs.append((pts[j], pts[j + 1], tid))
+        else:
+            runs = []
+        if len(runs) <= self._ROW_SLICES:
+            t = self._table[c]
+            t.fill(0)
+            for a, b, tid in runs:
+                t[a:b] = tid
+        else:
+            row = [0] * self.n_classes
+            for a, b, tid in runs:
+                row[a:b] = [tid] * (b - a)
+            self._table[c] = row
         if self._partial:
             self._partial.discard(c)
 
@@ -2041,7 +2055,24 @@ class PushdownIndex:
                 break
             base, par, cls, bounds = levels[d]
             n = cls.shape[0]
-            if n >= prune_min and alive.size < prune_below * prev_n:
+            if alive.size == 1 and n >= prune_min:
+                # one live node (a literal's next byte, a long token's tail): its children are one
+                # contiguous run of the level, read by a slice (a third of the index arithmetic)
+                a = int(alive[0])
+                s, e = int(bounds[a]), int(bounds[a + 1])
+                if s == e:
+                    break
+                fl = cls[s:e] + int(alive_v[0]) * W
+                vals = flat_t.take(fl)
+                if vals.min() < 0:
+                    self._ensure_rows([int(alive_v[0])])
+                    flat_t = self._table.ravel()
+                    vals = flat_t.take(fl)
+                alive = vals.nonzero()[0]
+                alive_v = vals[alive]
+                alive += s
+                dense = None
+            elif n >= prune_min and alive.size < prune_below * prev_n:
                 st = bounds[alive]
                 cnt = bounds[alive + 1] - st
                 cs = cnt.cumsum()
