@@ -191,6 +191,19 @@ def part_b(srv, schemas: list[dict], concurrency: int, max_tokens: int) -> dict:
             "errors": sorted({r.get("error", "")[:160] for r in res if r["status"] != 200})[:5]}
 
 
+def client_realtime(priority: int) -> str:
+    """Put this client's thread (and the threads it starts afterwards: the streams' pool, the
+    poller) under ``SCHED_FIFO`` at ``priority``, after the server's processes were started (they
+    keep the normal policy). The client is the measuring instrument: on a machine whose cores the
+    server saturates, a normally scheduled client can itself wait seconds for a core, and its gaps
+    are then its own. Needs root or CAP_SYS_NICE; returns the policy in effect, or the error."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as e:
+        return f"normal ({type(e).__name__}: {e})"
+    return f"SCHED_FIFO {priority}"
+
+
 def run_backend(spec: str, args, heavy: dict, distinct: list[dict], validate_heavy: dict | None = None) -> dict:
     from structgate.plugin.server import VllmServer
 
@@ -207,6 +220,8 @@ def run_backend(spec: str, args, heavy: dict, distinct: list[dict], validate_hea
         stream(srv.url, {"model": srv.served_model_name, "prompt": "x", "max_tokens": 4})
         stream(srv.url, {"model": srv.served_model_name, "prompt": "x", "max_tokens": 4,
                          "structured_outputs": {"json": {"type": "object", "properties": {"a": {"type": "integer"}}}}})
+        if args.client_rt:
+            res["client_sched"] = client_realtime(args.client_rt)
         res["a_baseline"] = part_a(srv, None, args.stream_tokens, args.heavy_after_s, args.heavy_max_tokens)
         res["a_heavy"] = [part_a(srv, heavy, args.stream_tokens, args.heavy_after_s, args.heavy_max_tokens)
                           for _ in range(args.repeats)]
@@ -239,6 +254,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     ap.add_argument("--log-dir", default="/tmp")
+    ap.add_argument("--client-rt", type=int, default=0,
+                    help="run the client's threads under SCHED_FIFO at this priority (1-99; 0: normal), so "
+                         "that the gaps it measures are the server's, not its own wait for a core")
     args = ap.parse_args(argv)
     schemas = load_schemas(pathlib.Path(args.corpus))
     heavy = schemas[args.heavy]
