@@ -114,6 +114,39 @@ def test_approx_nbytes_counts_arrays():
     assert approx_nbytes(G()) >= 4000 + 400
 
 
+def test_grammar_size_is_the_grammars_own_and_never_walks_the_vocabulary(llama3_vocab):
+    """The cache gauge takes a grammar's own ``memory_size_bytes`` (native: its arrays and rows);
+    the generic walk, for grammars that report none, leaves the shared vocabulary out (it used to
+    walk 20,000 objects of it on every compile, holding the engine's GIL for ~15 ms) and stays
+    bounded."""
+    import time
+
+    import numpy as np
+
+    from structgate import Constraint, get_backend
+    from structgate.plugin.metrics import APPROX_MAX_OBJECTS, approx_nbytes, grammar_nbytes
+
+    g = get_backend("native", llama3_vocab).compile(Constraint.regex("[a-z]{1,8}@x"))
+    assert grammar_nbytes(g) == g.memory_size_bytes > 0
+
+    class Opaque:  # a third-party grammar without a size of its own
+        memory_size_bytes = 0
+
+        def __init__(self):
+            self.vocab = llama3_vocab
+            self.table = np.zeros((100, 10), dtype=np.int32)
+            self.many = [bytes([i % 256]) * 3 for i in range(100_000)]
+
+    t0 = time.perf_counter()
+    n = grammar_nbytes(Opaque())
+    assert time.perf_counter() - t0 < 0.5
+    assert 4000 <= n < 1 << 20  # the table, a bounded sample of the list; no 128k-token vocabulary
+    assert approx_nbytes(llama3_vocab) == 0
+    seen: set = set()
+    approx_nbytes([[i] for i in range(10_000)], _seen=seen)
+    assert len(seen) <= APPROX_MAX_OBJECTS
+
+
 def test_registry_patch_adds_the_collector_once():
     pytest.importorskip("vllm")
     import structgate.plugin as p
@@ -171,6 +204,20 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
     assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="regex",
                    error="syntax") >= 1
     assert _sample(fams, "structgate_cache_bytes", backend="native") > 0
+    # the gauge follows a cached grammar that grows after its compile (native computes rows lazily)
+    import numpy as np
+
+    be.compile_grammar(StructuredOutputOptions.JSON, '{"type": "object", "properties": {"a": {"type": "string"}}}')
+    grown = list(be._cache.values())[-1]
+    assert be.cache_stats()["bytes"] == sum(g.memory_size_bytes for g in be._cache.values())
+    before = grown.memory_size_bytes
+    m = grown.matcher()
+    bm = np.zeros((1, (128256 + 31) // 32), dtype=np.int32)
+    for t in tok.encode('{"a": "some words in a string"}', add_special_tokens=False):
+        m.fill_bitmask(bm, 0)
+        assert m.advance(t)
+    assert grown.memory_size_bytes > before
+    assert be.cache_stats()["bytes"] == sum(g.memory_size_bytes for g in be._cache.values())
     # native's process-wide caches: the class tries its masks walked
     assert _sample(fams, "structgate_engine_cache_entries", backend="native", cache="class_tries") >= 1
     assert _sample(fams, "structgate_engine_cache_bytes", backend="native", cache="class_tries") > 1 << 20

@@ -34,6 +34,7 @@ speculative decoding exercised rollback).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -339,9 +340,24 @@ class StructgateVllmBackend(_VBackend):
 
         log_startup("engine", backends=[self.backend_name])
 
+    #: cached grammars whose size :meth:`cache_stats` measures again per call (oldest first):
+    #: native grammars grow as their rows are computed, and the metrics writer calls it every second
+    REFRESH_PER_STATS = 8
+
     def cache_stats(self) -> dict:
-        """``{"entries": n, "bytes": approximate size}`` of the compiled-grammar cache."""
+        """``{"entries": n, "bytes": approximate size}`` of the compiled-grammar cache. Each call
+        measures :attr:`REFRESH_PER_STATS` entries again (the least recently measured), so the
+        figure follows grammars that grow after their compile at a bounded cost per call."""
+        from . import metrics
+
         with self._cache_lock:
+            keys = list(itertools.islice(self._cache_bytes, self.REFRESH_PER_STATS))
+            for k in keys:
+                g = self._cache.get(k)
+                size = self._cache_bytes.pop(k)
+                if g is not None:
+                    size = metrics.grammar_nbytes(g)
+                    self._cache_bytes[k] = size  # measured last: at the end of the order
             return {"entries": len(self._cache), "bytes": sum(self._cache_bytes.values())}
 
     def compile_grammar(self, request_type: Any, grammar_spec: str,
@@ -389,7 +405,7 @@ class StructgateVllmBackend(_VBackend):
                 raise
             metrics.record_compile(getattr(compiled, "served_by", self.backend_name), c.kind,
                                    time.perf_counter() - t0)
-            size = metrics.approx_nbytes(compiled)
+            size = metrics.grammar_nbytes(compiled)
             with self._cache_lock:
                 self._cache[key] = compiled
                 self._cache_bytes[key] = size

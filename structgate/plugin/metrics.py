@@ -406,14 +406,34 @@ def render_text(directory: str | None = None) -> str:
     return generate_latest(reg).decode()
 
 
+def grammar_nbytes(compiled: Any) -> int:
+    """Bytes held by a compiled grammar, for the ``cache_bytes`` gauge: its own
+    ``memory_size_bytes`` (:attr:`structgate.CompiledGrammar.memory_size_bytes`, cheap: native
+    sums its arrays) when it reports one, else :func:`approx_nbytes`."""
+    try:
+        n = int(getattr(compiled, "memory_size_bytes", 0) or 0)
+    except Exception:  # noqa: BLE001 - a third-party grammar's failing property never breaks a compile
+        n = 0
+    return n if n > 0 else approx_nbytes(compiled)
+
+
+#: objects :func:`approx_nbytes` visits at most (the walk holds the GIL, in the engine process)
+APPROX_MAX_OBJECTS = 2000
+
+
 def approx_nbytes(obj: Any, _depth: int = 0, _seen: set | None = None) -> int:
-    """Approximate size in bytes of a compiled grammar: numpy arrays (``nbytes``), bytes, and
-    containers / attributes two levels down. A rough figure for the ``cache_bytes`` gauge; an
-    object may report its own with an ``nbytes`` attribute or method."""
+    """Approximate size in bytes of a compiled grammar that does not report its own
+    (``memory_size_bytes`` 0): numpy arrays (``nbytes``), bytes, and containers / attributes two
+    levels down, at most :data:`APPROX_MAX_OBJECTS` objects and 200 items of a container; the
+    vocabulary (shared by every grammar of a backend) is not counted. A rough figure for the
+    ``cache_bytes`` gauge; an object may report its own with an ``nbytes`` attribute or method."""
+    import itertools
     import sys
 
+    from ..vocab import Vocabulary
+
     seen = _seen if _seen is not None else set()
-    if id(obj) in seen or len(seen) > 20000:  # bounded walk: the figure is approximate anyway
+    if id(obj) in seen or len(seen) >= APPROX_MAX_OBJECTS or isinstance(obj, Vocabulary):
         return 0
     seen.add(id(obj))
     nb = getattr(obj, "nbytes", None)
@@ -430,9 +450,9 @@ def approx_nbytes(obj: Any, _depth: int = 0, _seen: set | None = None) -> int:
         return sys.getsizeof(obj) if not hasattr(obj, "__dict__") else 0
     total = sys.getsizeof(obj) if isinstance(obj, (list, tuple, dict, set, frozenset)) else 0
     if isinstance(obj, dict):
-        items = list(obj.values())[:2000]
+        items = list(itertools.islice(obj.values(), 200))
     elif isinstance(obj, (list, tuple, set, frozenset)):
-        items = list(obj)[:2000]
+        items = list(itertools.islice(obj, 200))
     else:
         items = list(getattr(obj, "__dict__", {}).values())
         for s in getattr(type(obj), "__slots__", ()):
