@@ -58,3 +58,62 @@ def test_values_30_deep(native, llama3_vocab, schema):
     g = native.compile(Constraint.json_schema(schema))
     assert walk(g, llama3_vocab, json.dumps(good))[:2] == (True, True)
     assert walk(g, llama3_vocab, json.dumps(good)[:-1])[:2] == (True, False)
+
+
+_DEEP = {
+    "tree": (Constraint.json_schema({"type": "object", "properties": {"child": {"$ref": "#"}}}),
+             {"whitespace": "compact"}, '{"child":', '}{'),
+    # the optional whitespace after "," kept a dead path looking alive (found by a fuzzing helper)
+    "list": (Constraint.json_schema({"$defs": {"t": {"type": "array", "minItems": 1, "items": False,
+                                                     "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/t"}]}},
+                                     "$ref": "#/$defs/t"}), {}, "[0,", "]"),
+    "free-array": (Constraint.json_schema({"type": "array"}), {}, "[", "]"),
+    "gbnf-parens": (Constraint.grammar('root ::= "(" " "? root " "? ")" | "x"', "gbnf"), {}, "(", ")x"),
+}
+
+
+@pytest.mark.parametrize("depth", [3, 40])
+@pytest.mark.parametrize("case", sorted(_DEEP))
+def test_the_depth_bound_never_leaves_a_dead_end(case, depth, llama3_vocab):
+    """Interface rule 1 at ``max_recursion_depth``: a token is allowed only if the output can still
+    be completed. A walk that opens as deep as the mask lets it (one byte token at a time, the
+    case's opening bytes first), then closes: at every step the mask is non-empty, the walk gets at
+    least ``depth`` levels deep (the bound is not cut short), and the output completes. Before the
+    fix, a key or separator whose value had to open one more level was allowed at the bound and
+    then nothing was (40 > :attr:`PushdownIndex.DEPTH_HORIZON`: the horizon's path; 3: below it)."""
+    import numpy as np
+
+    from structgate.native.backend import NativeBackend
+
+    constraint, opts, opening, closing = _DEEP[case]
+    v = llama3_vocab
+    m = NativeBackend(v, max_recursion_depth=depth, **opts).compile(constraint).matcher()
+    bm = np.zeros((1, (v.vocab_size + 31) // 32), dtype=np.int32)
+    byte_tok = {}
+    for ch in set(opening + closing + " "):
+        (t,) = v.encode(ch)
+        byte_tok[ch] = t
+
+    def allowed(t):
+        return (int(bm[0, t >> 5]) >> (t & 31)) & 1
+
+    opened, phase, steps = 0, opening, 0
+    while True:
+        m.fill_bitmask(bm, 0)
+        assert bm.any(), f"{case}: empty mask after {opened} opening bytes ({steps} steps)"
+        if any(allowed(e) for e in v.eos_token_ids) and phase is closing:
+            break
+        pick = next((c for c in phase if allowed(byte_tok[c])), None)
+        if pick is None and phase is opening:
+            phase = closing
+            continue
+        if pick is None:  # anything the mask allows (whitespace, a digit): never a dead end
+            pick_t = int(np.flatnonzero(np.unpackbits(bm[0].view(np.uint8), bitorder="little"))[0])
+        else:
+            pick_t = byte_tok[pick]
+            opened += phase is opening and pick == opening[0]
+        assert m.advance(pick_t)
+        steps += 1
+        assert steps < 40 * depth + 100
+    assert opened >= depth
+    assert m.advance(v.eos_token_ids[0]) and m.is_terminated()

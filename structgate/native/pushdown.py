@@ -32,7 +32,12 @@ Pipeline
    row copy, and the batch hook gathers many at once (:meth:`PushdownIndex.slots`).
 
 Depth: a push beyond ``max_depth`` (``CompileOptions.max_recursion_depth``) is not taken, so outputs
-nested deeper than the limit are excluded (documented bound; default 128 levels).
+nested deeper than the limit are excluded (documented bound; default 128 levels). Near the bound
+(fewer than :attr:`PushdownIndex.DEPTH_HORIZON` frames left) a pair is kept only if its rule can
+still complete within the frames left, and a frame only if its caller's continuation can
+(:meth:`PushdownIndex._completes`): without that, a byte that enters a position whose every way out
+needs a deeper call (a key whose value must open one more object at the bound) would be allowed and
+lead to a dead end.
 
 The configuration automaton is exact: a token is allowed iff its bytes keep the output a prefix of
 some string of the grammar (within the depth bound), because every pair in a configuration is live
@@ -1602,6 +1607,10 @@ class PushdownIndex:
 
     PRUNE_BELOW = 0.25
     PRUNE_MIN_NODES = 2048
+    #: with fewer frames than this left below ``max_depth``, pairs and frames are kept only if they
+    #: can complete within the frames left (:meth:`_completes`); exact for grammars whose every rule
+    #: position completes with at most this many nested frames (JSON Schema grammars need 0-2)
+    DEPTH_HORIZON = 16
 
     def __init__(self, gnfa: GrammarNFA, vocab: Vocabulary, *, max_depth: int = 128,
                  max_states: int = 1_000_000, row_budget_bytes: int = 256 << 20) -> None:
@@ -1619,6 +1628,9 @@ class PushdownIndex:
         self._closures = _GrammarClosures(gnfa)
         self._lc = self._closures.get
         self._tail: dict[int, bool] = {}
+        self._fits: dict[tuple[int, int], bool] = {}  # (NFA state, frames left) -> _completes
+        self._fits_busy: set[tuple[int, int]] = set()
+        self._fits_hit_busy = False
         bc = gnfa.byte_classes
         self.byte_classes = bc
         self._bc_list = bc.tolist()
@@ -1737,6 +1749,9 @@ class PushdownIndex:
                                            and self._free_ret[ret] else 1)
             if d > self.max_depth:
                 return -1
+            left = self.max_depth - self._stk_depth[parent]
+            if left < self.DEPTH_HORIZON and ret >= 0 and not self._completes(ret, left):
+                return -1  # the caller could not complete after this call returns
             k = len(self._stk_ret)
             self._stk_ids[(ret, parent)] = k
             self._stk_ret.append(ret)
@@ -1795,9 +1810,13 @@ class PushdownIndex:
         bo = self._byte_only.get(v)
         if bo is None:
             bo = self._byte_only[v] = all(kind[x] == BYTE for x in leaves)
+        horizon = self.max_depth - self.DEPTH_HORIZON
         if bo:
             # the common case (84 % of closures on MaskBench): only byte-consuming leaves, no
             # call, return or placeholder to follow: the items are the leaves on stack ``k``
+            if self._stk_depth[k] > horizon:
+                left = self.max_depth - self._stk_depth[k]
+                leaves = frozenset([x for x in leaves if self._completes(x, left)])
             return self._remember_closure(key, leaves if k == 0 else frozenset([k * N + x for x in leaves]))
         out, lo = self._out, self._lo
         outs = self.gnfa.nfa.outs
@@ -1811,7 +1830,8 @@ class PushdownIndex:
             for leaf in lc(v):
                 kd = kind[leaf]
                 if kd == BYTE:
-                    res.add(k * N + leaf)
+                    if self._stk_depth[k] <= horizon or self._completes(leaf, self.max_depth - self._stk_depth[k]):
+                        res.add(k * N + leaf)
                 elif kd == CALL:
                     # a call in tail position (nothing but the caller's own return follows) takes no
                     # frame: the callee returns straight to the caller's caller, so right recursion
@@ -1850,6 +1870,74 @@ class PushdownIndex:
             self._closure_memo.clear()
         self._closure_memo[key] = fs
         return fs
+
+    def _completes(self, v: int, left: int) -> bool:
+        """Whether the rule that NFA state ``v`` lies in can reach its end from ``v`` with at most
+        ``left`` frames pushed above its own (a depth-first search over the rule's states; a call
+        needs its callee to complete within ``left - 1``, or ``left`` for a tail call or a counting
+        rule's free frame). Rules generated on demand (counters, length products: no frames that
+        count) are taken to complete. Memoised per ``(v, left)``; a result that relied on a search
+        still in progress higher up (recursion through tail calls) is kept only when true (the
+        least fixpoint only grows). Caller holds the lock."""
+        key = (v, left)
+        hit = self._fits.get(key)
+        if hit is not None:
+            return hit
+        if key in self._fits_busy:
+            self._fits_hit_busy = True
+            return False
+        kind, out, lo = self._kind, self._out, self._lo
+        outs = self.gnfa.nfa.outs
+        g = self.gnfa
+        self._fits_busy.add(key)
+        outer_hit = self._fits_hit_busy
+        self._fits_hit_busy = False
+        ok = False
+        try:
+            stack = [v]
+            seen = {v}
+            while stack and not ok:
+                x = stack.pop()
+                kd = kind[x]
+                nxt: tuple = ()
+                if kd == BYTE:
+                    nxt = (out[x],)
+                elif kd == EPS:
+                    nxt = outs[x] or ()
+                elif kd == DEFER:
+                    nxt = outs[x] if outs[x] is not None else self._expand(x)
+                elif kd == RET:
+                    ok = True
+                elif kd == CALL:
+                    r = lo[x]
+                    free_rule = (r < len(g.rule_counting) and g.rule_counting[r]) or r in g.dyn_node
+                    tail = self._is_tail(x)
+                    ret = out[x]
+                    if free_rule:
+                        done = True
+                    else:
+                        budget = left if tail or (self._free_ret is not None and ret >= 0
+                                                  and self._free_ret[ret]) else left - 1
+                        st = g.rule_start[r]
+                        if st < 0:
+                            st = self._build_rule(r)
+                        done = budget >= 0 and st >= 0 and self._completes(st, budget)
+                    if done:
+                        if tail:
+                            ok = True
+                        else:
+                            nxt = (ret,)
+                for y in nxt:
+                    if y >= 0 and y not in seen:
+                        seen.add(y)
+                        stack.append(y)
+        finally:
+            self._fits_busy.discard(key)
+        relied = self._fits_hit_busy
+        self._fits_hit_busy = outer_hit or relied
+        if ok or not relied:
+            self._fits[key] = ok
+        return ok
 
     def _intern(self, items: frozenset) -> int:
         c = self._cfg_ids.get(items)
@@ -2204,7 +2292,7 @@ class PushdownIndex:
                 # it is the same for every caller, re-rooted; only what follows its end is not
                 cr, p = rel
                 ent = self._suffix_walk(trie, cr, g_nodes)
-                if self._cfg_depth[c] + ent[4] > self.max_depth:  # near the depth bound: as is
+                if self._cfg_depth[c] + ent[4] + self.DEPTH_HORIZON > self.max_depth:  # near the bound: as is
                     ent, p = self._suffix_walk(trie, c, g_nodes), None
                 pieces.append((ent, g_nodes, p))
             else:
@@ -2655,8 +2743,10 @@ class PushdownIndex:
                 cr = self._intern(self._relativize(items, k))
                 rrow, toks, offs, acc0, reach = self._rel_info(cr)
                 d = self._stk_depth[k]
-                if d + reach > self.max_depth:
-                    # near the depth bound: the walk re-rooted at the real depth (exact, cached per depth)
+                if d + reach + self.DEPTH_HORIZON > self.max_depth:
+                    # near the depth bound (where pushes are refused, and pairs that could not
+                    # complete in the frames left are dropped: :meth:`_completes`): the walk
+                    # re-rooted at the real depth (exact, cached per depth)
                     cr = self._intern(self._relativize(items, k, self._vbase(d)))
                     rrow, toks, offs, acc0, _reach = self._rel_info(cr)
                 row = rrow.copy()
