@@ -40,7 +40,8 @@ class Vocabulary:
     eos_token_ids : Sequence[int]
         Ids that end generation; allowed only where the output is a complete match.
     special_token_ids : frozenset[int]
-        Ids with no bytes (control tokens, including EOS). Never allowed except EOS as above.
+        Ids with no bytes (control tokens, including EOS). Never allowed except EOS as above: a
+        special id other than EOS given bytes in ``token_bytes`` has them replaced by ``b""``.
     vocab_size : int
         Logits width (``>= n_tokens``; models pad their lm_head, e.g. Qwen2 151,936 logits for
         151,665 tokens). Ids ``n_tokens .. vocab_size-1`` are padding and never allowed.
@@ -71,6 +72,15 @@ class Vocabulary:
         specials = frozenset(int(i) for i in self.special_token_ids) | frozenset(self.eos_token_ids)
         object.__setattr__(self, "special_token_ids", specials)
         n = len(self.token_bytes)
+        # a special id is never allowed (EOS aside): it spells no bytes, whatever a hand-built or
+        # converted vocabulary gave it, so that no engine's trie can match it as text
+        eos = frozenset(self.eos_token_ids)
+        spelled = [i for i in specials if i not in eos and 0 <= i < n and self.token_bytes[i]]
+        if spelled:
+            tb = list(self.token_bytes)
+            for i in spelled:
+                tb[i] = b""
+            object.__setattr__(self, "token_bytes", tuple(tb))
         if not self.vocab_size:
             object.__setattr__(self, "vocab_size", n)
         if self.vocab_size < n:

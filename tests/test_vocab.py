@@ -530,3 +530,29 @@ def test_slow_sentencepiece_tokenizer():
     assert v.encode(" ab") == [6, 7]
     with pytest.raises(VocabularyError, match="cannot read a vocabulary from int"):
         T.from_hf(3)
+
+
+@pytest.mark.parametrize("backend", ["native", "structgate-xgrammar", "structgate-llguidance"])
+def test_special_ids_given_bytes_are_never_allowed(backend):
+    """A hand-built vocabulary that gives a special id bytes (``<s>``): the id is never allowed,
+    on every engine alike (native allowed and advanced it; the adapters did not), and EOS keeps
+    its bytes and its own rule. Oracle: the documented contract of ``special_token_ids``."""
+    import numpy as np
+
+    from structgate import Constraint, get_backend
+    from structgate.vocab import Vocabulary
+
+    toks = [bytes([i]) for i in range(256)] + [b"<s>", b"</s>"]
+    v = Vocabulary(toks, eos_token_ids=[257], special_token_ids=[256], vocab_size=288, name="tiny")
+    assert v.token_bytes[256] == b"" and v.token_bytes[257] == b"</s>"
+    try:
+        g = get_backend(backend, v).compile(Constraint.regex("(<s>|x)*"))
+    except ImportError as e:  # an adapter's engine not installed
+        pytest.skip(str(e))
+    m = g.matcher()
+    row = np.zeros((1, (v.vocab_size + 31) // 32), dtype=np.int32)
+    m.fill_bitmask(row, 0)
+    assert not (int(row[0, 256 >> 5]) >> (256 & 31)) & 1
+    assert (int(row[0, ord("x") >> 5]) >> (ord("x") & 31)) & 1
+    assert not m.advance(256)
+    assert m.advance([ord(c) for c in "<s>x"]) and m.advance(257) and m.is_terminated()
