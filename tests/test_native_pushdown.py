@@ -39,7 +39,12 @@ def _index(rules, vocab, root="root", **kw):
                                 # classes of several ASCII ranges (one multi-range NFA state each)
                                 r"[ \t\n\r]{0,4}x", r"[^a-c\x00-\x1f]{1,3}", r"[ace]+[0-9a-fA-F]{2}"])
 def test_regular_masks_equal_the_eager_dfa(rx, llama3_vocab):
-    v = llama3_vocab
+    _walk_against_the_eager_dfa(rx, llama3_vocab, steps=25)
+
+
+def _walk_against_the_eager_dfa(rx, v, steps):
+    """Three random walks of ``steps`` tokens: at every step the pushdown index's row, accepting
+    flag and non-EOS flag equal the eager DFA's TokenIndex's (two independent constructions)."""
     pi = _index({"root": parse_regex(rx)}, v)
     ti = TokenIndex(compile_regex(rx), v)
     a = np.empty(pi.width, np.int32)
@@ -47,7 +52,7 @@ def test_regular_masks_equal_the_eager_dfa(rx, llama3_vocab):
     rng = random.Random(rx)
     for walk in range(3):
         s1 = s2 = 1
-        for _ in range(25):
+        for _ in range(steps):
             pi.fill_row(s1, a)
             ti.fill_row(s2, b)
             assert (a == b).all(), f"{rx!r}: {np.count_nonzero(a != b)} words differ"
@@ -70,24 +75,7 @@ def test_every_level_gather_gives_the_eager_dfa_masks(rx, prune_min, llama3_voca
     ``PRUNE_MIN_NODES`` 0 takes the sparse gathers at every level (the slice wherever one node is
     live: a long literal, a run of spaces), 2^40 the dense gather at every level."""
     monkeypatch.setattr(PushdownIndex, "PRUNE_MIN_NODES", prune_min)
-    v = llama3_vocab
-    pi = _index({"root": parse_regex(rx)}, v)
-    ti = TokenIndex(compile_regex(rx), v)
-    a = np.empty(pi.width, np.int32)
-    b = np.empty(pi.width, np.int32)
-    rng = random.Random(rx)
-    for walk in range(3):
-        s1 = s2 = 1
-        for _ in range(12):
-            pi.fill_row(s1, a)
-            ti.fill_row(s2, b)
-            assert (a == b).all(), f"{rx!r}: {np.count_nonzero(a != b)} words differ"
-            ids = [t for t in _ids(b, v).tolist() if t not in v.eos_token_ids]
-            if not ids:
-                break
-            t = rng.choice(ids)
-            s1, s2 = pi.next_state(s1, t), ti.next_state(s2, t)
-            assert s1 > 0 and s2 > 0
+    _walk_against_the_eager_dfa(rx, llama3_vocab, steps=12)
 
 
 def _json_rules(ws=r"[ \t\n\r]{0,4}"):
