@@ -223,6 +223,13 @@ DIFFERENCE = {
                    {"properties": {"type": {"enum": ["texture"]}, "path": {"type": "string"}},
                     "additionalProperties": False, "required": ["type", "path"]}]},
         {"type": ["solid", "texture", "x"], "colour": ["c"], "path": ["p"]}),
+    # integer ranges that overlap (5..10 matches both): `not integer` inside an integer is no
+    # branch (it was refused as "not integer of a number"; found by a fuzzing helper)
+    "overlapping integer ranges": (
+        {"oneOf": [{"type": "integer", "minimum": 0, "maximum": 3}, {"type": "integer", "minimum": 2, "maximum": 20}]},
+        None),
+    "integers or strings minus a range": (
+        {"oneOf": [{"type": ["integer", "string"]}, {"type": "integer", "minimum": 3}]}, None),
 }
 
 ARRAY_DIFFERENCE = {

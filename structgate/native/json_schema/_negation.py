@@ -234,7 +234,10 @@ class NegationMixin:
             elif k in ("then", "else"):
                 continue  # with "if" (alone they have no effect)
             elif k == "type":
-                n = self._negate({}, {"type": v}, _ptr(w, "type"))
+                # within the context's own types (the branch is intersected with ``rest``): not
+                # integer of a value already known to be an integer is no branch, not a refusal
+                ctx = {"type": rest["type"]} if isinstance(rest, dict) and "type" in rest else {}
+                n = self._negate(ctx, {"type": v}, _ptr(w, "type"))
                 if n is not False:
                     out.append(n)
             elif k == "required":
