@@ -69,6 +69,8 @@ _DEEP = {
                                      "$ref": "#/$defs/t"}), {}, "[0,", "]"),
     "free-array": (Constraint.json_schema({"type": "array"}), {}, "[", "]"),
     "gbnf-parens": (Constraint.grammar('root ::= "(" " "? root " "? ")" | "x"', "gbnf"), {}, "(", ")x"),
+    "lark-brackets": (Constraint.grammar('start: "[" " "? start ("," " "? start)* " "? "]" | "0"', "lark"),
+                      {}, "[", "]0"),
 }
 
 
