@@ -1810,12 +1810,11 @@ class PushdownIndex:
         bo = self._byte_only.get(v)
         if bo is None:
             bo = self._byte_only[v] = all(kind[x] == BYTE for x in leaves)
-        horizon = self.max_depth - self.DEPTH_HORIZON
         if bo:
             # the common case (84 % of closures on MaskBench): only byte-consuming leaves, no
             # call, return or placeholder to follow: the items are the leaves on stack ``k``
-            if self._stk_depth[k] > horizon:
-                left = self.max_depth - self._stk_depth[k]
+            left = self.max_depth - self._stk_depth[k]
+            if left < self.DEPTH_HORIZON:
                 leaves = frozenset([x for x in leaves if self._completes(x, left)])
             return self._remember_closure(key, leaves if k == 0 else frozenset([k * N + x for x in leaves]))
         out, lo = self._out, self._lo
@@ -1827,10 +1826,11 @@ class PushdownIndex:
         seen = {key}
         while work:
             v, k = work.pop()
+            left = self.max_depth - self._stk_depth[k]  # frames above stack k (near the bound: checked)
             for leaf in lc(v):
                 kd = kind[leaf]
                 if kd == BYTE:
-                    if self._stk_depth[k] <= horizon or self._completes(leaf, self.max_depth - self._stk_depth[k]):
+                    if left >= self.DEPTH_HORIZON or self._completes(leaf, left):
                         res.add(k * N + leaf)
                 elif kd == CALL:
                     # a call in tail position (nothing but the caller's own return follows) takes no
@@ -2087,6 +2087,15 @@ class PushdownIndex:
         self._partial.add(c)
         return tid
 
+    def _gather(self, fl: np.ndarray) -> np.ndarray:
+        """The table's cells at flat indices ``fl`` (int64, ``configuration * n_classes + class``,
+        non-empty), the rows of configurations not computed yet computed first."""
+        vals = self._table.ravel().take(fl)
+        if vals.min() < 0:
+            self._ensure_rows(set((fl[vals < 0] // self.n_classes).tolist()))
+            vals = self._table.ravel().take(fl)
+        return vals
+
     def _ensure_rows(self, cfgs) -> None:
         for c in cfgs:
             c = int(c)
@@ -2137,7 +2146,6 @@ class PushdownIndex:
         None); appends each level's live global nodes and configurations to ``res_n``/``res_v``."""
         levels = trie.levels
         W = self.n_classes
-        flat_t = self._table.ravel()  # refreshed after rows are computed (the table may grow)
         prev_n = n
         prune_min, prune_below = self.PRUNE_MIN_NODES, self.PRUNE_BELOW
         for d in range(1, len(levels)):
@@ -2152,12 +2160,7 @@ class PushdownIndex:
                 s, e = int(bounds[a]), int(bounds[a + 1])
                 if s == e:
                     break
-                fl = cls[s:e] + int(alive_v[0]) * W
-                vals = flat_t.take(fl)
-                if vals.min() < 0:
-                    self._ensure_rows([int(alive_v[0])])
-                    flat_t = self._table.ravel()
-                    vals = flat_t.take(fl)
+                vals = self._gather(cls[s:e] + int(alive_v[0]) * W)
                 alive = vals.nonzero()[0]
                 alive_v = vals[alive]
                 alive += s
@@ -2173,11 +2176,7 @@ class PushdownIndex:
                 fl = alive_v.repeat(cnt)
                 fl *= W
                 fl += cls[idx]
-                vals = flat_t.take(fl)
-                if vals.min() < 0:
-                    self._ensure_rows(set((fl[vals < 0] // W).tolist()))
-                    flat_t = self._table.ravel()
-                    vals = flat_t.take(fl)
+                vals = self._gather(fl)
                 nz = vals != 0
                 alive = idx[nz]
                 alive_v = vals[nz]
@@ -2191,13 +2190,12 @@ class PushdownIndex:
                 dense.take(par, out=fl)
                 fl *= W
                 fl += cls
-                flat_t.take(fl, out=dst)
+                self._table.ravel().take(fl, out=dst)
                 alive = dst.nonzero()[0]  # rows not computed yet (-1) are among them
                 alive_v = dst[alive]
                 if alive_v.size and alive_v.min() < 0:
                     self._ensure_rows(set((fl[alive[alive_v < 0]] // W).tolist()))
-                    flat_t = self._table.ravel()
-                    flat_t.take(fl, out=dst)
+                    self._table.ravel().take(fl, out=dst)
                     alive = dst.nonzero()[0]
                     alive_v = dst[alive]
                 dense = dst
@@ -2626,10 +2624,7 @@ class PushdownIndex:
                 fl = alive_v.repeat(cnt)
                 fl *= W
                 fl += cls[idx]
-                vals = self._table.ravel().take(fl)
-                if vals.min() < 0:
-                    self._ensure_rows(set((fl[vals < 0] // W).tolist()))
-                    vals = self._table.ravel().take(fl)
+                vals = self._gather(fl)
                 nz = vals != 0
                 alive, alive_v = idx[nz], vals[nz]
                 if alive.size:

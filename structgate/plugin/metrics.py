@@ -44,13 +44,17 @@ Nothing here imports vLLM; ``prometheus_client`` is imported only by :class:`Str
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from typing import Any, Callable, Iterable
+
+from ..vocab import Vocabulary
 
 __all__ = ["ENV_DIR", "COMPILE_BUCKETS", "FILL_BUCKETS", "ensure_dir", "metrics_dir", "record_compile",
            "record_compile_failure", "record_fill", "record_fallback", "register_cache", "set_info",
@@ -427,11 +431,6 @@ def approx_nbytes(obj: Any, _depth: int = 0, _seen: set | None = None) -> int:
     levels down, at most :data:`APPROX_MAX_OBJECTS` objects and 200 items of a container; the
     vocabulary (shared by every grammar of a backend) is not counted. A rough figure for the
     ``cache_bytes`` gauge; an object may report its own with an ``nbytes`` attribute or method."""
-    import itertools
-    import sys
-
-    from ..vocab import Vocabulary
-
     seen = _seen if _seen is not None else set()
     if id(obj) in seen or len(seen) >= APPROX_MAX_OBJECTS or isinstance(obj, Vocabulary):
         return 0
