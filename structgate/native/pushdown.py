@@ -283,6 +283,11 @@ def _marker_size(marker: tuple, out: list[int]) -> int:
     return v if v < 1 << 40 else 1 << 40
 
 
+#: a code-point set's UTF-8 byte ranges (each once), by the set's ranges: :func:`_scan`'s leaves
+#: recur across rules and grammars
+_FLAT_RANGES: dict[tuple, tuple] = {}
+
+
 class _Scan:
     """What :func:`build_grammar_nfa`'s passes need to know of a grammar, from one walk
     (:func:`_scan`)."""
@@ -334,10 +339,16 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
             if rs and len(rs) == 1 and rs[0][1] <= 0x7F:
                 ranges.extend(rs)
             else:
-                seqs = _byte_sequences(rs) if rs else ()
-                if not seqs:  # no code point, or surrogates only (no UTF-8 encoding)
+                flat = _FLAT_RANGES.get(rs)
+                if flat is None:
+                    seqs = _byte_sequences(rs) if rs else ()
+                    flat = tuple({p: None for seq in seqs for p in seq})
+                    if len(_FLAT_RANGES) >= 4096:
+                        _FLAT_RANGES.clear()
+                    _FLAT_RANGES[rs] = flat
+                if not flat:  # no code point, or surrogates only (no UTF-8 encoding)
                     sc.empty = True
-                ranges.extend(p for seq in seqs for p in seq)
+                ranges.extend(flat)
         elif isinstance(nd, ByteSet):
             if not nd.ranges:
                 sc.empty = True

@@ -28,8 +28,26 @@ ANY: CharSet = ((0, MAX_CP),)
 SURROGATES: CharSet = ((0xD800, 0xDFFF),)
 
 
+def _is_normal(s) -> bool:
+    """Whether ``s`` is already a normalized :data:`CharSet` (a tuple of int pairs, sorted,
+    neither overlapping nor adjacent), so the set operations can skip the sort."""
+    if type(s) is not tuple:
+        return False
+    prev = -2
+    for r in s:
+        if type(r) is not tuple or len(r) != 2:
+            return False
+        a, b = r
+        if type(a) is not int or type(b) is not int or a > b or a <= prev + 1:
+            return False
+        prev = b
+    return True
+
+
 def normalize(ranges) -> CharSet:
     """Sort and merge ranges (adjacent ranges merged)."""
+    if _is_normal(ranges):
+        return ranges
     rs = sorted((int(a), int(b)) for a, b in ranges if a <= b)
     out: list[list[int]] = []
     for a, b in rs:
@@ -41,6 +59,8 @@ def normalize(ranges) -> CharSet:
 
 
 def union(*sets: CharSet) -> CharSet:
+    if len(sets) == 1:
+        return normalize(sets[0])
     return normalize([r for s in sets for r in s])
 
 
@@ -57,7 +77,21 @@ def complement(s: CharSet) -> CharSet:
 
 
 def intersect(a: CharSet, b: CharSet) -> CharSet:
-    return complement(union(complement(a), complement(b)))
+    """The code points in both sets (one merge of the two normalized range lists)."""
+    a, b = normalize(a), normalize(b)
+    out = []
+    i = j = 0
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
+        lo = a[i][0] if a[i][0] > b[j][0] else b[j][0]
+        hi = a[i][1] if a[i][1] < b[j][1] else b[j][1]
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
 
 
 def subtract(a: CharSet, b: CharSet) -> CharSet:

@@ -72,6 +72,15 @@ def _canonical_char_ir(s):
     return alt(*parts)
 
 
+@lru_cache(maxsize=4096)
+def _other_char_ir(chars: tuple):
+    """IR of one canonically spelled code point other than ``chars`` (sorted one-character
+    strings), None if none is left: a key-trie node's way out of the listed names, memoised
+    (most nodes have one child, so the same few sets recur across nodes and grammars)."""
+    other = subtract(ANY, tuple((ord(c), ord(c)) for c in chars))
+    return _canonical_char_ir(other) if other else None
+
+
 @lru_cache(maxsize=256)
 def _escape_ir(s):
     text = json_char_regex(s, escapes=False) if s else None
@@ -107,8 +116,7 @@ def key_not_in_ir(names: tuple):
             stack.extend((node[c], False) for c in chars)
             continue
         parts = []
-        other = subtract(ANY, tuple((ord(c), ord(c)) for c in sorted(chars)))
-        o = _canonical_char_ir(tuple(sorted(set(other)))) if other else None
+        o = _other_char_ir(tuple(sorted(chars)))
         if o is not None:
             parts.append(seq(o, tail))
         for c in chars:

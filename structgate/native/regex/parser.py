@@ -277,6 +277,7 @@ class _Parser:
         frames: list[tuple] = []
         alts: list[Node] = []
         items: list[Node] = []
+        piece = None  # (key, end) of a class piece being parsed, stored once it is (see "[")
         while i < n:
             c = p[i]
             if flags.verbose and (c in " \t\n\r\f\v" or c == "#"):
@@ -340,6 +341,27 @@ class _Parser:
                 continue
             elif c == "[":
                 end = self._classes.get(i, -1) if self._cache_ok else -1
+                if end > i:
+                    # a class with its quantifier (``[ \t\n\r]{0,4}``: JSON whitespace is 40 % of
+                    # the characters of a schema's rule texts) as one interned piece
+                    j = end
+                    if j < n:
+                        q = p[j]
+                        if q == "*" or q == "+" or q == "?":
+                            j += 1
+                        elif q == "{":
+                            k = p.find("}", j)
+                            j = k + 1 if k > 0 else j
+                    if j >= n or (p[j] != "?" and p[j] != "+"):  # not lazy / possessive
+                        pkey = ("[q", p[i:j], flags.ignorecase)
+                        hit = _PIECES.get(pkey)
+                        if hit is not None:
+                            items.append(hit)
+                            i = j
+                            if i < n and p[i] in _QUANT_START and self._try_quant(i) is not None:
+                                raise self.err("multiple repeat", i)
+                            continue
+                        piece = (pkey, j)
                 if end - i >= _PIECE_MIN:
                     key = (p[i:end], flags.ignorecase)
                     hit = _PIECES.get(key)
@@ -385,6 +407,10 @@ class _Parser:
                     if i < n and p[i] in _QUANT_START and self._try_quant(i) is not None:
                         raise self.err("multiple repeat", i)
             items.append(self.mk(atom))
+            if piece is not None:
+                if i == piece[1] and len(_PIECES) < _PIECES_MAX:
+                    _PIECES[piece[0]] = items[-1]
+                piece = None
         if frames:
             raise self.err("missing ), unterminated subpattern", frames[-1][3])
         return self._finish(alts, items)

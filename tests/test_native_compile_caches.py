@@ -1,0 +1,137 @@
+"""The compile path's shortcuts give what the plain computation gives.
+
+* The JSON Schema compiler's code-point set operations (``_charset``: a merge of sorted range
+  lists, inputs already normalized passed through) against a brute-force oracle over a small
+  universe of code points (plus the real top, U+10FFFF).
+* The regex parser's piece cache for a character class with its quantifier (``[ \\t\\n\\r]{0,4}``,
+  40 % of a schema's rule texts) against a parse with the cache emptied: the same tree, the same
+  errors, for lazy and possessive quantifiers, a ``{`` that is a literal, a second quantifier.
+* A key exclusion's way out of a names trie (memoised per set of next characters) accepts what
+  ``re`` says it should.
+"""
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structgate.native.json_schema import _charset as cs
+from structgate.native.regex import parser as rp
+from structgate.native.regex.parser import parse_regex
+
+TOP = cs.MAX_CP
+# a small universe of code points, with the ends of the real range: the oracle is a Python set
+POINTS = sorted(set(range(0, 40)) | {0xD7FF, 0xD800, 0xDFFF, 0xE000, TOP - 1, TOP})
+
+
+def _as_set(s) -> set[int]:
+    return {p for p in POINTS if any(a <= p <= b for a, b in s)}
+
+
+_bound = st.sampled_from(POINTS)
+_range = st.tuples(_bound, _bound)
+_sets = st.one_of(st.lists(_range, max_size=6), st.lists(_range, max_size=6).map(tuple),
+                  st.lists(_range, max_size=6).map(lambda rs: cs.normalize(rs)))
+
+
+def _normal(s) -> bool:
+    return all(type(r) is tuple and r[0] <= r[1] for r in s) and all(
+        s[i][1] + 1 < s[i + 1][0] for i in range(len(s) - 1))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_sets, _sets)
+def test_charset_operations_match_a_set_oracle(a, b):
+    for got, want in ((cs.normalize(a), _as_set(a)),
+                      (cs.union(a, b), _as_set(a) | _as_set(b)),
+                      (cs.union(a), _as_set(a)),
+                      (cs.intersect(a, b), _as_set(a) & _as_set(b)),
+                      (cs.subtract(a, b), _as_set(a) - _as_set(b)),
+                      (cs.complement(a), set(POINTS) - _as_set(a))):
+        assert type(got) is tuple and _normal(got), got
+        assert _as_set(got) == want
+
+
+def test_charset_operations_take_unnormalized_input():
+    # unsorted, overlapping, adjacent and empty (a > b) ranges, numpy-like ints
+    import numpy as np
+
+    messy = [(np.int64(10), np.int64(12)), (3, 5), (6, 6), (11, 20), (30, 29)]
+    assert cs.normalize(messy) == ((3, 6), (10, 20))
+    assert cs.intersect(messy, [(0, 4), (19, 100)]) == ((3, 4), (19, 20))
+    assert cs.subtract(((0, TOP),), messy) == ((0, 2), (7, 9), (21, TOP))
+    assert all(type(x) is int for r in cs.normalize(messy) for x in r)
+
+
+PIECES = [
+    r"[ \t\n\r]{0,4}", r"[0-9]+", r"[0-9]*", r"[a-z]?", r"[ab]{2}", r"[ab]{2,}", r"[ab]{,3}",
+    r"[a-z]{2,3}?", r"[a-z]*?", r"[a-z]+?", r"[ab]{x}", r"[ab]{", r"[ab]{}", r"[\]x]{1,2}",
+    r"[^\"\\]{0,4}", r"[[ab]{0,4}", r"[ab]",
+]
+CONTEXT = ["{}", "x{}y", "(?:{}|z){{2}}", "{}{}", "(?i){}", "(?s){}.", "a{}b{}c" + "." * 60]
+
+
+def _fresh(text: str):
+    saved = dict(rp._PIECES)
+    rp._PIECES.clear()
+    try:
+        return repr(parse_regex(text))
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        return f"{type(e).__name__}: {e}"
+    finally:
+        rp._PIECES.clear()
+        rp._PIECES.update(saved)
+
+
+def _cached(text: str):
+    try:
+        return repr(parse_regex(text))
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+
+
+def test_class_and_quantifier_pieces_parse_as_without_the_cache():
+    # long patterns (the piece cache is on from 64 characters): each piece twice in one text, so
+    # the second occurrence is a cache hit inside the same parse, then the whole text again
+    pad = "(?:" + "q" * 64 + ")"
+    for piece in PIECES:
+        for ctx in CONTEXT:
+            text = pad + ctx.replace("{}", piece, 2).replace("{{2}}", "{2}")
+            want = _fresh(text)
+            assert _cached(text) == want, text
+            assert _cached(text) == want, text
+    # a second quantifier after a cached piece is still an error
+    assert _cached(pad + r"[ab]{2}[ab]{2}{3}").startswith("GrammarSyntaxError")
+    assert _cached(pad + r"[ab]{2}[ab]{2}*").startswith("GrammarSyntaxError")
+
+
+def _accepts(grammar, vocab, text: str) -> bool:
+    m = grammar.matcher()
+    return m.advance(vocab.encode(text)) and m.is_accepting()
+
+
+def test_cached_pieces_match_what_re_matches(llama3_vocab):
+    from structgate import Constraint, get_backend
+
+    be = get_backend("native", llama3_vocab)
+    text = "(?:" + "q" * 64 + r")x[ \t]{0,2}y[ \t]{0,2}z[ \t]{0,2}"
+    parse_regex(text)  # the pieces cached
+    g = be.compile(Constraint("regex", text))
+    for s in ["xyz", "x y z", "x \t y\t\tz", "x   yz", "xy z ", "xy z\t\t\t"]:
+        full = "q" * 64 + s
+        assert _accepts(g, llama3_vocab, full) == bool(re.fullmatch(text, full)), s
+
+
+def test_key_exclusion_memo_keeps_each_trie_node_exact(llama3_vocab):
+    from structgate import Constraint, get_backend
+
+    be = get_backend("native", llama3_vocab, whitespace="compact")
+    schema = {"type": "object", "properties": {"ab": {"type": "integer"}, "ac": {"type": "integer"},
+                                               "b": {"type": "integer"}},
+              "additionalProperties": {"type": "string"}}
+    g = be.compile(Constraint("json_schema", schema))
+    for text, ok in [('{"ab":1}', True), ('{"a":"x"}', True), ('{"ad":"x"}', True), ('{"ab":"x"}', False),
+                     ('{"abc":"x"}', True), ('{"b":"x"}', False), ('{"bb":"x"}', True), ('{"":"x"}', True),
+                     ('{"ac":2,"é":"x"}', True)]:
+        assert _accepts(g, llama3_vocab, text) == ok, text
