@@ -288,10 +288,10 @@ def _reference_facts(g: Grammar):
     memo: dict = {}
     size = sum(_size(g.rules[r], memo) for r in g.reachable())
     count: dict = {}
-    seen: set = set()
     large = lazy = False
-    for r in g.reachable():
-        stack = [g.rules[r]]
+    for body in {id(g.rules[r]): g.rules[r] for r in g.reachable()}.values():
+        seen: set = set()  # parents counted body by body
+        stack = [body]
         while stack:
             n = stack.pop()
             if not isinstance(n, (Concat, Alt, Repeat)) or id(n) in seen:
@@ -318,7 +318,7 @@ def _reference_facts(g: Grammar):
             elif isinstance(n, ByteSet) and n.ranges:
                 nfa.byte_ranges(n.ranges, nfa.match)
         todo = more
-    return size, large, lazy, count, _alphabet(nfa)
+    return size, large, lazy, count, _alphabet(nfa), memo
 
 
 def test_one_scan_gives_what_the_separate_passes_did(llama3_vocab):
@@ -337,10 +337,19 @@ def test_one_scan_gives_what_the_separate_passes_did(llama3_vocab):
            Grammar({"root": alt(lit("x"), seq(lit("y"), parse_regex("[^\\x00-\\U0010FFFF]")))}, "root").check()]
     seen_large = seen_lazy = 0
     for g in gs:
-        sc = _scan(g)
-        size, large, lazy, count, alphabet = _reference_facts(g)
-        assert (sc.size, sc.large_repeat, sc.lazy) == (size, large, lazy)
-        assert sc.count == count
+        size, large, lazy, count, alphabet, sizes = _reference_facts(g)
+        for _ in range(2):  # the second time the rules' facts come from the process cache
+            sc = _scan(g)
+            assert (sc.size, sc.large_repeat, sc.lazy) == (size, large, lazy)
+            assert sc.count == count
+            for m in (0, 3, 40):  # only the nodes the sharing pass could pick
+                memo: dict = {}
+                sm = _scan(g, memo, share_min=m)
+                assert (sm.size, sm.large_repeat, sm.lazy) == (size, large, lazy)
+                assert sm.count == {k: c for k, c in count.items() if sizes[k] > m}
+                assert all(memo[k] == sizes[k] for k in sm.count)
+                assert all(memo[id(g.rules[r])] == sizes[id(g.rules[r])] for r in g.reachable()
+                           if id(g.rules[r]) in sizes)
         assert np.array_equal(_grammar_alphabet(g), alphabet)
         seen_large += large
         seen_lazy += lazy

@@ -299,9 +299,10 @@ class _Scan:
 LARGE_REPEAT_MIN_COUNT = 32
 
 
-def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REPEAT_MIN_COUNT) -> _Scan:
-    """One post-order walk of the reachable rules (a shared subtree expanded once), instead of one
-    walk per pass of :func:`build_grammar_nfa`:
+def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REPEAT_MIN_COUNT,
+          share_min: int | None = None) -> _Scan:
+    """One post-order walk of each reachable rule (a subtree shared inside a rule expanded once),
+    instead of one walk per pass of :func:`build_grammar_nfa`:
 
     * ``size``: :func:`grammar_size` (``memo``, when given: node id → size, updated with the
       sizes found, as :func:`_size` fills it);
@@ -312,117 +313,170 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
       surrogates only, which has no UTF-8 encoding, an empty alternation): the build makes a
       ``FAIL`` state and needs a liveness pass, so nothing is deferred;
     * ``count`` / ``node_of``: for each concatenation, alternation and repeat under another, how
-      many parent nodes hold it, and the node (:func:`share_repeated_subtrees`);
+      many parent nodes hold it (counted body by body: a parent in two rule bodies counts twice), and
+      the node (:func:`share_repeated_subtrees`); with ``share_min``, only the nodes whose size
+      estimate exceeds it (the only ones that pass can share);
     * ``ranges``: the byte ranges of every byte set, code-point sets through their UTF-8 byte
       sequences (as :meth:`NFA.chars` builds them), and those of the symbols of the lazy automata
       (:func:`_grammar_alphabet`). The passes that rewrite a grammar (counters, shared subtrees)
       move its leaves and never change them, so the ranges hold for the rewritten grammar too.
-    """
-    from .regex.nfa import _byte_sequences
 
+    A rule's facts depend on its body alone, so they are kept per body object for the process
+    (:data:`_RULE_SCANS`, the root rule's excepted): the rules every JSON schema grammar holds
+    (``json:value``, the string and key-tail rules) are walked once, not once per grammar.
+    """
     rules = grammar.rules
+    count: dict[int, int] = {}
+    node_of: dict[int, Expr] = {}
+    ranges: list = []
+    extra: list = []  # symbols of lazy automata: leaves for the ranges only
+    sc = _Scan()
+    sc.large_repeat = sc.lazy = sc.empty = False
+    total = 0
+    bodies: set[int] = set()
+    for r in grammar.reachable():
+        body = rules[r]
+        key = (id(body), min_count, share_min)
+        hit = _RULE_SCANS.get(key)
+        if hit is None or hit[0] is not body:
+            rs = _scan_rule(body, min_count, share_min)
+            if r != grammar.root:
+                if len(_RULE_SCANS) >= _RULE_SCANS_MAX:
+                    _RULE_SCANS.clear()
+                _RULE_SCANS[key] = (body, rs)  # the body pinned: its id is not reused meanwhile
+        else:
+            rs = hit[1]
+        size, large, lazy, empty, rng, cnt, nodes, sizes, syms = rs
+        total += size
+        if id(body) in bodies:  # rules with one body object (the same text): its parents once
+            continue
+        bodies.add(id(body))
+        sc.large_repeat |= large
+        sc.lazy |= lazy
+        sc.empty |= empty
+        ranges.extend(rng)
+        extra.extend(syms)
+        for k, c in cnt.items():
+            count[k] = count.get(k, 0) + c
+        node_of.update(nodes)
+        if memo is not None:
+            memo.update(sizes)
+    seen: set[int] = set()
+    autos: set[int] = set()
+    leaf_ranges: dict = {}
+    while extra:  # the lazy automata's symbols, which may hold further automata
+        todo = list(extra)
+        extra.clear()
+        for nd in expr_leaves(todo, seen):
+            sc.empty |= _leaf_facts(nd, ranges, extra, autos)
+    sc.size, sc.count, sc.node_of, sc.ranges = total, count, node_of, ranges
+    return sc
+
+
+#: :func:`_scan_rule` per (rule body id, min_count, share_min), the body pinned; cleared whole
+_RULE_SCANS: dict[tuple, tuple] = {}
+_RULE_SCANS_MAX = 4096
+
+
+def _leaf_facts(nd, ranges: list, extra: list, autos: set) -> bool:
+    """Add a leaf's byte ranges to ``ranges`` (a lazy automaton's symbols to ``extra``, once per
+    automaton in ``autos``); returns whether the leaf matches nothing."""
+    if isinstance(nd, Chars):
+        rs = nd.ranges
+        if rs and len(rs) == 1 and rs[0][1] <= 0x7F:
+            ranges.extend(rs)
+            return False
+        flat = _FLAT_RANGES.get(rs)
+        if flat is None:
+            from .regex.nfa import _byte_sequences
+
+            seqs = _byte_sequences(rs) if rs else ()
+            flat = tuple({p: None for seq in seqs for p in seq})
+            if len(_FLAT_RANGES) >= 4096:
+                _FLAT_RANGES.clear()
+            _FLAT_RANGES[rs] = flat
+        ranges.extend(flat)
+        return not flat  # no code point, or surrogates only (no UTF-8 encoding)
+    if isinstance(nd, ByteSet):
+        ranges.extend(nd.ranges)
+        return not nd.ranges
+    if isinstance(nd, LazyRule) and id(nd.auto) not in autos:
+        autos.add(id(nd.auto))
+        extra.extend(nd.auto.symbols())
+    return False
+
+
+def _scan_rule(root, min_count: int, share_min: int | None) -> tuple:
+    """:func:`_scan`'s facts of one rule body: ``(size, large repeat, lazy, empty, byte ranges,
+    parent counts, nodes, sizes, lazy automata symbols)`` (counts and nodes by node id, only of
+    the nodes above ``share_min`` when given; sizes of every node the walk expanded, which the
+    build reads to choose what to defer)."""
     count: dict[int, int] = {}
     node_of: dict[int, Expr] = {}
     ranges: list = []
     leaf_seen: set[int] = set()
     autos: set[int] = set()
-    extra: list = []  # symbols of lazy automata: leaves for the ranges only
-    sc = _Scan()
-    sc.large_repeat = sc.lazy = sc.empty = False
-
-    def leaf(nd) -> None:
-        if id(nd) in leaf_seen:
-            return
-        leaf_seen.add(id(nd))
-        if isinstance(nd, Chars):
-            rs = nd.ranges
-            if rs and len(rs) == 1 and rs[0][1] <= 0x7F:
-                ranges.extend(rs)
-            else:
-                flat = _FLAT_RANGES.get(rs)
-                if flat is None:
-                    seqs = _byte_sequences(rs) if rs else ()
-                    flat = tuple({p: None for seq in seqs for p in seq})
-                    if len(_FLAT_RANGES) >= 4096:
-                        _FLAT_RANGES.clear()
-                    _FLAT_RANGES[rs] = flat
-                if not flat:  # no code point, or surrogates only (no UTF-8 encoding)
-                    sc.empty = True
-                ranges.extend(flat)
-        elif isinstance(nd, ByteSet):
-            if not nd.ranges:
-                sc.empty = True
-            ranges.extend(nd.ranges)
-        elif isinstance(nd, LazyRule):
-            sc.lazy = True
-            if id(nd.auto) not in autos:
-                autos.add(id(nd.auto))
-                extra.extend(nd.auto.symbols())
-
-    total = 0
+    extra: list = []
+    empty = large = lazy = False
+    tr = type(root)
+    if tr is not Concat and tr is not Alt and tr is not Repeat:
+        empty = _leaf_facts(root, ranges, extra, autos)
+        lazy = tr is LazyRule
+        size = max(1, len(root.ranges)) if tr is Chars else 1
+        return size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)
     out: list[int] = []  # sizes of finished subtrees, taken off by their parent's marker
-    sizes: dict[int, int] = {}  # this walk's own: an entry means "expanded here"
-    large = False
-    for r in grammar.reachable():
-        root = rules[r]
-        tr = type(root)
-        if tr is not Concat and tr is not Alt and tr is not Repeat:
-            leaf(root)
-            total += max(1, len(root.ranges)) if tr is Chars else 1
+    sizes: dict[int, int] = {}  # an entry means "expanded here"
+    # the stack holds nodes to expand and, under their children, a marker ``(node, number of
+    # non-leaf children, summed size of the leaf children)`` that combines them (post-order);
+    # leaves are measured where their parent is expanded, never pushed
+    stack: list = [root]
+    while stack:
+        e = stack.pop()
+        if type(e) is tuple:
+            v = sizes[id(e[0])] = _marker_size(e, out)
+            out.append(v)
             continue
-        # the stack holds nodes to expand and, under their children, a marker ``(node, number of
-        # non-leaf children, summed size of the leaf children)`` that combines them (post-order);
-        # leaves are measured where their parent is expanded, never pushed
-        stack: list = [root]
-        while stack:
-            e = stack.pop()
-            if type(e) is tuple:
-                v = sizes[id(e[0])] = _marker_size(e, out)
-                out.append(v)
-                continue
-            hit = sizes.get(id(e))
-            if hit is not None:
-                out.append(hit)
-                continue
-            if type(e) is Repeat:
-                if e.min >= min_count or (e.max or 0) >= min_count:
-                    large = True
-                children = (e.item,)
+        hit = sizes.get(id(e))
+        if hit is not None:
+            out.append(hit)
+            continue
+        if type(e) is Repeat:
+            if e.min >= min_count or (e.max or 0) >= min_count:
+                large = True
+            children = (e.item,)
+        else:
+            children = e.items
+            if not children and type(e) is Alt:  # an alternation of nothing matches nothing
+                empty = True
+        at = len(stack)
+        stack.append(None)
+        nsub = lsum = 0
+        for x in children:
+            tx = type(x)
+            kx = id(x)
+            if tx is Concat or tx is Alt or tx is Repeat:
+                count[kx] = count.get(kx, 0) + 1
+                node_of[kx] = x
+                stack.append(x)
+                nsub += 1
+            elif tx is Chars:
+                lsum += len(x.ranges) or 1
+                if kx not in leaf_seen:  # (interned: few distinct sets, one call each)
+                    leaf_seen.add(kx)
+                    empty |= _leaf_facts(x, ranges, extra, autos)
             else:
-                children = e.items
-                if not children and type(e) is Alt:  # an alternation of nothing matches nothing
-                    sc.empty = True
-            at = len(stack)
-            stack.append(None)
-            nsub = lsum = 0
-            for x in children:
-                tx = type(x)
-                kx = id(x)
-                if tx is Concat or tx is Alt or tx is Repeat:
-                    count[kx] = count.get(kx, 0) + 1
-                    node_of[kx] = x
-                    stack.append(x)
-                    nsub += 1
-                elif tx is Chars:
-                    lsum += len(x.ranges) or 1
-                    if kx not in leaf_seen:  # (interned: few distinct sets, one call each)
-                        leaf(x)
-                else:
-                    lsum += 1
-                    leaf(x)
-            stack[at] = (e, nsub, lsum)
-        total += out.pop()
-    sc.large_repeat = large
-    if memo is not None:
-        memo.update(sizes)
-    seen: set[int] = set()
-    while extra:  # the lazy automata's symbols, which may hold further automata
-        todo = list(extra)
-        extra.clear()
-        for nd in expr_leaves(todo, seen):
-            leaf(nd)
-    sc.size, sc.count, sc.node_of, sc.ranges = total, count, node_of, ranges
-    return sc
+                lsum += 1
+                if kx not in leaf_seen:
+                    leaf_seen.add(kx)
+                    lazy |= tx is LazyRule
+                    empty |= _leaf_facts(x, ranges, extra, autos)
+        stack[at] = (e, nsub, lsum)
+    size = out.pop()
+    if share_min is not None:
+        keep = [k for k in count if sizes[k] > share_min]
+        count = {k: count[k] for k in keep}
+        node_of = {k: node_of[k] for k in keep}
+    return size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)
 
 
 def grammar_size(grammar: Grammar, memo: dict | None = None) -> int:
@@ -454,7 +508,7 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None =
     :func:`grammar_size`; ``scan``: :func:`_scan` of ``grammar`` (its parent counts), when done."""
     rules = grammar.rules
     if scan is None:
-        scan = _scan(grammar, memo)
+        scan = _scan(grammar, memo, share_min=min_size)
     count, node_of = scan.count, scan.node_of
     memo = {} if memo is None else memo
     picked = {k: node_of[k] for k, c in count.items() if c > 1 and _size(node_of[k], memo) > min_size}
@@ -754,7 +808,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     all_live = grammar.all_productive()
     memo: dict = {}  # node id -> size estimate (references 1), shared by the passes
     pins = [grammar]  # the grammars the passes rewrote stay alive, so no memoised id is reused
-    scan = _scan(grammar, memo)  # one walk for the passes below (each redoes its own on a rewrite)
+    # one walk for the passes below (each redoes its own on a rewrite)
+    scan = _scan(grammar, memo, share_min=inline_max_size)
     dynamic = scan.lazy  # rules generated on demand: the IR's own, or counters made below
     if count_repeats_over > 0 and scan.large_repeat:
         lazy_c = all_live if lazy_counters is None else bool(lazy_counters) and all_live
