@@ -304,6 +304,15 @@ def expr_references(node: Expr) -> set[str]:
     return out
 
 
+#: per rule body object (pinned with it), for the process: :meth:`Grammar.references`, and whether
+#: the body is nullable / productive with no rule known to be (:meth:`Grammar._free_rules`); each
+#: cleared whole at :data:`_BODY_MEMO_MAX` entries
+_REFS_MEMO: dict[int, tuple] = {}
+_FREE_NULLABLE: dict[int, tuple] = {}
+_FREE_PRODUCTIVE: dict[int, tuple] = {}
+_BODY_MEMO_MAX = 8192
+
+
 @dataclass
 class Grammar:
     """Named rules and a root.
@@ -338,30 +347,28 @@ class Grammar:
         return GrammarSyntaxError(msg, self.source, self.positions.get(rule, 0), where)
 
     def references(self, name: str) -> set[str]:
-        """Names referenced anywhere in rule ``name``'s body (memoised per body object, in a memo
-        the grammars derived from this one share, :meth:`derived`; shared subtrees are visited
-        once). The set is shared: callers must not change it."""
+        """Names referenced anywhere in rule ``name``'s body (memoised per body object for the
+        process, :data:`_REFS_MEMO`: the rules every JSON schema grammar holds are walked once;
+        shared subtrees are visited once). The set is shared: callers must not change it."""
         body = self.rules[name]
-        memo = self.__dict__.get("_refs_memo")
-        if memo is None:
-            memo = self.__dict__["_refs_memo"] = {}
-        hit = memo.get(id(body))
+        hit = _REFS_MEMO.get(id(body))
         if hit is not None and hit[0] is body:
             return hit[1]
         out = expr_references(body)
-        memo[id(body)] = (body, out)  # the body is pinned: its id is not reused while the memo lives
+        if len(_REFS_MEMO) >= _BODY_MEMO_MAX:
+            _REFS_MEMO.clear()
+        _REFS_MEMO[id(body)] = (body, out)  # the body is pinned: its id is not reused while kept
         return out
 
     def derived(self, rules: dict, **fields) -> "Grammar":
-        """A grammar of ``rules`` with this one's other fields (``fields`` override them), sharing
-        the memo of :meth:`references` (keyed by body object, so valid for both): the passes that
-        rewrite a grammar keep most bodies, and their references are not walked again."""
+        """A grammar of ``rules`` with this one's other fields (``fields`` override them); the
+        passes that rewrite a grammar keep most bodies, and :meth:`references` (memoised per body
+        object) does not walk those again."""
         g = Grammar(rules, fields.pop("root", self.root), fields.pop("origin", dict(self.origin)),
                     fields.pop("source", self.source), fields.pop("positions", dict(self.positions)),
                     fields.pop("keep_calls", set(self.keep_calls)))
         if fields:
             raise TypeError(f"unknown Grammar fields: {sorted(fields)}")
-        g.__dict__["_refs_memo"] = self.__dict__.setdefault("_refs_memo", {})
         return g
 
     def reachable(self) -> list[str]:
@@ -388,7 +395,25 @@ class Grammar:
             i += 1
         return order
 
-    def _fixpoint(self, holds) -> set[str]:
+    def _free_rules(self, holds, cache: dict) -> set[str]:
+        """The reachable rules whose body has the property with no rule found yet
+        (``holds(body, set(), {})``), which then holds in every grammar: kept per body object for
+        the process in ``cache`` (the rules every JSON schema grammar holds are evaluated once)."""
+        out = set()
+        empty: frozenset = frozenset()
+        for r in self.reachable():
+            b = self.rules[r]
+            hit = cache.get(id(b))
+            if hit is None or hit[0] is not b:
+                hit = (b, holds(b, empty, {}))
+                if len(cache) >= _BODY_MEMO_MAX:
+                    cache.clear()
+                cache[id(b)] = hit  # the body pinned
+            if hit[1]:
+                out.add(r)
+        return out
+
+    def _fixpoint(self, holds, found: set[str] | None = None) -> set[str]:
         """Least fixpoint: the reachable rules ``r`` with ``holds(body, found_so_far, memo)``.
 
         A worklist (callees first): a rule is evaluated once, then again only when a rule it
@@ -401,7 +426,7 @@ class Grammar:
             for x in self.references(r):
                 if x in rdeps:
                     rdeps[x].append(r)
-        found: set[str] = set()
+        found = set() if found is None else found
         memo: dict[int, bool] = {}
         work = list(names)  # popped from the end: the rules found last by the BFS (callees) first
         queued = set(names)
@@ -419,11 +444,11 @@ class Grammar:
 
     def nullable_rules(self) -> set[str]:
         """Rules that match the empty string (least fixpoint)."""
-        return self._fixpoint(_nullable)
+        return self._fixpoint(_nullable, self._free_rules(_nullable, _FREE_NULLABLE))
 
     def productive_rules(self) -> set[str]:
         """Rules that match at least one string (least fixpoint)."""
-        return self._fixpoint(_productive)
+        return self._fixpoint(_productive, self._free_rules(_productive, _FREE_PRODUCTIVE))
 
     def all_productive(self) -> bool:
         """Whether every reachable rule matches at least one string (the productive rules found by
