@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +137,34 @@ def test_key_exclusion_memo_keeps_each_trie_node_exact(llama3_vocab):
                      ('{"abc":"x"}', True), ('{"b":"x"}', False), ('{"bb":"x"}', True), ('{"":"x"}', True),
                      ('{"ac":2,"é":"x"}', True)]:
         assert _accepts(g, llama3_vocab, text) == ok, text
+
+
+def test_a_relabeled_class_trie_is_the_trie_built_for_the_finer_alphabet(llama3_vocab):
+    """``class_trie(vocab, coarse, fine)`` (the coarse partition's trie, built once, its labels
+    mapped) against a trie built directly with the fine alphabet's labels: the same levels, token
+    maps and preorder layout; the coarse trie itself is left as it was; a second grammar's
+    alphabet gets its own labels on the same structure."""
+    from structgate.native.pushdown import (_ClassTrie, _classes_from_cuts, _root_info,
+                                            class_trie)
+    from structgate.native.token_index import vocab_trie
+
+    v = llama3_vocab
+    coarse = _classes_from_cuts([0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0xE0, 0xF0, 0xF8])
+    fines = [_classes_from_cuts(sorted({0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0xE0, 0xF0, 0xF8} | extra))
+             for extra in ({0x30, 0x3A, 0x41, 0x5B}, {0x09, 0x0A, 0x2C, 0x7B, 0x7D, 0x61})]
+    base = class_trie(v, coarse)
+    base_cls = [lv[2].copy() for lv in base.levels]
+    for fine in fines:
+        got = class_trie(v, coarse, fine)
+        want = _ClassTrie(vocab_trie(v), coarse, v.n_tokens, fine)
+        assert got is not base and len(got.levels) == len(want.levels)
+        for a, b in zip(got.levels, want.levels):
+            assert a[0] == b[0] and all(np.array_equal(x, y) for x, y in zip(a[1:], b[1:]))
+        for name in ("level_base", "token_cnode", "tokens_by_node", "node_tok_start"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert all(np.array_equal(x, y) for x, y in zip(got._preorder(), want._preorder()))
+        assert all(np.array_equal(x, y) for x, y in zip(_root_info(got), _root_info(want)))
+        assert got.nbytes < base.nbytes  # the shared structure is counted once, on the base
+    assert all(np.array_equal(a[2], c) for a, c in zip(base.levels, base_cls))
+    g0, g1 = class_trie(v, coarse, fines[0]), class_trie(v, coarse, fines[1])
+    assert any(not np.array_equal(a[2], b[2]) for a, b in zip(g0.levels, g1.levels))
