@@ -2073,7 +2073,8 @@ class PushdownIndex:
             self._cfg_depth = dd
         self._accepting[c] = self._ACCEPT in items
         # items are >= 0 here (the empty language's marker never goes through _intern)
-        self._cfg_depth[c] = max(map(self._stk_depth.__getitem__, map(N.__rfloordiv__, items)), default=0)
+        if items and max(items) >= N:  # (on the empty stack only: depth 0, already set)
+            self._cfg_depth[c] = max(map(self._stk_depth.__getitem__, map(N.__rfloordiv__, items)))
         return c
 
     def _leaf_classes(self, leaf: int) -> tuple:
