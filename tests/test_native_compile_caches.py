@@ -168,3 +168,26 @@ def test_a_relabeled_class_trie_is_the_trie_built_for_the_finer_alphabet(llama3_
     assert all(np.array_equal(a[2], c) for a, c in zip(base.levels, base_cls))
     g0, g1 = class_trie(v, coarse, fines[0]), class_trie(v, coarse, fines[1])
     assert any(not np.array_equal(a[2], b[2]) for a, b in zip(g0.levels, g1.levels))
+
+
+def test_enum_values_checked_against_the_other_keywords_only(llama3_vocab):
+    """An ``enum``'s values are filtered by the schema's other keywords (not by the enum itself,
+    which jsonschema checks by a scan of the list per value): what is accepted is exactly what
+    jsonschema says of the whole schema, for values of every type and enums with repeats."""
+    import json
+
+    import jsonschema
+
+    from structgate import Constraint, get_backend
+
+    be = get_backend("native", llama3_vocab, whitespace="compact")
+    values = ["a", "bb", "ccc", "b1", 1, 2.5, 30, True, None, [1], {"k": 1}, "bb", 1.0]
+    for extra in ({"type": "string"}, {"minLength": 2}, {"pattern": "^[a-z]+$"}, {"maximum": 2},
+                  {"type": ["integer", "null"]}, {"not": {"type": "string"}}, {"const": "bb"}, {}):
+        schema = {"enum": values, **extra}
+        g = be.compile(Constraint("json_schema", schema))
+        for v in values:
+            want = jsonschema.Draft202012Validator(schema).is_valid(v)
+            m = g.matcher()
+            got = m.advance(llama3_vocab.encode(json.dumps(v, separators=(",", ":")))) and m.is_accepting()
+            assert got == want, (extra, v)

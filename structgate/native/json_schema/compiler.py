@@ -338,7 +338,10 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                  and not (isinstance(c, bool) and c in schema.get(_NOT_BOOL, ()))
                  and not (_is_num(c) and any(c == x for x in schema.get(_NOT_INT, ())))]
         if rest:
-            v = self._validator_for(schema, where)
+            # the candidates come from the enum (or the const): checked against the other keywords
+            # only (jsonschema's enum check scans the whole list per value: a 416-name time-zone
+            # enum took 260,000 comparisons, half the schema's compile)
+            v = self._validator_for(rest, where)
             cands = [c for c in cands if v.is_valid(c)]
         return self._values_regex(cands, where)
 
