@@ -2130,6 +2130,26 @@ class PushdownIndex:
         points is the set of items that take the classes there; each distinct set's target (the
         union of the items' successor closures) is interned once per set of items
         (``_union_memo``)."""
+        items = self._cfg_keys[c]
+        if len(items) == 1:
+            # one item (a literal's next byte, most positions of a key or a keyword): its target
+            # and its intervals straight from the memos, no sweep, no list of pairs
+            (it,) = items
+            leaf = it % self._N
+            if it >= 0 and leaf != self._ACCEPT:
+                ivs = self._leaf_iv.get(leaf)
+                if ivs is None:
+                    ivs = self._leaf_classes(leaf)
+                tid = self._union_memo.get(it)
+                if tid is None:
+                    tid = self._target(it)
+                t = self._table[c]  # after the target: interning may grow the table
+                t.fill(0)
+                for a, b in ivs:
+                    t[a:b] = tid
+                if self._partial:
+                    self._partial.discard(c)
+                return
         pairs = list(self._item_intervals(c))
         # the targets first (interning may grow the table), then the row written as slices of
         # the table when it has few runs (a Python list of every class converted to the row
