@@ -341,7 +341,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             # the candidates come from the enum (or the const): checked against the other keywords
             # only (jsonschema's enum check scans the whole list per value: a 416-name time-zone
             # enum took 260,000 comparisons, half the schema's compile)
-            v = self._validator_for(rest, where)
+            # (``$schema`` and ``$id`` stay: the validator's draft is read from them)
+            v = self._validator_for({k: x for k, x in schema.items() if k not in ("enum", "const")}, where)
             cands = [c for c in cands if v.is_valid(c)]
         return self._values_regex(cands, where)
 
