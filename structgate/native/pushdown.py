@@ -1368,27 +1368,24 @@ class _ClassTrie:
         ct.__dict__["_relabeled_from"] = self
         return ct
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of this trie's arrays and of those computed on first use and kept on it (the
-        preorder layout, root info, token roots); not the per-thread walk buffers. A relabeled
-        trie (:meth:`relabeled`) counts its class arrays and what it computed itself only."""
-        if "_relabeled_from" in self.__dict__:
-            base = self.__dict__["_relabeled_from"]
-            n = sum(lv[2].nbytes for lv in self.levels)
-            for name in ("_pre", "_root_info"):
-                extra = self.__dict__.get(name)
-                if isinstance(extra, tuple) and extra is not base.__dict__.get(name):
-                    n += sum(a.nbytes for a in extra if isinstance(a, np.ndarray))
-            return n
-        n = sum(a.nbytes for lv in self.levels for a in lv[1:])
-        n += self.level_base.nbytes + self.token_cnode.nbytes + self.tokens_by_node.nbytes + self.node_tok_start.nbytes
+    def arrays(self):
+        """Every array this trie holds: its levels, token maps, and those computed on first use and
+        kept on it (the preorder layout, root info, token roots; not the per-thread walk buffers).
+        A relabeled trie (:meth:`relabeled`) holds its base's structural arrays too: callers that
+        sum over several tries count each array once (:func:`engine_cache_stats`)."""
+        for lv in self.levels:
+            yield from lv[1:]
+        yield from (self.level_base, self.token_cnode, self.tokens_by_node, self.node_tok_start)
         for name in ("_pre", "_root_info"):
             extra = self.__dict__.get(name)
             if isinstance(extra, tuple):
-                n += sum(a.nbytes for a in extra if isinstance(a, np.ndarray))
-        n += sum(a.nbytes for a in self.__dict__.get("_tok_root", {}).values())
-        return n
+                yield from (a for a in extra if isinstance(a, np.ndarray))
+        yield from self.__dict__.get("_tok_root", {}).values()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of :meth:`arrays` (each array once)."""
+        return _nbytes_once([self])
 
     def subtree_tokens(self, d: int, local_nodes: np.ndarray) -> np.ndarray:
         """Token ids whose class path passes strictly below the given nodes of level ``d``
@@ -1683,7 +1680,20 @@ def engine_cache_stats() -> dict[str, dict[str, int]]:
     with _tries_lock:
         tries = [t for _v, t in _tries.values()]
     return {"shared_walks": _shared_walks.stats(),
-            "class_tries": {"entries": len(tries), "bytes": int(sum(t.nbytes for t in tries))}}
+            "class_tries": {"entries": len(tries), "bytes": _nbytes_once(tries)}}
+
+
+def _nbytes_once(tries) -> int:
+    """Bytes of the arrays of ``tries``, an array shared by several (a relabeled trie and its
+    base) counted once."""
+    seen: set[int] = set()
+    n = 0
+    for t in tries:
+        for a in t.arrays():
+            if id(a) not in seen:
+                seen.add(id(a))
+                n += a.nbytes
+    return int(n)
 
 
 class PushdownIndex:
