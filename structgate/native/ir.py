@@ -347,28 +347,33 @@ class Grammar:
         return GrammarSyntaxError(msg, self.source, self.positions.get(rule, 0), where)
 
     def references(self, name: str) -> set[str]:
-        """Names referenced anywhere in rule ``name``'s body (memoised per body object for the
-        process, :data:`_REFS_MEMO`: the rules every JSON schema grammar holds are walked once;
-        shared subtrees are visited once). The set is shared: callers must not change it."""
+        """Names referenced anywhere in rule ``name``'s body (memoised per body object: for the
+        process, :data:`_REFS_MEMO`, so the rules every JSON schema grammar holds are walked once;
+        the root's in a memo the grammars derived from this one share; shared subtrees are visited
+        once). The set is shared: callers must not change it."""
         body = self.rules[name]
-        hit = _REFS_MEMO.get(id(body))
+        # the root's body is the grammar's own (a schema's): kept with the grammars derived from
+        # this one, not pinned for the process
+        memo = self.__dict__.setdefault("_refs_memo", {}) if name == self.root else _REFS_MEMO
+        hit = memo.get(id(body))
         if hit is not None and hit[0] is body:
             return hit[1]
         out = expr_references(body)
-        if len(_REFS_MEMO) >= _BODY_MEMO_MAX:
-            _REFS_MEMO.clear()
-        _REFS_MEMO[id(body)] = (body, out)  # the body is pinned: its id is not reused while kept
+        if len(memo) >= _BODY_MEMO_MAX:
+            memo.clear()
+        memo[id(body)] = (body, out)  # the body is pinned: its id is not reused while kept
         return out
 
     def derived(self, rules: dict, **fields) -> "Grammar":
-        """A grammar of ``rules`` with this one's other fields (``fields`` override them); the
-        passes that rewrite a grammar keep most bodies, and :meth:`references` (memoised per body
-        object) does not walk those again."""
+        """A grammar of ``rules`` with this one's other fields (``fields`` override them), sharing
+        the root's memo of :meth:`references` (keyed by body object, so valid for both): the passes
+        that rewrite a grammar keep most bodies, and their references are not walked again."""
         g = Grammar(rules, fields.pop("root", self.root), fields.pop("origin", dict(self.origin)),
                     fields.pop("source", self.source), fields.pop("positions", dict(self.positions)),
                     fields.pop("keep_calls", set(self.keep_calls)))
         if fields:
             raise TypeError(f"unknown Grammar fields: {sorted(fields)}")
+        g.__dict__["_refs_memo"] = self.__dict__.setdefault("_refs_memo", {})
         return g
 
     def reachable(self) -> list[str]:
@@ -398,10 +403,13 @@ class Grammar:
     def _free_rules(self, holds, cache: dict) -> set[str]:
         """The reachable rules whose body has the property with no rule found yet
         (``holds(body, set(), {})``), which then holds in every grammar: kept per body object for
-        the process in ``cache`` (the rules every JSON schema grammar holds are evaluated once)."""
+        the process in ``cache`` (the rules every JSON schema grammar holds are evaluated once).
+        The root (a schema's own body, seldom seen again) is left to the fixpoint."""
         out = set()
         empty: frozenset = frozenset()
         for r in self.reachable():
+            if r == self.root:
+                continue
             b = self.rules[r]
             hit = cache.get(id(b))
             if hit is None or hit[0] is not b:

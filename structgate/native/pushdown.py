@@ -363,7 +363,6 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
             memo.update(sizes)
     seen: set[int] = set()
     autos: set[int] = set()
-    leaf_ranges: dict = {}
     while extra:  # the lazy automata's symbols, which may hold further automata
         todo = list(extra)
         extra.clear()
@@ -1296,6 +1295,18 @@ def _pack(allowed: np.ndarray) -> np.ndarray:
     return np.packbits(allowed, bitorder="little").view(np.int32).copy()
 
 
+def _class_labels(byte_classes: np.ndarray, alphabet: np.ndarray | None) -> np.ndarray:
+    """Label of each class of ``byte_classes`` for the table lookups (int64 ``(n_classes,)``): the
+    ``alphabet`` class of its lowest byte (every byte of a class behaves alike for the automata a
+    trie of ``byte_classes`` is walked through); the identity without ``alphabet``."""
+    nc = int(byte_classes.max()) + 1
+    if alphabet is None:
+        return np.arange(nc, dtype=np.int64)
+    label = np.zeros(nc, dtype=np.int64)
+    label[byte_classes[::-1].astype(np.int64)] = alphabet[::-1].astype(np.int64)
+    return label
+
+
 class _ClassTrie:
     """The vocabulary's byte trie quotiented by a byte partition (see
     :mod:`structgate.native.token_index`, step 2). ``levels[d] = (base, parent_local, class_id,
@@ -1305,13 +1316,7 @@ class _ClassTrie:
     def __init__(self, trie, byte_classes: np.ndarray, n_tokens: int, alphabet: np.ndarray | None = None) -> None:
         cls_of_node = byte_classes.astype(np.int64)[trie.node_byte] if trie.n_nodes else np.zeros(0, np.int64)
         nc = int(byte_classes.max()) + 1
-        # label of each class for the table lookups: the alphabet class of a representative byte
-        # (every byte of a class behaves alike for the automata this trie is walked through)
-        if alphabet is None:
-            label = np.arange(nc, dtype=np.int64)
-        else:
-            label = np.zeros(nc, dtype=np.int64)
-            label[byte_classes[::-1].astype(np.int64)] = alphabet[::-1].astype(np.int64)
+        label = _class_labels(byte_classes, alphabet)
         bnode_to_cnode = np.empty(trie.n_nodes, dtype=np.int64)
         levels = []
         prev_map = np.zeros(1, dtype=np.int64)
@@ -1560,11 +1565,9 @@ def class_trie(vocab: Vocabulary, byte_classes: np.ndarray, alphabet: np.ndarray
     if alphabet is None:
         ct = _ClassTrie(trie, byte_classes, vocab.n_tokens)
     else:
-        nc = int(byte_classes.max()) + 1
-        label = np.zeros(nc, dtype=np.int64)
-        label[byte_classes[::-1].astype(np.int64)] = alphabet[::-1].astype(np.int64)
+        label = _class_labels(byte_classes, alphabet)
         base = class_trie(vocab, byte_classes)
-        ct = base if np.array_equal(label, np.arange(nc)) else base.relabeled(label)
+        ct = base if np.array_equal(label, np.arange(label.shape[0])) else base.relabeled(label)
     with _tries_lock:
         _tries[key] = (trie, ct)
         while len(_tries) > _TRIE_CACHE:
@@ -2141,26 +2144,14 @@ class PushdownIndex:
         union of the items' successor closures) is interned once per set of items
         (``_union_memo``)."""
         items = self._cfg_keys[c]
-        if len(items) == 1:
-            # one item (a literal's next byte, most positions of a key or a keyword): its target
-            # and its intervals straight from the memos, no sweep, no list of pairs
-            (it,) = items
-            leaf = it % self._N
-            if it >= 0 and leaf != self._ACCEPT:
-                ivs = self._leaf_iv.get(leaf)
-                if ivs is None:
-                    ivs = self._leaf_classes(leaf)
-                tid = self._union_memo.get(it)
-                if tid is None:
-                    tid = self._target(it)
-                t = self._table[c]  # after the target: interning may grow the table
-                t.fill(0)
-                for a, b in ivs:
-                    t[a:b] = tid
-                if self._partial:
-                    self._partial.discard(c)
-                return
-        pairs = list(self._item_intervals(c))
+        it = next(iter(items)) if len(items) == 1 else -1
+        if it >= 0 and it % self._N != self._ACCEPT:
+            # one item (a literal's next byte, most positions of a key or a keyword): its intervals
+            # straight from the memo, not through the generator
+            ivs = self._leaf_iv.get(it % self._N)
+            pairs = [(it, ivs if ivs is not None else self._leaf_classes(it % self._N))]
+        else:
+            pairs = list(self._item_intervals(c))
         # the targets first (interning may grow the table), then the row written as slices of
         # the table when it has few runs (a Python list of every class converted to the row
         # costs more than a few slice stores)
