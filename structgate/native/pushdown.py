@@ -2220,8 +2220,9 @@ class PushdownIndex:
         non-empty), the rows of configurations not computed yet computed first."""
         vals = self._table.ravel().take(fl)
         if vals.min() < 0:
-            self._ensure_rows(set((fl[vals < 0] // self.n_classes).tolist()))
-            vals = self._table.ravel().take(fl)
+            neg = (vals < 0).nonzero()[0]
+            self._ensure_rows(set((fl[neg] // self.n_classes).tolist()))
+            vals[neg] = self._table.ravel().take(fl[neg])  # (the table may have been reallocated)
         return vals
 
     def _ensure_rows(self, cfgs) -> None:
@@ -2322,8 +2323,9 @@ class PushdownIndex:
                 alive = dst.nonzero()[0]  # rows not computed yet (-1) are among them
                 alive_v = dst[alive]
                 if alive_v.size and alive_v.min() < 0:
-                    self._ensure_rows(set((fl[alive[alive_v < 0]] // W).tolist()))
-                    self._table.ravel().take(fl, out=dst)
+                    neg = alive[alive_v < 0]
+                    self._ensure_rows(set((fl[neg] // W).tolist()))
+                    dst[neg] = self._table.ravel().take(fl[neg])  # only the cells just computed
                     alive = dst.nonzero()[0]
                     alive_v = dst[alive]
                 dense = dst
@@ -2815,8 +2817,9 @@ class PushdownIndex:
             vals = self._table.ravel().take(fl)
             neg = vals < 0
             if neg.any():
+                neg = neg.nonzero()[0]
                 self._ensure_rows(set(cur[neg].tolist()))
-                vals = self._table.ravel().take(fl)
+                vals[neg] = self._table.ravel().take(fl[neg])
             st[act] = vals
             pos[act] += 1
             act = act[(vals != 0) & (pos[act] < end[act])]
