@@ -68,6 +68,44 @@ def test_rows_from_shared_walks_equal_the_direct_walk(llama3_vocab, monkeypatch)
     assert shared.hits > hits0, "the second round of grammars found no shared walk"
 
 
+def test_key_tail_suffix_walks_are_shared_across_grammars(llama3_vocab, monkeypatch):
+    """The walk below the first bytes of an object key that leave the listed names (the key's
+    tail rule, re-rooted) is stored once for the grammars of one byte partition: the second
+    grammar takes it from the shared cache (its table computes fewer rows there), both grammars'
+    masks equal the direct walk, and the stored arrays are read-only (a grammar that grows the
+    walk by more first bytes copies them, so another grammar's reads never change)."""
+    v = llama3_vocab
+    shared = _SharedWalks()
+    monkeypatch.setattr(pushdown, "_shared_walks", shared)
+    be = get_backend("native", v, whitespace="flexible", additional_properties=True, compile_cache_size=0)
+    # the same characters (one byte partition), other value types
+    a = {"type": "object", "properties": {"width": {"type": "number"}, "height": {"type": "number"}}}
+    b = {"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "boolean"}}}
+    row = np.empty((v.vocab_size + 31) // 32, np.int32)
+    rows = []
+    for schema in (a, b):
+        pi = be.compile(Constraint("json_schema", schema)).token_index
+        s = pi.step_bytes(1, b'{"')
+        n0 = pi.n_states
+        pi.fill_row(s, row)
+        assert (row == pi.direct_row(s)).all()
+        rows.append((pi, n0, pi.n_states))
+        keys = [k[1] for k in shared._d if k[1][0] == "suffix"]
+        assert keys, "no suffix walk was stored"
+        assert all(a_.flags.writeable is False for k in shared._d if k[1][0] == "suffix"
+                   for a_ in shared._d[k][1][:4])
+        rng = random.Random(5)
+        for _ in range(3):
+            _walk_and_compare(pi, v, rng, steps=40, prefer=lambda t: b'"' in t)
+    (pa, a0, a1), (pb, b0, b1) = rows
+    assert pa._trie is pb._trie  # one partition: the walk is the same
+    assert shared.hits > 0
+    assert b1 - b0 < a1 - a0, "the second grammar computed as many rows as the first"
+    # the first grammar's masks still equal its direct walk after the second one's use
+    rng = random.Random(9)
+    _walk_and_compare(pa, v, rng, steps=40, prefer=lambda t: b'"' in t)
+
+
 def _grammar(chars: str, vocab):
     # "s" is called (kept), call-free, with a partition coarser than the grammar's: its walks use
     # the rule's own trie, and so the shared cache

@@ -45,6 +45,7 @@ some string of the grammar (within the depth bound), because every pair in a con
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from typing import Sequence
@@ -1307,6 +1308,9 @@ def _class_labels(byte_classes: np.ndarray, alphabet: np.ndarray | None) -> np.n
     return label
 
 
+_TRIE_UIDS = itertools.count(1)
+
+
 class _ClassTrie:
     """The vocabulary's byte trie quotiented by a byte partition (see
     :mod:`structgate.native.token_index`, step 2). ``levels[d] = (base, parent_local, class_id,
@@ -1344,6 +1348,8 @@ class _ClassTrie:
             n_prev = uniq.shape[0]
             cbase += n_prev
         self.levels = levels
+        #: never reused in the process (a key of walks cached across grammars, unlike ``id``)
+        self.uid = next(_TRIE_UIDS)
         self.level_base = np.asarray([lv[0] for lv in levels] + [cbase], dtype=np.int64)
         self.n_nodes = cbase
         self.n_classes = nc
@@ -1369,6 +1375,7 @@ class _ClassTrie:
         for name in ("_tok_c_cache", "_tok_root"):
             self.__dict__.setdefault(name, {})
         ct.__dict__.update(self.__dict__)
+        ct.uid = next(_TRIE_UIDS)
         ct.levels = [(b, par, label.take(cls), bounds) for b, par, cls, bounds in self.levels]
         ct.__dict__["_relabeled_from"] = self
         return ct
@@ -1628,13 +1635,19 @@ class _SharedWalks:
             self._d.move_to_end(k)
             return hit[1]
 
-    def put(self, vocab: Vocabulary, key, info) -> None:
+    def put(self, vocab: Vocabulary, key, info, replace: bool = False) -> None:
+        """Keep ``info`` (its arrays read-only) under ``key``; an entry already there is kept,
+        or with ``replace`` replaced (a suffix walk grown by more first bytes)."""
         from .token_index import vocab_trie
 
         k = (self._vkey(vocab), key)
         nb = info[0].nbytes + info[1].nbytes + (info[2].nbytes if info[2] is not None else 0) + 256
         with self._lock:
-            if k in self._d or nb > self.budget_bytes:
+            if k in self._d:
+                if not replace:
+                    return
+                self._bytes -= self._d.pop(k)[2]
+            if nb > self.budget_bytes:
                 return
             self._d[k] = (vocab_trie(vocab), info, nb)  # the trie pinned: its id is not reused
             self._bytes += nb
@@ -2454,6 +2467,17 @@ class PushdownIndex:
         self._rel_tgt[c] = res
         return res
 
+    def _sw_shared_key(self, trie, c: int):
+        """The key under which the suffix walk of configuration ``c`` over ``trie`` is shared by
+        every grammar (:data:`_shared_walks`): ``c`` on the empty stack inside one call-free rule
+        (:meth:`_shared_key`; an object key's tail re-rooted by :meth:`_rel_target`), keyed with
+        the trie (the grammar's byte partition) and the depth bound; None otherwise."""
+        N, acc = self._N, self._ACCEPT
+        if all(it % N == acc for it in self._cfg_keys[c]):
+            return None
+        sk = self._shared_key(c)
+        return None if sk is None else ("suffix", trie.uid, self.max_depth, sk)
+
     def _suffix_walk(self, trie, c: int, roots: np.ndarray) -> list:
         """The walk of ``trie`` below the first-level nodes ``roots`` (local ids), each in
         configuration ``c``, summarised and cached per ``(trie, c)`` as ``[walked first-level nodes
@@ -2461,17 +2485,28 @@ class PushdownIndex:
         class nodes (global ids), those nodes' first-level nodes, reach, bytes]``; a later call
         walks only the roots not walked yet, so no walk below a root is done twice for one
         configuration. LRU under a quarter of the row budget, counted by
-        :attr:`memory_size_bytes`."""
+        :attr:`memory_size_bytes`. A walk inside one call-free rule on the empty stack (an object
+        key's tail, re-rooted) is the same in every grammar of the partition: it is also kept in
+        :data:`_shared_walks` (:meth:`_sw_shared_key`) and taken from there by the next grammar,
+        whose own table then computes only the rows its tokens' advances reach."""
         key = (id(trie), c)
         cache = self._sw_cache
         ent = cache.pop(key, None)
         n0 = trie.levels[0][1].shape[0]
+        skey = False  # not looked up yet
         if ent is None:
-            ent = [np.zeros(n0, dtype=bool), np.zeros(self.vocab.vocab_size, dtype=bool), _EMPTY_I64, _EMPTY_I64,
-                   0, 0]
+            skey = self._sw_shared_key(trie, c)
+            hit = _shared_walks.get(self.vocab, skey) if skey is not None else None
+            if hit is not None:
+                ent = list(hit) + [0]  # read-only arrays: copied before they grow
+            else:
+                ent = [np.zeros(n0, dtype=bool), np.zeros(self.vocab.vocab_size, dtype=bool), _EMPTY_I64,
+                       _EMPTY_I64, 0, 0]
         cache[key] = ent  # most recently used last
         missing = roots[~ent[0][roots]]
         if missing.size:
+            if not ent[0].flags.writeable:  # shared with other grammars: this one's copy grows
+                ent[0], ent[1] = ent[0].copy(), ent[1].copy()
             dense = np.zeros(n0, dtype=np.int64)
             dense[missing] = c
             res_n: list[np.ndarray] = []
@@ -2491,6 +2526,14 @@ class PushdownIndex:
                     ent[3] = np.concatenate([ent[3], root_of.take(acc).astype(np.int64)])
                 ent[4] = max(ent[4], int(self._cfg_depth.take(cfgs).max()))
             ent[0][missing] = True
+            if skey is False:
+                skey = self._sw_shared_key(trie, c)
+            if skey is not None:
+                # published as it stands, read-only: a grammar that grows it later copies first,
+                # so what another thread reads never changes under it
+                for a in ent[:4]:
+                    a.flags.writeable = False
+                _shared_walks.put(self.vocab, skey, tuple(ent[:5]), replace=True)
             nb = ent[0].nbytes + ent[1].nbytes + ent[2].nbytes + ent[3].nbytes + 64
             self._sw_bytes += nb - ent[5]
             ent[5] = nb
