@@ -1641,7 +1641,7 @@ class _SharedWalks:
         from .token_index import vocab_trie
 
         k = (self._vkey(vocab), key)
-        nb = info[0].nbytes + info[1].nbytes + (info[2].nbytes if info[2] is not None else 0) + 256
+        nb = sum(a.nbytes for a in info if isinstance(a, np.ndarray)) + 256
         with self._lock:
             if k in self._d:
                 if not replace:
@@ -2532,7 +2532,8 @@ class PushdownIndex:
                 # published as it stands, read-only: a grammar that grows it later copies first,
                 # so what another thread reads never changes under it
                 for a in ent[:4]:
-                    a.flags.writeable = False
+                    if a is not _EMPTY_I64:  # (the module's shared empty array stays as it is)
+                        a.flags.writeable = False
                 _shared_walks.put(self.vocab, skey, tuple(ent[:5]), replace=True)
             nb = ent[0].nbytes + ent[1].nbytes + ent[2].nbytes + ent[3].nbytes + 64
             self._sw_bytes += nb - ent[5]
