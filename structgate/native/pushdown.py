@@ -2472,9 +2472,6 @@ class PushdownIndex:
         every grammar (:data:`_shared_walks`): ``c`` on the empty stack inside one call-free rule
         (:meth:`_shared_key`; an object key's tail re-rooted by :meth:`_rel_target`), keyed with
         the trie (the grammar's byte partition) and the depth bound; None otherwise."""
-        N, acc = self._N, self._ACCEPT
-        if all(it % N == acc for it in self._cfg_keys[c]):
-            return None
         sk = self._shared_key(c)
         return None if sk is None else ("suffix", trie.uid, self.max_depth, sk)
 
@@ -2695,12 +2692,14 @@ class PushdownIndex:
         rule) that is the same in every grammar whose rule has the same states: the rule's byte
         partition, its states written relative to its first (:meth:`_rule_structure`), the items'
         offsets and whether ``cr`` is complete; None when the rule's states are not one closed
-        run of their own."""
+        run of their own, or when ``cr`` holds no item but the complete one."""
         N, acc = self._N, self._ACCEPT
         items = self._cfg_keys[cr]
         if any(it >= N for it in items):  # an item off the empty stack (a depth marker): not shared
             return None
-        leaf = next(it % N for it in items if it % N != acc)
+        leaf = next((it % N for it in items if it % N != acc), None)
+        if leaf is None:  # complete and nothing else: in no rule
+            return None
         r = self._owner[leaf]
         st = self._rule_struct.get(r)
         if st is None:
