@@ -52,13 +52,26 @@ def random_rows(rng, n, kinds):
     return np.stack(rows)
 
 
-def make_step(rng, spec=True):
-    """A batch of 6 requests (4 structured), some with spec tokens; returns the vLLM objects."""
+def vllm_layout() -> str:
+    """The bitmask layout the installed vLLM's engine fills: 0.32 packs each request's
+    ``1 + len(draft)`` rows; 0.33 gives each request ``1 + num_speculative_tokens`` rows."""
+    import vllm
+
+    return "fixed" if vllm.__version__.startswith("0.33") else "packed"
+
+
+def make_step(rng, spec=True, layout=None):
+    """A batch of 6 requests (4 structured), some with spec tokens; returns the vLLM objects. With
+    the fixed layout (``num_speculative_tokens`` = 3) a request's unused rows are random rows too,
+    so reading the wrong rows changes the logits."""
     req_ids = ["u0", "s1", "s2", "u3", "s4", "s5"]
     spec_tokens = {"s2": [5, 6], "u3": [1], "s5": [7, -1]} if spec else {}
     struct = ["s5", "s1", "s4", "s2"]  # the engine's order differs from the batch order
     n_logits = len(req_ids) + sum(len(v) for v in spec_tokens.values())
-    n_masks = sum(1 + len(spec_tokens.get(r, ())) for r in struct)
+    if (layout or vllm_layout()) == "fixed":
+        n_masks = len(struct) * (1 + (3 if spec else 0))
+    else:
+        n_masks = sum(1 + len(spec_tokens.get(r, ())) for r in struct)
     bm = random_rows(rng, n_masks, ["random", "all", "few", "random"])
     so = SimpleNamespace(scheduled_spec_decode_tokens=spec_tokens)
     from vllm.v1.core.sched.output import GrammarOutput
@@ -81,6 +94,26 @@ def test_v1_replacement_matches_vllm_path(dtype, spec):
     assert torch.equal(ours.view(view), theirs.view(view))
     assert sph.stats["rows_masked"] > 0 and sph.stats["rows_skipped_all_allowed"] > 0
     assert torch.isneginf(ours.float()).any()
+
+
+@pytest.mark.parametrize("spec", [False, True])
+def test_bitmask_layout_matches_the_engines_fill(spec):
+    """Rows each request starts at, for both engine layouts: the packed fill of vLLM 0.32 and
+    structgate's batched fill, and 0.33's fixed block per request (its own apply_grammar_bitmask is
+    checked against the hook above when the suite runs on 0.33, tests/test_vllm033.py)."""
+    rng = np.random.default_rng(3)
+    for layout, stride in (("packed", None), ("fixed", 4)):
+        for _ in range(50):
+            k = int(rng.integers(0, 6))
+            counts = [1 + (int(rng.integers(0, 4)) if spec else 0) for _ in range(k)]
+            total = sum(counts) if layout == "packed" else k * (stride if spec else 1)
+            starts = sph.bitmask_layout(counts, total)
+            if layout == "packed" or not spec:
+                assert starts == list(np.cumsum([0] + counts)[:-1])
+            else:
+                assert starts == [i * stride for i in range(k)]
+    with pytest.raises(ValueError, match="fits neither"):
+        sph.bitmask_layout([2, 1], 5)
 
 
 def test_patched_runner_global_is_ours():

@@ -286,6 +286,39 @@ def test_speculative_rows_equal_vllm_loop_and_state_restored(token_index):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("spec_k", [0, 3])
+def test_uneven_drafts_and_reasoning_rows_equal_vllm_loop(token_index, spec_k):
+    """Drafts of 0 to 3 tokens in one step and requests still reasoning (constraint_start past some or
+    all of their rows): vLLM 0.32 packs each request's rows, 0.33 gives each a block of
+    1 + num_speculative_tokens rows and keeps the implicit reasoning ends masked in rows it leaves
+    unconstrained; the batched fill gives vLLM's loop's rows in either release."""
+    from vllm.v1.structured_output import ConstraintBounds
+
+    rng = random.Random(11 + spec_k)
+    kinds = [lambda: native_matcher(token_index), ToyAdapterMatcher] * 4
+    mgr, reqs, ids = build_batch(kinds, rng, spec_k=spec_k)
+    spec, bounds = {}, {}
+    for k, rid in enumerate(ids):
+        m = reqs[rid].structured_output_request.grammar.matcher
+        st = m.state if hasattr(m, "state") else m._state
+        good = [LETTERS.index(SETS[p - 1][0]) for p in range(st, min(st + 3, LENGTH + 1))]
+        spec[rid] = (good + [EOS, EOS])[:k % 4] if spec_k else []
+        start = (0, 1, 2, 5)[(k // 2) % 4]  # 5: every row of the request is still reasoning
+        bounds[rid] = ConstraintBounds(start, start)
+    mgr._get_constraint_bounds = lambda request, tokens: bounds[request.request_id]
+    mgr._masked_reasoning_ends = lambda request: (1, 3, int(request.request_id[1:]) + 8)
+    got = mgr.grammar_bitmask(reqs, ids, spec).copy()
+    want = orig_grammar_bitmask()(mgr, reqs, ids, spec).copy()
+    fixed = hasattr(type(mgr), "_masked_reasoning_ends")  # vLLM 0.33
+    assert got.shape[0] == (8 * (1 + spec_k) if fixed else sum(1 + len(v) for v in spec.values()))
+    np.testing.assert_array_equal(got, want)
+    assert not (got == -1).all()
+    if fixed:  # unconstrained rows lack the masked ids (1 and 3)
+        assert ((got[:, 0] & 0b1010) == 0).any()
+    else:
+        assert (got == -1).all(axis=1).any()
+
+
 def test_terminated_and_unconstrained_rows_are_full(token_index):
     mh = harness()
     m = native_matcher(token_index)

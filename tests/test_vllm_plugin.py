@@ -487,6 +487,9 @@ def test_manager_builds_structgate_backend(plugin, vllm_backend, hf_tokenizer, m
     mgr.vllm_config = types.SimpleNamespace(model_config=model_config)
     mgr.tokenizer = hf_tokenizer
     mgr._use_async_grammar_compilation = False
+    v033 = hasattr(StructuredOutputManager, "_masked_reasoning_ends")  # 0.33: __init__ sets backend_name
+    if v033:
+        mgr.backend_name = None
     so = types.SimpleNamespace(_backend="native")
     req = types.SimpleNamespace(
         structured_output_request=types.SimpleNamespace(structured_output_key=("REGEX", "a"), grammar=None),
@@ -495,6 +498,8 @@ def test_manager_builds_structgate_backend(plugin, vllm_backend, hf_tokenizer, m
     mgr.grammar_init(req)
     assert built == [(128256, "native")] and isinstance(mgr.backend, FakeBackend)
     assert req.structured_output_request.grammar == "grammar"
+    if v033:
+        assert mgr.backend_name == "native"
 
 
 def test_bridge_unit_vocab_width(vllm_backend):

@@ -153,6 +153,10 @@ class Patch:
     trigger : {"import", "manual", "command", "attribute"}
         ``import`` (default): applied by :func:`apply_all` / on the module's import. The others are
         ledger records only (applied by the code named in ``how``).
+    superseded : Callable[[module], str | None] or None
+        Feature check run before :attr:`apply`: returns why the running vLLM already does what the
+        entry adds (e.g. 0.33 reports engine-side grammar compile errors itself), and the entry is
+        then recorded in :func:`skipped`, not applied and not an error; None to apply it.
     """
 
     name: str
@@ -165,6 +169,7 @@ class Patch:
     apply: Callable[[Any], None] = field(repr=False)
     order: int = 100
     trigger: str = "import"
+    superseded: "Callable[[Any], str | None] | None" = field(default=None, repr=False)
 
 
 _lock = threading.RLock()
@@ -385,6 +390,11 @@ def _run(patch: Patch, module: Any) -> None:
                 logger.warning("structgate: patch %s skipped: %s", patch.name, _skipped[patch.name])
                 return
         try:
+            reason = patch.superseded(module) if patch.superseded is not None else None
+            if reason:
+                _skipped[patch.name] = f"not needed on vLLM {vllm_version() or '?'}: {reason}"
+                logger.info("structgate: patch %s %s", patch.name, _skipped[patch.name])
+                return
             patch.apply(module)
         except VllmPatchError as e:
             _errors[patch.name] = e
@@ -598,19 +608,39 @@ def source_fingerprint(func: Callable) -> str | None:
 #: re-implements, per checked release; any other source skips the hook (vLLM's loop runs)
 FILL_LOOP_FINGERPRINTS: dict[str, dict[str, str]] = {
     "0.32.0": {"grammar_bitmask": "c01efa9600fb9ff9", "_fill_bitmasks": "09c30fc4b9903eeb"},
+    # 0.33: a fixed block of mask_stride rows per request; rows left unconstrained while a request
+    # reasons keep its implicit reasoning-end tokens masked (_masked_reasoning_ends)
+    "0.33.0": {"grammar_bitmask": "c6ed2c364225cf62", "_fill_bitmasks": "e71bb897c9ac7e43"},
 }
+
+
+def fill_loop_fingerprints(cls: Any) -> dict[str, "str | None"]:
+    """Fingerprints of ``cls.grammar_bitmask`` and ``cls._fill_bitmasks`` as vLLM wrote them (the
+    originals when structgate wrapped them). Raises :class:`VllmPatchError` when one is missing."""
+    sym = "vllm.v1.structured_output.StructuredOutputManager"
+    got = {}
+    for name in ("grammar_bitmask", "_fill_bitmasks"):
+        fn = getattr(cls, name, None)
+        if fn is None:
+            raise VllmPatchError(f"{sym}.{name}", "attribute no longer exists")
+        fn = getattr(fn, "__structgate_original__", fn)  # checked before or after the hook applied
+        got[name] = source_fingerprint(fn)
+    return got
+
+
+def fill_loop_release(cls: Any) -> "str | None":
+    """The release of :data:`FILL_LOOP_FINGERPRINTS` whose fill loop ``cls`` has, or None."""
+    try:
+        got = fill_loop_fingerprints(cls)
+    except VllmPatchError:
+        return None
+    return next((v for v, fp in FILL_LOOP_FINGERPRINTS.items() if fp == got), None)
 
 
 def _check_fill_loop(mod: Any) -> None:
     sym = "vllm.v1.structured_output.StructuredOutputManager.grammar_bitmask"
     cls = require_attr(mod, "StructuredOutputManager", sym)
-    got = {}
-    for name in ("grammar_bitmask", "_fill_bitmasks"):
-        fn = getattr(cls, name, None)
-        if fn is None:
-            raise VllmPatchError(f"{sym[:-len('grammar_bitmask')]}{name}", "attribute no longer exists")
-        fn = getattr(fn, "__structgate_original__", fn)  # checked before or after the hook applied
-        got[name] = source_fingerprint(fn)
+    got = fill_loop_fingerprints(cls)
     if None in got.values():
         raise VllmPatchError(sym, "its source is not available, so the copied fill loop cannot be checked")
     if got not in FILL_LOOP_FINGERPRINTS.values():
@@ -627,7 +657,7 @@ register_patch(Patch(
     how="compare a comment- and whitespace-insensitive fingerprint of vLLM's grammar_bitmask and "
         "_fill_bitmasks with the ones of the releases the copy was checked against; on a mismatch "
         "scheduler-batched-bitmask is skipped and vLLM's own loop runs (correct, slower)",
-    versions="0.32.0 (fingerprints in ledger.FILL_LOOP_FINGERPRINTS)",
+    versions="0.32.0, 0.33.0 (fingerprints in ledger.FILL_LOOP_FINGERPRINTS)",
     removal="with scheduler-batched-bitmask",
     apply=_check_fill_loop, order=5))
 

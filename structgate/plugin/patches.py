@@ -522,6 +522,37 @@ def _apply_scheduler_reason(mod) -> None:
     cls.update_from_output = ledger.mark(update_from_output, orig, "engine-compile-error-reason")
 
 
+def _src(func: Any) -> str:
+    import inspect
+
+    try:
+        return inspect.getsource(func)
+    except (OSError, TypeError):
+        return ""
+
+
+def _engine_reports_compile_errors(mod) -> "str | None":
+    """vLLM 0.33 attaches ``RequestError(code="validation_error", ...)`` to the request's
+    ``EngineCoreOutput.error`` for a grammar that failed to compile (the API server answers 400)."""
+    cls = getattr(mod, "Scheduler", None)
+    blocked = getattr(cls, "_handle_blocked_waiting_request", None)
+    update = getattr(cls, "update_from_output", None)
+    if ('code="validation_error"' in _src(blocked) and "grammar_compile_error_reqs[" in _src(blocked)
+            and "error=request_errors.get(" in _src(update)):
+        return ("the scheduler attaches RequestError(validation_error, 'Invalid structured outputs: "
+                "<the compile error>') to the request's output, which the API server answers with HTTP 400")
+    return None
+
+
+def _frontend_reports_engine_errors(mod) -> "str | None":
+    """vLLM 0.33's output processor raises a request's ``EngineCoreOutput.error`` in ``generate()``."""
+    cls = getattr(mod, "OutputProcessor", None)
+    if "error.to_exception()" in _src(getattr(cls, "process_outputs", None)):
+        return ("the output processor raises the engine's RequestError in generate() "
+                "(validation_error: HTTP 400 naming the compile error)")
+    return None
+
+
 register_patch(Patch(
     name="engine-compile-error-reason",
     module="vllm.v1.core.sched.scheduler",
@@ -533,8 +564,9 @@ register_patch(Patch(
         "grammar_compile_error_reqs (StructuredOutputRequest._grammar holds it); after, set that "
         "request's EngineCoreOutput.stop_reason to 'structgate compile error: Type(kind): message' "
         "(structgate errors only; vLLM's backends unchanged)",
-    versions="0.32.0", removal="when vLLM reports grammar compile errors to the client",
-    apply=_apply_scheduler_reason, order=50))
+    versions="0.32.0; not needed on 0.33.0 (wheel source read: vLLM reports the error itself)",
+    removal="with vLLM 0.32 support (0.33 reports grammar compile errors to the client)",
+    apply=_apply_scheduler_reason, order=50, superseded=_engine_reports_compile_errors))
 
 
 def _apply_output_processor(mod) -> None:
@@ -579,8 +611,9 @@ register_patch(Patch(
         "exception over later outputs); AsyncLLM.generate re-raises client errors and the API server "
         "answers HTTP 400 (for a stream that already started, an error event with code 400). Offline "
         "LLM(): the output keeps finish_reason 'error' and stop_reason names the cause",
-    versions="0.32.0", removal="with engine-compile-error-reason",
-    apply=_apply_output_processor, order=50))
+    versions="0.32.0; not needed on 0.33.0 (see engine-compile-error-reason)",
+    removal="with engine-compile-error-reason",
+    apply=_apply_output_processor, order=50, superseded=_frontend_reports_engine_errors))
 
 
 # -- 6. metrics on /metrics ----------------------------------------------------------------------------

@@ -47,8 +47,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["ENV_SAMPLER_HOOK", "hook_mode", "set_backend_name", "classify_rows", "apply_grammar_bitmask",
-           "apply_grammar_bitmask_v2", "v2_rows", "guard_dead_rows", "install", "stats"]
+__all__ = ["ENV_SAMPLER_HOOK", "hook_mode", "set_backend_name", "classify_rows", "bitmask_layout",
+           "apply_grammar_bitmask",
+           "apply_grammar_bitmask_v2", "v2_mapping", "v2_rows", "guard_dead_rows", "install", "stats"]
 
 logger = logging.getLogger("structgate.plugin")
 
@@ -156,13 +157,54 @@ def _warn_empty(req_ids: Sequence[str]) -> None:
 
 
 # -- V1 model runner ------------------------------------------------------------------------------
+def bitmask_layout(counts: Sequence[int], total_rows: int) -> list[int]:
+    """First bitmask row of each structured request, for the two layouts vLLM's engine produces.
+
+    vLLM 0.32's fill (and structgate's batched fill) packs ``1 + len(draft)`` rows per request back
+    to back; vLLM 0.33's gives every request a fixed block of ``mask_stride = 1 +
+    num_speculative_tokens`` rows (``total_rows // len(counts)``; its own
+    ``apply_grammar_bitmask`` reads it so). The two coincide when every request has the longest
+    draft; otherwise the packed total ``sum(counts)`` is smaller than ``len(counts) * mask_stride``,
+    so the row count tells them apart.
+
+    Parameters
+    ----------
+    counts : sequence of int
+        Rows each request uses this step (``1 + len(draft)``), in bitmask order.
+    total_rows : int
+        The bitmask's row count ``M``.
+
+    Returns
+    -------
+    list[int]
+        Start row of each request.
+
+    Raises
+    ------
+    ValueError
+        ``total_rows`` fits neither layout.
+    """
+    if total_rows == sum(counts):
+        out, cum = [], 0
+        for n in counts:
+            out.append(cum)
+            cum += n
+        return out
+    k = len(counts)
+    if k and total_rows % k == 0 and total_rows // k >= max(counts):
+        stride = total_rows // k
+        return [i * stride for i in range(k)]
+    raise ValueError(f"grammar bitmask of {total_rows} rows fits neither the packed layout "
+                     f"({sum(counts)} rows) nor a fixed block per request ({k} requests)")
+
+
 def apply_grammar_bitmask(scheduler_output: Any, grammar_output: Any, input_batch: Any, logits: Any) -> None:
     """Replacement of ``vllm.v1.structured_output.utils.apply_grammar_bitmask`` (same arguments).
 
-    ``grammar_output.grammar_bitmask`` is int32 ``(M, W)``, one row per structured request and
-    speculative position in ``grammar_output.structured_output_request_ids`` order; ``logits`` is
-    ``(num_logits, V)`` with each request's spec positions consecutive (``input_batch.req_ids``
-    order). Masked logits become ``-inf`` in place.
+    ``grammar_output.grammar_bitmask`` is int32 ``(M, W)``, the rows of each structured request in
+    ``grammar_output.structured_output_request_ids`` order (layout: :func:`bitmask_layout`);
+    ``logits`` is ``(num_logits, V)`` with each request's spec positions consecutive
+    (``input_batch.req_ids`` order). Masked logits become ``-inf`` in place.
     """
     global _pending_rows
     if not _active():
@@ -182,15 +224,20 @@ def apply_grammar_bitmask(scheduler_output: Any, grammar_output: Any, input_batc
     src: list[int] = []
     dst: list[int] = []
     owner: list[str] = []
-    cum = 0
-    for rid in grammar_output.structured_output_request_ids:
-        n = 1 + len(spec_tokens.get(rid, ()))
+    ids = grammar_output.structured_output_request_ids
+    counts = [1 + len(spec_tokens.get(rid, ())) for rid in ids]
+    try:
+        starts = bitmask_layout(counts, int(bitmask.shape[0]))
+    except ValueError as e:  # a layout this hook does not know: vLLM's own function reads it
+        _count("layout_fallbacks")
+        logger.warning("structgate: sampler hook falls back to vLLM's apply_grammar_bitmask: %s", e)
+        return _ORIG["apply_grammar_bitmask"](scheduler_output, grammar_output, input_batch, logits)
+    for rid, n, cum in zip(ids, counts, starts):
         li = logit_row.get(rid)
         if li is not None:
             src.extend(range(cum, cum + n))
             dst.extend(range(li, li + n))
             owner.extend([rid] * n)
-        cum += n
     if not src:
         return
     src_a = np.asarray(src, dtype=np.int64)
@@ -247,6 +294,31 @@ def v2_rows(mapping: Any, cu_num_logits: Any, mask_stride: int):
     return rows, active
 
 
+#: how the installed vLLM's newer runner lays out its bitmask rows (set by the sampler-hook-v2 entry):
+#: ``"packed"`` (0.32: ``_build_grammar_mapping``, the scheduled draft length of each request) or
+#: ``"fixed"`` (0.33: ``mask_stride`` rows per request)
+_V2_LAYOUT: str = "packed"
+
+
+def v2_mapping(worker: Any, input_batch: Any, grammar_req_ids: Sequence[str]) -> list[int]:
+    """The newer runner's bitmask-row -> ``req_idx * mask_stride + position`` mapping, exactly as the
+    installed vLLM computes it (:data:`_V2_LAYOUT`).
+
+    Returns
+    -------
+    list[int]
+        One entry per bitmask row.
+    """
+    stride = int(worker.mask_stride)
+    if _V2_LAYOUT == "fixed":
+        req_idx = {rid: i for i, rid in enumerate(input_batch.req_ids)}
+        return [req_idx[rid] * stride + pos for rid in grammar_req_ids for pos in range(stride)]
+    from vllm.v1.worker.gpu.structured_outputs import _build_grammar_mapping
+
+    return _build_grammar_mapping(input_batch.req_ids, list(grammar_req_ids), input_batch.cu_num_logits_np,
+                                  input_batch.num_draft_tokens_per_req, worker.num_bonus_tokens, stride)
+
+
 def apply_grammar_bitmask_v2(self, logits: Any, input_batch: Any, grammar_req_ids: list[str],
                              grammar_bitmask: np.ndarray) -> None:
     """Replacement of ``StructuredOutputsWorker.apply_grammar_bitmask`` (newer runner): same
@@ -258,13 +330,10 @@ def apply_grammar_bitmask_v2(self, logits: Any, input_batch: Any, grammar_req_id
         return
     import torch
     from vllm.utils.torch_utils import PIN_MEMORY, async_tensor_h2d
-    from vllm.v1.worker.gpu.structured_outputs import _build_grammar_mapping
 
     from ..kernels import apply_token_bitmask_inplace
 
-    mapping = _build_grammar_mapping(input_batch.req_ids, grammar_req_ids, input_batch.cu_num_logits_np,
-                                     input_batch.num_draft_tokens_per_req, self.num_bonus_tokens,
-                                     self.mask_stride)
+    mapping = v2_mapping(self, input_batch, grammar_req_ids)
     grammar_bitmask = np.asarray(grammar_bitmask)
     allowed, forbidden = classify_rows(grammar_bitmask, int(logits.shape[-1]))
     if forbidden.any():
@@ -386,7 +455,17 @@ def _install_v2(mod: Any) -> None:
     if ledger.is_marked(cur):
         return
     ledger.require_signature(cur, ("self", "logits", "input_batch", "grammar_req_ids", "grammar_bitmask"), sym)
-    ledger.require_attr(mod, "_build_grammar_mapping", f"{sym} (_build_grammar_mapping)")
+    global _V2_LAYOUT
+    if hasattr(mod, "_build_grammar_mapping"):  # 0.32
+        ledger.require_source(cur, ("_build_grammar_mapping(", "self.num_bonus_tokens", "self.mask_stride"), sym)
+        layout = "packed"
+    else:  # 0.33: every grammar request owns mask_stride rows
+        ledger.require_source(cur, ("req_id_to_idx[req_id] * self.mask_stride + position",
+                                    "for position in range(self.mask_stride)"), sym)
+        layout = "fixed"
+    ledger.require_source(cur, ("cu_num_logits", "self.copy_stream", "self.logits_indices",
+                                "self.grammar_bitmask"), sym)
+    _V2_LAYOUT = layout
     _ORIG["apply_grammar_bitmask_v2"] = cur
 
     def apply_grammar_bitmask_sg(self, logits, input_batch, grammar_req_ids, grammar_bitmask):
@@ -448,7 +527,7 @@ def _register() -> None:
         from .ledger import Patch, register_patch
     except ImportError:  # pragma: no cover
         return
-    common = dict(versions="0.32.0", removal="when vLLM lets a structured-output backend supply its apply kernel")
+    common = dict(versions="0.32.0, 0.33.0 (wheel source read: fixed row blocks per request)", removal="when vLLM lets a structured-output backend supply its apply kernel")
     register_patch(Patch(
         name="sampler-hook-v1-utils", module="vllm.v1.structured_output.utils", target="apply_grammar_bitmask",
         why="vLLM applies masks with XGrammar's kernel after scattering the compact bitmask into a "

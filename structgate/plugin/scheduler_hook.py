@@ -262,15 +262,21 @@ class BatchFill:
         self.batch: list[tuple[Any, int]] = []
         self.single: list[tuple[Any, int]] = []
         self.copies: list[tuple[int, int]] = []
+        self.masked: list[tuple[int, tuple[int, ...]]] = []
 
-    def add(self, grammar: Any, row: int, apply: bool, *, transient: bool = False) -> None:
+    def add(self, grammar: Any, row: int, apply: bool, *, transient: bool = False,
+            masked: tuple[int, ...] = ()) -> None:
         """Schedule row ``row`` for ``grammar`` in its current state.
 
         ``transient``: the matcher state will change before :meth:`run` (speculative positions), so
-        rows that cannot be recorded as a native state are filled now.
+        rows that cannot be recorded as a native state are filled now. ``masked``: token ids an
+        unconstrained row (``apply`` false) forbids all the same (vLLM 0.33's implicit reasoning
+        ends while a request reasons).
         """
         if not apply:
             self.full_rows.append(row)
+            if masked:
+                self.masked.append((row, masked))
             return
         m = getattr(grammar, "matcher", None)
         kind = _kind(m)
@@ -316,6 +322,10 @@ class BatchFill:
         bm = self.bm
         if self.full_rows:
             bm[self.full_rows] = -1
+        for row, ids in self.masked:  # as vLLM 0.33's _fill_bitmasks: clear each id's bit
+            words = bm[row].view(np.uint32)
+            for t in ids:
+                words[t >> 5] &= ~np.uint32(1 << (t & 31))
         for ti, rows, states in self.native.values():
             slots = ti.slots(np.asarray(states, dtype=np.int64))
             lo, n = rows[0], len(rows)
@@ -348,11 +358,18 @@ def _strip(tokens: Sequence[int]) -> list[int]:
     return strip_speculative_padding(list(tokens))
 
 
+#: the row layout of the installed vLLM's fill loop (set by :func:`install` from the fill-loop
+#: fingerprints): ``"packed"`` (0.32: ``1 + len(draft)`` rows per request, back to back) or
+#: ``"fixed"`` (0.33: ``mask_stride = 1 + num_speculative_tokens`` rows per request, and rows left
+#: unconstrained while a request reasons keep its implicit reasoning-end tokens masked)
+_LAYOUT: str = "packed"
+
+
 def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[str],
                     scheduled_spec_decode_tokens: dict[str, list[int]]):
     """Replacement of ``StructuredOutputManager.grammar_bitmask`` (same signature and result: an
-    int32 numpy array with one row per structured request and speculative position, ordered as
-    ``structured_output_request_ids``)."""
+    int32 numpy array with the rows of each structured request and speculative position, ordered
+    as ``structured_output_request_ids``, in the installed vLLM's layout, :data:`_LAYOUT`)."""
     if not _active(self):
         return _ORIG["grammar_bitmask"](self, requests, structured_output_request_ids,
                                         scheduled_spec_decode_tokens)
@@ -370,26 +387,35 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
         self._sg_bitmask_np = cached
     bm_np = cached[1]
     plan = BatchFill(self._grammar_bitmask, self.backend.sg_backend, bm_np)
+    fixed = _LAYOUT == "fixed"
+    stride = max_num_spec_tokens + (0 if is_diffusion else 1)
     idx = 0
-    for req_id in structured_output_request_ids:
+    for k, req_id in enumerate(structured_output_request_ids):
+        if fixed:
+            idx = k * stride
         request = requests[req_id]
         grammar = request.structured_output_request.grammar
         req_tokens = scheduled_spec_decode_tokens.get(req_id, ())
         if not req_tokens:  # the common case: one row, the current state
             bounds = self._get_constraint_bounds(request, ())
-            plan.add(grammar, idx, bounds.constraint_start == 0)
+            apply = bounds.constraint_start == 0
+            plan.add(grammar, idx, apply, masked=() if apply or not fixed else self._masked_reasoning_ends(request))
             idx += 1
             continue
-        idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion)
+        idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion, fixed)
     plan.run()
-    _record("hook_batched_fill_rows", idx)
-    return bm_np[:idx] if idx < bm_np.shape[0] else bm_np
+    n = len(structured_output_request_ids) * stride if fixed else idx
+    _record("hook_batched_fill_rows", n)
+    return bm_np[:n] if n < bm_np.shape[0] else bm_np
 
 
 def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, req_tokens: list[int],
-               idx: int, is_diffusion: bool) -> int:
-    """vLLM's speculative loop (fill, accept, ..., bonus row, roll back) with deferred fills."""
+               idx: int, is_diffusion: bool, fixed: bool = False) -> int:
+    """vLLM's speculative loop (fill, accept, ..., bonus row, roll back) with deferred fills;
+    ``fixed``: 0.33's loop, whose rows before ``constraint_start`` keep the implicit reasoning ends
+    masked."""
     grammar_start, constraint_start = self._get_constraint_bounds(request, _strip(req_tokens))
+    masked_ids = self._masked_reasoning_ends(request) if fixed and constraint_start else ()
     slot = _slot(grammar)
     with slot.lock:
         advanced = 0
@@ -400,7 +426,8 @@ def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, r
                 plan.copy(idx, failed)
                 idx += 1
                 continue
-            plan.add(grammar, idx, not seen_padding and i >= constraint_start, transient=True)
+            plan.add(grammar, idx, not seen_padding and i >= constraint_start, transient=True,
+                     masked=masked_ids if not seen_padding and i < constraint_start else ())
             if token == -1:
                 seen_padding = True
             elif not seen_padding and i >= grammar_start:
@@ -415,7 +442,9 @@ def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, r
             if failed is not None:
                 plan.copy(idx, failed)
             else:
-                plan.add(grammar, idx, not seen_padding and constraint_start <= len(req_tokens), transient=True)
+                bonus_apply = not seen_padding and constraint_start <= len(req_tokens)
+                plan.add(grammar, idx, bonus_apply, transient=True,
+                         masked=masked_ids if not seen_padding and not bonus_apply else ())
             idx += 1
         if advanced:
             grammar.rollback(advanced)
@@ -482,6 +511,12 @@ def install(manager_cls: Any = None) -> None:
             "validate_tokens": ("self", "request", "spec_tokens")}
     sym = "vllm.v1.structured_output.StructuredOutputManager"
     ledger.require_attr(manager_cls, "_get_constraint_bounds", f"{sym}._get_constraint_bounds")
+    global _LAYOUT
+    if ledger.fill_loop_release(manager_cls) == "0.33.0":
+        ledger.require_attr(manager_cls, "_masked_reasoning_ends", f"{sym}._masked_reasoning_ends")
+        _LAYOUT = "fixed"
+    else:
+        _LAYOUT = "packed"
     for name, params in sigs.items():
         cur = ledger.require_attr(manager_cls, name, f"{sym}.{name}")
         if ledger.is_marked(cur):
@@ -528,7 +563,7 @@ def _register() -> None:
             "fill_bitmask_batch), vLLM's speculative accept/fill/rollback kept, per-request lock + "
             "epoch so no stale mask is used; other backends call the originals. "
             f"{ENV_DISABLE}=0 disables.",
-        versions="0.32.0",
+        versions="0.32.0, 0.33.0 (its fixed row blocks and masked reasoning ends; fill-loop fingerprints)",
         removal="when vLLM exposes a batched fill hook on StructuredOutputBackend",
         apply=lambda mod: install(mod.StructuredOutputManager),
     ))
