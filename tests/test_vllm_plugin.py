@@ -159,6 +159,35 @@ def test_post_import_hook_applies_lazily(tmp_path, monkeypatch):
         sys.modules.pop("sg_fake_target", None)
 
 
+def test_superseded_entry_is_skipped_not_failed_and_provided():
+    """An entry whose feature check says the running vLLM already does its job is recorded as
+    skipped (not applied, not an error), counts as provided, and its patch function never runs; when
+    the check says no, the entry applies as usual."""
+    ran = []
+    mods = {"native": types.SimpleNamespace(does_it=True), "plain": types.SimpleNamespace(does_it=False)}
+    for key, mod in mods.items():
+        name = f"test-superseded-{key}"
+        ledger.register_patch(ledger.Patch(
+            name=name, module="sg_fake_mod", target="x", why="t", how="t", versions="-", removal="-",
+            apply=lambda m, n=name: ran.append(n), superseded=lambda m: "vLLM does it" if m.does_it else None))
+    try:
+        ledger._run(ledger._patches["test-superseded-native"], mods["native"])
+        ledger._run(ledger._patches["test-superseded-plain"], mods["plain"])
+        assert ran == ["test-superseded-plain"]
+        assert ledger.skipped()["test-superseded-native"].endswith("vLLM does it")
+        assert "test-superseded-native" not in ledger.applied() and "test-superseded-native" not in ledger.errors()
+        assert ledger.provides("test-superseded-native") and ledger.provides("test-superseded-plain")
+        assert not ledger.provides("test-no-such-entry")
+        assert "(skipped)" in ledger.describe()
+    finally:
+        for key in mods:
+            name = f"test-superseded-{key}"
+            ledger._patches.pop(name, None)
+            ledger._applied.discard(name)
+            ledger._skipped.pop(name, None)
+            ledger._superseded.discard(name)
+
+
 # -- 1. config --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["native", "structgate-xgrammar", "sg-llguidance", "auto", "xgrammar",
                                   "guidance", "outlines", "lm-format-enforcer"])

@@ -90,6 +90,8 @@ streams stay unaligned (outputs still valid and exact in distribution).
 """
 from __future__ import annotations
 
+import inspect
+
 import json
 import logging
 import os
@@ -408,10 +410,12 @@ def install_seeded_alignment(module: Any = None) -> bool:
         ledger.require_source(fwd, ("bonus_sampler_output = self.sampler(", "rejection_sample("),
                               sym + ".RejectionSampler.forward")
         rs = ledger.require_attr(module, "rejection_sample", sym + ".rejection_sample")
-        ledger.require_signature(rs, ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens",
-                                      "draft_probs", "target_logits", "bonus_token_ids", "sampling_metadata", "synthetic_mode",
-                                      "synthetic_conditional_rates", "use_fp64_gumbel"),
-                                 sym + ".rejection_sample")
+        params = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens", "draft_probs",
+                  "target_logits", "bonus_token_ids", "sampling_metadata", "synthetic_mode",
+                  "synthetic_conditional_rates", "use_fp64_gumbel")
+        if "fly_window_size" in inspect.signature(rs).parameters:  # 0.33: keyword options after these
+            params += ("fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k")
+        ledger.require_signature(rs, params, sym + ".rejection_sample")
         ledger.require_source(ledger.require_attr(module, "generate_uniform_probs", sym + ".generate_uniform_probs"),
                               ("generator=generator",), sym + ".generate_uniform_probs")
         ledger.require_source(ledger.require_attr(module, "sample_recovered_tokens", sym + ".sample_recovered_tokens"),
@@ -494,7 +498,7 @@ def _register() -> None:
             "request.spec_token_ids = matcher.forced_tokens(k) for structured requests of structgate "
             "backends (under the scheduler hook's per-request lock); every other request and every "
             f"other drafter unchanged. {ENV_FORCED_DRAFTS}=0 disables.",
-        versions="0.32.0",
+        versions="0.32.0, 0.33.0",
         removal="when vLLM's proposer interface can see the structured-output grammars",
         apply=lambda mod: install(mod.Scheduler),
     ))
@@ -509,7 +513,7 @@ def _register() -> None:
             "advances each seeded non-greedy request's generator by its number of drafts (one sampler "
             "draw each, as the forced steps make without drafts) before the bonus token; rejection_sample "
             "restores those generators' states after its verification draws. Other requests unchanged.",
-        versions="0.32.0",
+        versions="0.32.0, 0.33.0",
         removal="when vLLM draws per-position random numbers keyed by (seed, position) in both paths",
         apply=lambda mod: install_seeded_alignment(mod),
         trigger="manual",

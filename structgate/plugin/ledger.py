@@ -177,6 +177,7 @@ _patches: dict[str, Patch] = {}
 _applied: set[str] = set()
 _errors: dict[str, BaseException] = {}
 _skipped: dict[str, str] = {}
+_superseded: set[str] = set()
 _version_error: "VllmPatchError | None" = None
 _loaded_modules = False
 _hook: "_PostImportFinder | None" = None
@@ -206,6 +207,13 @@ def patches() -> list[Patch]:
 def applied() -> set[str]:
     """Names of the entries applied in this process."""
     return set(_applied)
+
+
+def provides(name: str) -> bool:
+    """Whether what entry ``name`` adds is in place in this process: applied, or skipped because the
+    running vLLM does it itself (:attr:`Patch.superseded`)."""
+    with _lock:
+        return name in _applied or (name in _superseded)
 
 
 def errors() -> dict[str, BaseException]:
@@ -393,6 +401,7 @@ def _run(patch: Patch, module: Any) -> None:
             reason = patch.superseded(module) if patch.superseded is not None else None
             if reason:
                 _skipped[patch.name] = f"not needed on vLLM {vllm_version() or '?'}: {reason}"
+                _superseded.add(patch.name)
                 logger.info("structgate: patch %s %s", patch.name, _skipped[patch.name])
                 return
             patch.apply(module)

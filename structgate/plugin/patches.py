@@ -291,7 +291,7 @@ def _apply_sampling(mod) -> None:
             # bounded: this runs on the API server's event loop; past the budget the request is
             # deferred to the engine's compile, whose failures are HTTP 400s too (validation.py)
             # (unbounded if that 400 channel is not applied here: a deferred error would be a 500)
-            bounded = "frontend-compile-error-400" in ledger.applied()
+            bounded = ledger.provides("frontend-compile-error-400")
             if not validate_bounded(backend, constraint, None if bounded else 0.0):
                 logger.debug("structgate: validation of a %s constraint deferred to the engine (over %s s)",
                              constraint.kind, validation_budget_s())
@@ -486,6 +486,15 @@ def compile_error_reason(exc: BaseException) -> str | None:
     return f"{COMPILE_ERROR_MARKER}{type(exc).__name__}({kind}): {exc}"
 
 
+def _src(func: Any) -> str:
+    import inspect
+
+    try:
+        return inspect.getsource(func)
+    except (OSError, TypeError):
+        return ""
+
+
 def _apply_scheduler_reason(mod) -> None:
     sym = "vllm.v1.core.sched.scheduler.Scheduler.update_from_output"
     cls = ledger.require_attr(mod, "Scheduler", sym)
@@ -496,9 +505,14 @@ def _apply_scheduler_reason(mod) -> None:
     ledger.require_source(orig, ("self.grammar_compile_error_reqs", "RequestStatus.FINISHED_ERROR",
                                  "EngineCoreOutput("), sym)
     ledger.require_attr(cls, "_handle_blocked_waiting_request", f"{sym} (grammar promotion)")
-    ledger.require_source(cls._handle_blocked_waiting_request,
-                          ("isinstance(struct_output_req.grammar, Exception)", "grammar_compile_error_reqs.add"),
+    blocked = cls._handle_blocked_waiting_request
+    ledger.require_source(blocked, ("isinstance(struct_output_req.grammar, Exception)",),
                           "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
+    # 0.32 collects the ids in a set; 0.33 maps them to a RequestError (iterating gives the ids either way)
+    src = _src(blocked)
+    if src and "grammar_compile_error_reqs.add" not in src and "grammar_compile_error_reqs[request.request_id]" not in src:
+        raise ledger.VllmPatchError("vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request",
+                                    "its code changed (no longer records the request in grammar_compile_error_reqs)")
 
     def update_from_output(self, scheduler_output, model_runner_output):
         reasons: dict[str, str] = {}
@@ -522,28 +536,6 @@ def _apply_scheduler_reason(mod) -> None:
     cls.update_from_output = ledger.mark(update_from_output, orig, "engine-compile-error-reason")
 
 
-def _src(func: Any) -> str:
-    import inspect
-
-    try:
-        return inspect.getsource(func)
-    except (OSError, TypeError):
-        return ""
-
-
-def _engine_reports_compile_errors(mod) -> "str | None":
-    """vLLM 0.33 attaches ``RequestError(code="validation_error", ...)`` to the request's
-    ``EngineCoreOutput.error`` for a grammar that failed to compile (the API server answers 400)."""
-    cls = getattr(mod, "Scheduler", None)
-    blocked = getattr(cls, "_handle_blocked_waiting_request", None)
-    update = getattr(cls, "update_from_output", None)
-    if ('code="validation_error"' in _src(blocked) and "grammar_compile_error_reqs[" in _src(blocked)
-            and "error=request_errors.get(" in _src(update)):
-        return ("the scheduler attaches RequestError(validation_error, 'Invalid structured outputs: "
-                "<the compile error>') to the request's output, which the API server answers with HTTP 400")
-    return None
-
-
 def _frontend_reports_engine_errors(mod) -> "str | None":
     """vLLM 0.33's output processor raises a request's ``EngineCoreOutput.error`` in ``generate()``."""
     cls = getattr(mod, "OutputProcessor", None)
@@ -564,9 +556,10 @@ register_patch(Patch(
         "grammar_compile_error_reqs (StructuredOutputRequest._grammar holds it); after, set that "
         "request's EngineCoreOutput.stop_reason to 'structgate compile error: Type(kind): message' "
         "(structgate errors only; vLLM's backends unchanged)",
-    versions="0.32.0; not needed on 0.33.0 (wheel source read: vLLM reports the error itself)",
-    removal="with vLLM 0.32 support (0.33 reports grammar compile errors to the client)",
-    apply=_apply_scheduler_reason, order=50, superseded=_engine_reports_compile_errors))
+    versions="0.32.0, 0.33.0 (0.33 also attaches RequestError(validation_error), which AsyncLLM raises "
+             "before reading stop_reason; the reason still reaches offline LLM() outputs)",
+    removal="when vLLM reports grammar compile errors to every client (0.33: AsyncLLM only)",
+    apply=_apply_scheduler_reason, order=50))
 
 
 def _apply_output_processor(mod) -> None:
@@ -754,6 +747,19 @@ register_patch(Patch(
     apply=_apply_metrics_route, order=60))
 
 
+def filled_rows(manager: Any, request_ids: Any, spec_tokens: Any) -> int:
+    """Bitmask rows one step's fill writes: ``1 + len(draft)`` per request (no bonus row for a
+    diffusion model's drafted positions). vLLM 0.33 returns a fixed block of
+    ``1 + num_speculative_tokens`` rows per request, so the array's row count overstates it."""
+    diffusion = bool(getattr(getattr(getattr(manager, "vllm_config", None), "model_config", None),
+                             "is_diffusion", False))
+    n = 0
+    for rid in request_ids or ():
+        k = len(spec_tokens.get(rid, ()) or ())
+        n += k + (0 if diffusion and k else 1)
+    return n
+
+
 def _apply_metrics_fill(mod) -> None:
     sym = "vllm.v1.structured_output.StructuredOutputManager.grammar_bitmask"
     cls = ledger.require_attr(mod, "StructuredOutputManager", sym)
@@ -774,8 +780,9 @@ def _apply_metrics_fill(mod) -> None:
             return cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
         t0 = time.perf_counter()
         out = cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
-        rows = int(out.shape[0]) if out is not None and hasattr(out, "shape") else 0
-        metrics.record_fill(getattr(be, "backend_name", "?"), time.perf_counter() - t0, rows)
+        dt = time.perf_counter() - t0
+        metrics.record_fill(getattr(be, "backend_name", "?"), dt,
+                            filled_rows(self, structured_output_request_ids, scheduled_spec_decode_tokens))
         return out
 
     # __structgate_original__ stays vLLM's own function (what callers and tests compare against);

@@ -389,10 +389,11 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
     plan = BatchFill(self._grammar_bitmask, self.backend.sg_backend, bm_np)
     fixed = _LAYOUT == "fixed"
     stride = max_num_spec_tokens + (0 if is_diffusion else 1)
-    idx = 0
+    idx = filled = 0  # next row; rows written so far (fixed layout: summed per block)
     for k, req_id in enumerate(structured_output_request_ids):
         if fixed:
             idx = k * stride
+        start = idx
         request = requests[req_id]
         grammar = request.structured_output_request.grammar
         req_tokens = scheduled_spec_decode_tokens.get(req_id, ())
@@ -401,11 +402,13 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
             apply = bounds.constraint_start == 0
             plan.add(grammar, idx, apply, masked=() if apply or not fixed else self._masked_reasoning_ends(request))
             idx += 1
-            continue
-        idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion, fixed)
+        else:
+            idx = _spec_rows(self, plan, req_id, request, grammar, list(req_tokens), idx, is_diffusion, fixed)
+        filled += idx - start
     plan.run()
+    # fixed layout: the rows past a request's drafts in its block are not filled (as in vLLM's loop)
     n = len(structured_output_request_ids) * stride if fixed else idx
-    _record("hook_batched_fill_rows", n)
+    _record("hook_batched_fill_rows", filled)
     return bm_np[:n] if n < bm_np.shape[0] else bm_np
 
 
