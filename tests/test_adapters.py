@@ -12,7 +12,7 @@ import pytest
 from structgate import Constraint, get_backend
 from structgate.backends.registry import get_backend_spec, list_backends
 from structgate.bitmask import allocate_bitmask, bitmask_to_bool
-from structgate.errors import (BackendUnavailableError, ConstraintKindError, GrammarSyntaxError,
+from structgate.errors import (BackendUnavailableError, ConstraintKindError, GrammarSyntaxError, StructgateError,
                                UnsupportedFeatureError)
 from structgate.testing import tiny_vocabulary
 from structgate.testing.conformance import row_of
@@ -392,3 +392,66 @@ def test_untyped_property_value_keeps_the_object(backend, vocab, request):
     assert check_text(m, vocab, '{"a": 1}', bm)["accepted"]
     for text in ("null", "12", '"x"'):
         assert not check_text(m, vocab, text, bm)["accepted"], text
+
+
+# -- validate: the cheap check a server runs on its event loop -------------------------------------------
+VALIDATE_CASES = [
+    Constraint.regex("[a-z]+@x"), Constraint.regex("(a|b)*a(a|b){20}"), Constraint.regex("[0-9"),
+    Constraint.regex(r"(a)\1"), Constraint.regex("a{5,2}"),
+    Constraint.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
+    Constraint.json_schema({"type": "string", "pattern": "[0-9"}), Constraint.json_schema({"type": "nope"}),
+    Constraint.json_schema({"type": "string", "format": "email", "pattern": "(?<=a)b"}),
+    Constraint.choice(["yes", "no"]), Constraint.json_object(),
+    Constraint.grammar('root ::= "a" b', grammar_format="gbnf"), Constraint.grammar('root ::= "a"+', grammar_format="gbnf"),
+    Constraint.grammar('start: "a" | "b"', grammar_format="lark"),
+]
+
+
+def _spy_expensive(backend, monkeypatch):
+    """Make the engine's expensive build (outlines-core's index, XGrammar's compiler, llguidance's
+    matcher) fail loudly, so validate is seen not to run it."""
+    name = backend.name
+    if name == "structgate-outlines-core":
+        import outlines_core as oc
+
+        monkeypatch.setattr(oc, "Index", lambda *a, **k: pytest.fail("validate built outlines-core's index"))
+    elif name == "structgate-xgrammar":
+        class NoCompiler:
+            def __getattr__(self, attr):
+                pytest.fail(f"validate used XGrammar's compiler ({attr})")
+
+        monkeypatch.setattr(backend, "_compiler", NoCompiler())
+    elif name == "structgate-llguidance":
+        import llguidance as llg
+
+        real = llg.LLMatcher
+
+        class NoMatcher:
+            grammar_from_lark = staticmethod(real.grammar_from_lark)
+            grammar_from_regex = staticmethod(real.grammar_from_regex)
+            validate_grammar = staticmethod(real.validate_grammar)
+
+            def __init__(self, *a, **k):
+                pytest.fail("validate built an llguidance matcher")
+
+        monkeypatch.setattr(llg, "LLMatcher", NoMatcher)
+
+
+@pytest.mark.parametrize("case", range(len(VALIDATE_CASES)))
+def test_validate_is_cheap_and_never_refuses_what_compile_accepts(backend, case, monkeypatch):
+    """Each adapter's validate stops before the engine's expensive build (one native call a server's
+    time budget could not cut: outlines-core's index for ``(a|b)*a(a|b){20}`` takes minutes), and the
+    oracle is compile: what validate refuses, compile refuses with the same error type."""
+    c = VALIDATE_CASES[case]
+    with monkeypatch.context() as mp:
+        _spy_expensive(backend, mp)
+        try:
+            backend.validate(c)
+            refused = None
+        except StructgateError as e:
+            refused = e
+    if refused is None:
+        return  # compile may still refuse (what validate leaves to it), e.g. a regex error in outlines-core
+    if isinstance(refused, ConstraintKindError) or "a(a|b){20}" not in str(c.value):
+        with pytest.raises(type(refused)):
+            backend.compile(c)

@@ -127,3 +127,48 @@ def test_a_loop_of_c_calls_without_python_calls_is_cut():
     t0 = time.monotonic()
     assert validation.run_with_deadline(table, 0.05) is False
     assert time.monotonic() - t0 < 0.5
+
+
+from structgate.backends.interface import Backend  # noqa: E402
+
+
+class _CompileOnlyBackend:
+    """A backend whose validate is the interface's default (compile and drop), like a third-party
+    engine whose compile is one long native call the budget cannot cut."""
+
+    validate = Backend.validate
+    supported_kinds = frozenset({"regex"})
+    name = "compile-only"
+
+    def __init__(self):
+        self.compiled = []
+
+    def compile(self, constraint):
+        self.compiled.append(constraint)
+        raise AssertionError("a full compile ran on the event loop")
+
+
+def test_backend_without_cheap_validate_is_not_compiled_on_the_loop():
+    """Kind checked, nothing compiled, deferred to the engine and counted; each built-in adapter has a
+    check of its own (so it is validated, within the budget)."""
+    from structgate.backends.interface import has_cheap_validate
+    from structgate.errors import ConstraintKindError
+
+    be = _CompileOnlyBackend()
+    assert not has_cheap_validate(be)
+    before = {tuple(k): v for k, v in metrics.snapshot()["counters"]}
+    assert validation.validate_bounded(be, Constraint.regex("(a|b)*a(a|b){20}"), 5.0) is False
+    assert be.compiled == []
+    after = {tuple(k): v for k, v in metrics.snapshot()["counters"]}
+    key = ("fallbacks_total", "validation_deferred")
+    assert after.get(key, 0) == before.get(key, 0) + 1
+    with pytest.raises(ConstraintKindError):
+        validation.validate_bounded(be, Constraint.json_object(), 5.0)
+    from structgate.adapters.llguidance import LLGuidanceBackend
+    from structgate.adapters.outlines_core import OutlinesCoreBackend
+    from structgate.adapters.xgrammar import XGrammarBackend
+    from structgate.backends.auto import AutoBackend
+    from structgate.native.backend import NativeBackend
+
+    for cls in (NativeBackend, AutoBackend, LLGuidanceBackend, XGrammarBackend, OutlinesCoreBackend):
+        assert has_cheap_validate(cls.__new__(cls)), cls

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
-from ..errors import GrammarSyntaxError, UnsupportedFeatureError
+from ..errors import ConstraintKindError, GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, apply_additional_properties_default, position_of_line_col
 
@@ -320,7 +320,30 @@ class LLGuidanceBackend(Backend):
             ov["coerce_one_of"] = True
         return ov
 
+    def validate(self, constraint: Constraint) -> None:
+        """llguidance's own check of the grammar (``LLMatcher.validate_grammar``, what vLLM's guidance
+        backend validates requests with), without building the matcher's lexer.
+
+        Raises
+        ------
+        GrammarSyntaxError, UnsupportedFeatureError, ConstraintKindError
+        """
+        if constraint.kind not in self.supported_kinds:
+            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        self._checked_grammar(constraint)
+
     def _compile(self, constraint: Constraint) -> LLGuidanceCompiledGrammar:
+        import llguidance as llg
+
+        grammar, kind, text, shift = self._checked_grammar(constraint)
+        template = llg.LLMatcher(self._tok, grammar, log_level=0)
+        if template.is_error():
+            raise _map_error(template.get_error(), kind, text, shift)
+        return LLGuidanceCompiledGrammar(self, constraint, grammar, template)
+
+    def _checked_grammar(self, constraint: Constraint) -> tuple[str, str, str, int]:
+        """The llguidance grammar of ``constraint``, checked by ``LLMatcher.validate_grammar``:
+        ``(grammar, kind, text, shift)`` (``shift``: lines prepended to a user grammar)."""
         import llguidance as llg
 
         L = llg.LLMatcher
@@ -367,10 +390,7 @@ class LLGuidanceBackend(Backend):
         err = L.validate_grammar(grammar, self._tok)
         if err and not err.startswith("WARNING"):
             raise _map_error(err, kind, text, shift)
-        template = L(self._tok, grammar, log_level=0)
-        if template.is_error():
-            raise _map_error(template.get_error(), kind, text, shift)
-        return LLGuidanceCompiledGrammar(self, constraint, grammar, template)
+        return grammar, kind, text, shift
 
     def fill_bitmask_batch(self, pairs: Sequence[tuple[LLGuidanceMatcher, int]], bitmask: Any) -> None:
         """Fill several rows in parallel with ``LLExecutor`` (``threads`` workers), then apply the

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..bitmask import bool_to_bitmask
-from ..errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ..errors import CompileLimitError, ConstraintKindError, GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, choice_regex
 
@@ -468,6 +468,22 @@ class OutlinesCoreBackend(Backend):
                     pos = i
                     break
             raise GrammarSyntaxError(f"outlines-core: {msg}", text, pos) from e
+
+    def validate(self, constraint: Constraint) -> None:
+        """The checks before outlines-core's index: the kind, and for a JSON schema
+        :func:`check_exact` and outlines-core's schema-to-regex translation (what vLLM's outlines
+        backend validates requests with). The index build itself, one Rust call that may take
+        minutes (``(a|b)*a(a|b){20}``), is left to :meth:`compile`, so a regex error (the Rust
+        regex crate's syntax) is found there.
+
+        Raises
+        ------
+        GrammarSyntaxError, UnsupportedFeatureError, ConstraintKindError
+        """
+        if constraint.kind not in self.supported_kinds:
+            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        if constraint.kind == "json_schema":
+            self.schema_regex(constraint.value)
 
     def _compile(self, constraint: Constraint) -> OutlinesCoreCompiledGrammar:
         import outlines_core as oc

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
-from ..errors import GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+from ..errors import ConstraintKindError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, choice_regex, find_lookaround, position_of_line_col
 
@@ -132,6 +132,37 @@ class XGrammarCompiledGrammar(CompiledGrammar):
         return int(self._xg.memory_size_bytes)
 
 
+class _GrammarOnly:
+    """``GrammarCompiler``'s entry points as :meth:`XGrammarBackend._build` calls them, building an
+    ``xgrammar.Grammar`` (parse and conversion to XGrammar's EBNF) instead of compiling token masks:
+    the cheap check :meth:`XGrammarBackend.validate` runs."""
+
+    def compile_json_schema(self, schema: str, **kw: Any) -> Any:
+        import xgrammar as xgr
+
+        return xgr.Grammar.from_json_schema(schema, **kw)
+
+    def compile_regex(self, regex: str) -> Any:
+        import xgrammar as xgr
+
+        return xgr.Grammar.from_regex(regex)
+
+    def compile_grammar(self, ebnf: str) -> Any:
+        import xgrammar as xgr
+
+        return xgr.Grammar.from_ebnf(ebnf)
+
+    def compile_lark(self, lark: str) -> Any:
+        import xgrammar as xgr
+
+        return xgr.Grammar.from_lark(lark)
+
+    def compile_structural_tag(self, *args: Any) -> Any:
+        import xgrammar as xgr
+
+        return xgr.Grammar.from_structural_tag(*args)
+
+
 class XGrammarBackend(Backend):
     """XGrammar engine bound to one :class:`~structgate.vocab.Vocabulary`.
 
@@ -186,8 +217,25 @@ class XGrammarBackend(Backend):
             kw["any_order"] = True
         return kw
 
+    def validate(self, constraint: Constraint) -> None:
+        """XGrammar's grammar construction (``xgrammar.Grammar.from_json_schema`` / ``from_regex`` /
+        ``from_ebnf`` / ``from_lark`` / ``from_structural_tag``: parse and convert, what vLLM's
+        xgrammar backend validates requests with), without compiling token masks.
+
+        Raises
+        ------
+        GrammarSyntaxError, UnsupportedFeatureError, InvalidConstraintError, ConstraintKindError
+        """
+        if constraint.kind not in self.supported_kinds:
+            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        self._build(constraint, _GrammarOnly())
+
     def _compile(self, constraint: Constraint) -> XGrammarCompiledGrammar:
-        c = self._compiler
+        return XGrammarCompiledGrammar(self, constraint, self._build(constraint, self._compiler))
+
+    def _build(self, constraint: Constraint, c: Any) -> Any:
+        """``constraint`` through ``c``: the grammar compiler (a compiled grammar) or
+        :class:`_GrammarOnly` (an ``xgrammar.Grammar``)."""
         kind = constraint.kind
         text = ""
         try:
@@ -219,16 +267,16 @@ class XGrammarBackend(Backend):
             elif kind == "structural_tag":
                 v = constraint.value
                 text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-                xg = self._compile_structural_tag(v, text)
+                xg = self._compile_structural_tag(v, text, c)
             else:  # pragma: no cover - Backend.compile checks kinds
                 raise UnsupportedFeatureError(kind)
         except (GrammarSyntaxError, UnsupportedFeatureError, InvalidConstraintError):
             raise
         except (RuntimeError, ValueError, TypeError) as e:
             raise _map_error(e, kind, text) from e
-        return XGrammarCompiledGrammar(self, constraint, xg)
+        return xg
 
-    def _compile_structural_tag(self, value: Any, text: str) -> Any:
+    def _compile_structural_tag(self, value: Any, text: str, c: Any = None) -> Any:
         """Both forms vLLM's own xgrammar backend accepts: a spec with ``"structures"`` (the legacy
         ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}``) goes through XGrammar's
         deprecated ``compile_structural_tag(tags, triggers)``, as vLLM 0.32 does; anything else is
@@ -258,8 +306,8 @@ class XGrammarBackend(Backend):
                                           end=t["end"]) for t in fmt["tags"]]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
-                return self._compiler.compile_structural_tag(tags, fmt["triggers"])
-        return self._compiler.compile_structural_tag(text)
+                return (c or self._compiler).compile_structural_tag(tags, fmt["triggers"])
+        return (c or self._compiler).compile_structural_tag(text)
 
     # -- batched fill ---------------------------------------------------------------------------
     def fill_bitmask_batch(self, pairs: Sequence[tuple[XGrammarMatcher, int]], bitmask: Any) -> None:

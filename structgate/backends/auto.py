@@ -41,7 +41,7 @@ from typing import Any, ClassVar, Sequence
 from .. import errors as _errors
 from ..errors import ConstraintKindError, InvalidConstraintError, StructgateError, UnsupportedFeatureError
 from ..vocab import Vocabulary
-from .interface import CONSTRAINT_KINDS, Backend, CompiledGrammar, Constraint, Matcher
+from .interface import CONSTRAINT_KINDS, Backend, CompiledGrammar, Constraint, Matcher, has_cheap_validate
 
 __all__ = ["AutoBackend", "AutoCompiledGrammar", "DEFAULT_CHAIN", "DEFAULT_FALLBACK_ON"]
 
@@ -259,14 +259,20 @@ class AutoBackend(Backend):
         return AutoCompiledGrammar(be.compile(constraint), be.name, be)
 
     def validate(self, constraint: Constraint) -> None:
-        """Raise what :meth:`compile` would raise, using each engine's cheap ``validate``."""
+        """Raise what :meth:`compile` would raise, using each engine's cheap ``validate``; an engine
+        without one (its ``validate`` would compile) is checked by constraint kind only and its
+        compile decides the rest."""
         if not isinstance(constraint, Constraint):
             raise TypeError(f"validate() takes a Constraint, got {type(constraint).__name__}")
         refused: list[tuple[str, StructgateError]] = []
         for name in self.chain:
+            eng = self.engine(name)
             try:
-                self.engine(name).validate(constraint)
-                return
+                if has_cheap_validate(eng):
+                    eng.validate(constraint)
+                elif constraint.kind not in eng.supported_kinds:  # its validate would compile: kind only,
+                    raise ConstraintKindError(eng.name, constraint.kind, eng.supported_kinds)
+                return  # ... its compile decides the rest
             except self.fallback_on as e:
                 refused.append((name, e))
         raise self._refused(constraint, refused)

@@ -49,7 +49,7 @@ from ..errors import ConstraintKindError, MatcherStateError
 from ..vocab import Vocabulary
 
 __all__ = ["Constraint", "ConstraintKind", "CompileOptions", "Backend", "CompiledGrammar", "Matcher",
-           "CONSTRAINT_KINDS"]
+           "CONSTRAINT_KINDS", "has_cheap_validate"]
 
 ConstraintKind = Literal["regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"]
 CONSTRAINT_KINDS: tuple[str, ...] = ("regex", "json_schema", "json_object", "choice", "grammar",
@@ -505,5 +505,19 @@ class Backend(ABC):
 
     def validate(self, constraint: Constraint) -> None:
         """Raise the typed error ``compile`` would raise, without keeping anything (frontends call
-        this to reject a bad request early). Default: compile and drop."""
+        this to reject a bad request early). Default: compile and drop. A backend whose check is
+        cheaper than its compile overrides this (see :func:`has_cheap_validate`: a server does not
+        run the default on its event loop, it leaves the check to the compile)."""
         self.compile(constraint)
+
+
+def has_cheap_validate(backend: Any) -> bool:
+    """Whether ``backend``'s class overrides :meth:`Backend.validate` with a check of its own.
+
+    The default compiles the constraint, which for an engine behind one C/Rust call (outlines-core's
+    index, XGrammar's compiler) cannot be cut short and may take minutes (``(a|b)*a(a|b){20}`` on
+    outlines-core); servers validate such backends only by constraint kind and leave the rest to the
+    compile, whose errors reach the client as well.
+    """
+    validate = getattr(type(backend), "validate", None)
+    return validate is not None and validate is not Backend.validate

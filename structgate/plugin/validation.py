@@ -18,6 +18,11 @@ where it is compiled, with the same typed error; the event loop is blocked for a
 (plus one C call: a single long C-level call such as one ``re.compile`` is not interrupted; a long
 Python loop of C calls is, as the check also runs at each line).
 
+A backend whose ``validate`` is the interface's default (compile and drop: the adapters, whose
+engines compile in one C/Rust call that the budget cannot cut, e.g. outlines-core's index for
+``(a|b)*a(a|b){20}``, minutes) is not compiled here at all: only the constraint kind is checked and
+the request is deferred (:func:`~structgate.backends.interface.has_cheap_validate`).
+
 Deferred validations are counted as ``structgate_fallbacks_total{reason="validation_deferred"}``.
 """
 from __future__ import annotations
@@ -122,15 +127,27 @@ def validate_bounded(backend: Any, constraint: Any, budget: float | None = None)
     Returns
     -------
     bool
-        True: validated. False: the budget ran out; the caller lets the request through and the
-        engine's compile checks it (its failures are HTTP 400s too).
+        True: validated. False: the budget ran out, or the backend has no check cheaper than its
+        compile; the caller lets the request through and the engine's compile checks it (its
+        failures are HTTP 400s too).
 
     Raises
     ------
     StructgateError
-        The constraint is bad (found within the budget).
+        The constraint is bad (found within the budget); ConstraintKindError for a kind the
+        backend does not take.
     """
-    ok = run_with_deadline(lambda: backend.validate(constraint), budget_s() if budget is None else budget)
+    from ..backends.interface import has_cheap_validate
+
+    if has_cheap_validate(backend):
+        ok = run_with_deadline(lambda: backend.validate(constraint), budget_s() if budget is None else budget)
+    else:  # its validate is a full compile, possibly one long C call the budget cannot cut: the engine checks
+        kinds = getattr(backend, "supported_kinds", None)
+        if kinds is not None and constraint.kind not in kinds:
+            from ..errors import ConstraintKindError
+
+            raise ConstraintKindError(getattr(backend, "name", "?"), constraint.kind, kinds)
+        ok = False
     if not ok:
         from . import metrics
 
