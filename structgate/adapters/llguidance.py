@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
-from ..errors import ConstraintKindError, GrammarSyntaxError, UnsupportedFeatureError
+from ..errors import GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, apply_additional_properties_default, position_of_line_col
 
@@ -328,8 +328,7 @@ class LLGuidanceBackend(Backend):
         ------
         GrammarSyntaxError, UnsupportedFeatureError, ConstraintKindError
         """
-        if constraint.kind not in self.supported_kinds:
-            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        self.check_kind(constraint)
         self._checked_grammar(constraint)
 
     def _compile(self, constraint: Constraint) -> LLGuidanceCompiledGrammar:

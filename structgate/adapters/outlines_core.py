@@ -37,7 +37,7 @@ import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..bitmask import bool_to_bitmask
-from ..errors import CompileLimitError, ConstraintKindError, GrammarSyntaxError, UnsupportedFeatureError
+from ..errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, choice_regex
 
@@ -480,8 +480,7 @@ class OutlinesCoreBackend(Backend):
         ------
         GrammarSyntaxError, UnsupportedFeatureError, ConstraintKindError
         """
-        if constraint.kind not in self.supported_kinds:
-            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        self.check_kind(constraint)
         if constraint.kind == "json_schema":
             self.schema_regex(constraint.value)
 

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
-from ..errors import ConstraintKindError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+from ..errors import GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from ._base import AdapterMatcher, VocabMasks, choice_regex, find_lookaround, position_of_line_col
 
@@ -226,8 +226,7 @@ class XGrammarBackend(Backend):
         ------
         GrammarSyntaxError, UnsupportedFeatureError, InvalidConstraintError, ConstraintKindError
         """
-        if constraint.kind not in self.supported_kinds:
-            raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
+        self.check_kind(constraint)
         self._build(constraint, _GrammarOnly())
 
     def _compile(self, constraint: Constraint) -> XGrammarCompiledGrammar:
@@ -276,7 +275,7 @@ class XGrammarBackend(Backend):
             raise _map_error(e, kind, text) from e
         return xg
 
-    def _compile_structural_tag(self, value: Any, text: str, c: Any = None) -> Any:
+    def _compile_structural_tag(self, value: Any, text: str, c: Any) -> Any:
         """Both forms vLLM's own xgrammar backend accepts: a spec with ``"structures"`` (the legacy
         ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}``) goes through XGrammar's
         deprecated ``compile_structural_tag(tags, triggers)``, as vLLM 0.32 does; anything else is
@@ -306,8 +305,8 @@ class XGrammarBackend(Backend):
                                           end=t["end"]) for t in fmt["tags"]]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
-                return (c or self._compiler).compile_structural_tag(tags, fmt["triggers"])
-        return (c or self._compiler).compile_structural_tag(text)
+                return c.compile_structural_tag(tags, fmt["triggers"])
+        return c.compile_structural_tag(text)
 
     # -- batched fill ---------------------------------------------------------------------------
     def fill_bitmask_batch(self, pairs: Sequence[tuple[XGrammarMatcher, int]], bitmask: Any) -> None:

@@ -270,9 +270,9 @@ class AutoBackend(Backend):
             try:
                 if has_cheap_validate(eng):
                     eng.validate(constraint)
-                elif constraint.kind not in eng.supported_kinds:  # its validate would compile: kind only,
-                    raise ConstraintKindError(eng.name, constraint.kind, eng.supported_kinds)
-                return  # ... its compile decides the rest
+                else:  # its validate would compile: kind only, its compile decides the rest
+                    eng.check_kind(constraint)
+                return
             except self.fallback_on as e:
                 refused.append((name, e))
         raise self._refused(constraint, refused)

@@ -495,9 +495,14 @@ class Backend(ABC):
         """
         if not isinstance(constraint, Constraint):
             raise TypeError(f"compile() takes a Constraint, got {type(constraint).__name__}")
+        self.check_kind(constraint)
+        return self._compile(constraint)
+
+    def check_kind(self, constraint: Constraint) -> None:
+        """Raise :class:`~structgate.errors.ConstraintKindError` when this backend does not take
+        ``constraint.kind`` (:attr:`supported_kinds`)."""
         if constraint.kind not in self.supported_kinds:
             raise ConstraintKindError(self.name, constraint.kind, self.supported_kinds)
-        return self._compile(constraint)
 
     @abstractmethod
     def _compile(self, constraint: Constraint) -> CompiledGrammar:

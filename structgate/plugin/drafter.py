@@ -91,7 +91,6 @@ streams stay unaligned (outputs still valid and exact in distribution).
 from __future__ import annotations
 
 import inspect
-
 import json
 import logging
 import os

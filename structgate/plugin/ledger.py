@@ -213,7 +213,7 @@ def provides(name: str) -> bool:
     """Whether what entry ``name`` adds is in place in this process: applied, or skipped because the
     running vLLM does it itself (:attr:`Patch.superseded`)."""
     with _lock:
-        return name in _applied or (name in _superseded)
+        return name in _applied or name in _superseded
 
 
 def errors() -> dict[str, BaseException]:
@@ -338,17 +338,25 @@ def require_signature(func: Callable, params: Iterable[str], symbol: str) -> Non
         raise VllmPatchError(symbol, f"signature changed: expected ({', '.join(want)}), found ({', '.join(got)})")
 
 
-def require_source(func: Callable, markers: Iterable[str], symbol: str) -> None:
-    """Check that the source of ``func`` still contains every string of ``markers`` (the code the
-    patch relies on). Skipped (with a debug log) when the source is not available."""
+def source_text(func: Any) -> str | None:
+    """The source of ``func`` (a bound or unbound method's function), or None when unavailable."""
     func = getattr(func, "__func__", func)
     try:
-        src = inspect.getsource(func)
+        return inspect.getsource(func)
     except (OSError, TypeError):
+        return None
+
+
+def require_source(func: Callable, markers: Iterable["str | tuple[str, ...]"], symbol: str) -> None:
+    """Check that the source of ``func`` still contains every string of ``markers`` (the code the
+    patch relies on); a tuple among them is alternatives, one of which must be there (the same
+    code as two vLLM releases write it). Skipped (with a debug log) when the source is not available."""
+    src = source_text(func)
+    if src is None:
         logger.debug("structgate: no source for %s; source check skipped", symbol)
         return
     for m in markers:
-        if m not in src:
+        if not any(a in src for a in (m if isinstance(m, tuple) else (m,))):
             raise VllmPatchError(symbol, f"its code changed (no longer contains {m!r})")
 
 
@@ -594,10 +602,8 @@ def source_fingerprint(func: Callable) -> str | None:
     import io
     import tokenize
 
-    func = getattr(func, "__func__", func)
-    try:
-        src = inspect.getsource(func)
-    except (OSError, TypeError):
+    src = source_text(func)
+    if src is None:
         return None
     out = []
     try:

@@ -486,15 +486,6 @@ def compile_error_reason(exc: BaseException) -> str | None:
     return f"{COMPILE_ERROR_MARKER}{type(exc).__name__}({kind}): {exc}"
 
 
-def _src(func: Any) -> str:
-    import inspect
-
-    try:
-        return inspect.getsource(func)
-    except (OSError, TypeError):
-        return ""
-
-
 def _apply_scheduler_reason(mod) -> None:
     sym = "vllm.v1.core.sched.scheduler.Scheduler.update_from_output"
     cls = ledger.require_attr(mod, "Scheduler", sym)
@@ -505,14 +496,11 @@ def _apply_scheduler_reason(mod) -> None:
     ledger.require_source(orig, ("self.grammar_compile_error_reqs", "RequestStatus.FINISHED_ERROR",
                                  "EngineCoreOutput("), sym)
     ledger.require_attr(cls, "_handle_blocked_waiting_request", f"{sym} (grammar promotion)")
-    blocked = cls._handle_blocked_waiting_request
-    ledger.require_source(blocked, ("isinstance(struct_output_req.grammar, Exception)",),
-                          "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
     # 0.32 collects the ids in a set; 0.33 maps them to a RequestError (iterating gives the ids either way)
-    src = _src(blocked)
-    if src and "grammar_compile_error_reqs.add" not in src and "grammar_compile_error_reqs[request.request_id]" not in src:
-        raise ledger.VllmPatchError("vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request",
-                                    "its code changed (no longer records the request in grammar_compile_error_reqs)")
+    ledger.require_source(cls._handle_blocked_waiting_request,
+                          ("isinstance(struct_output_req.grammar, Exception)",
+                           ("grammar_compile_error_reqs.add", "grammar_compile_error_reqs[request.request_id]")),
+                          "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
 
     def update_from_output(self, scheduler_output, model_runner_output):
         reasons: dict[str, str] = {}
@@ -539,7 +527,7 @@ def _apply_scheduler_reason(mod) -> None:
 def _frontend_reports_engine_errors(mod) -> "str | None":
     """vLLM 0.33's output processor raises a request's ``EngineCoreOutput.error`` in ``generate()``."""
     cls = getattr(mod, "OutputProcessor", None)
-    if "error.to_exception()" in _src(getattr(cls, "process_outputs", None)):
+    if "error.to_exception()" in (ledger.source_text(getattr(cls, "process_outputs", None)) or ""):
         return ("the output processor raises the engine's RequestError in generate() "
                 "(validation_error: HTTP 400 naming the compile error)")
     return None

@@ -48,8 +48,8 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["ENV_SAMPLER_HOOK", "hook_mode", "set_backend_name", "classify_rows", "bitmask_layout",
-           "apply_grammar_bitmask",
-           "apply_grammar_bitmask_v2", "v2_mapping", "v2_rows", "guard_dead_rows", "install", "stats"]
+           "apply_grammar_bitmask", "apply_grammar_bitmask_v2", "v2_mapping", "v2_rows", "guard_dead_rows",
+           "install", "stats"]
 
 logger = logging.getLogger("structgate.plugin")
 

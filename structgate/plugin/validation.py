@@ -137,16 +137,12 @@ def validate_bounded(backend: Any, constraint: Any, budget: float | None = None)
         The constraint is bad (found within the budget); ConstraintKindError for a kind the
         backend does not take.
     """
-    from ..backends.interface import has_cheap_validate
+    from ..backends.interface import Backend, has_cheap_validate
 
     if has_cheap_validate(backend):
         ok = run_with_deadline(lambda: backend.validate(constraint), budget_s() if budget is None else budget)
     else:  # its validate is a full compile, possibly one long C call the budget cannot cut: the engine checks
-        kinds = getattr(backend, "supported_kinds", None)
-        if kinds is not None and constraint.kind not in kinds:
-            from ..errors import ConstraintKindError
-
-            raise ConstraintKindError(getattr(backend, "name", "?"), constraint.kind, kinds)
+        Backend.check_kind(backend, constraint)
         ok = False
     if not ok:
         from . import metrics
