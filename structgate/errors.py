@@ -72,15 +72,44 @@ class GrammarSyntaxError(StructgateError, ValueError):
         self.where = where
         super().__init__(str(self))
 
+    #: characters of the error's line shown on each side of the error position by :meth:`caret`
+    CARET_CONTEXT = 60
+
+    def line_col(self) -> tuple[int, int]:
+        """1-based line and column (in characters) of :attr:`position` in :attr:`pattern`."""
+        line = self.pattern.count("\n", 0, self.position) + 1
+        return line, self.position - (self.pattern.rfind("\n", 0, self.position) + 1) + 1
+
     def caret(self) -> str:
-        """The pattern on one line and a caret under the error position."""
-        shown = self.pattern.replace("\n", "\\n")
-        pre = self.pattern[: self.position].replace("\n", "\\n")
-        return f"    {shown}\n    {' ' * len(pre)}^"
+        """The error's line of :attr:`pattern` and a caret under the error position.
+
+        Only that line is shown (a multi-line grammar is not flattened), and of it at most
+        :attr:`CARET_CONTEXT` characters on each side of the error, elided with ``...`` (a 32 KB
+        regex gives a two-line display, not the whole text). Control characters are shown escaped
+        (``\\t``, ``\\x01``) so the caret stays under the character it points at.
+        """
+        start = self.pattern.rfind("\n", 0, self.position) + 1
+        end = self.pattern.find("\n", self.position)
+        line = self.pattern[start:] if end < 0 else self.pattern[start:end]
+        col = self.position - start
+        lo, hi = max(0, col - self.CARET_CONTEXT), min(len(line), col + self.CARET_CONTEXT)
+        head = ("..." if lo > 0 else "") + _escape_controls(line[lo:col])
+        tail = _escape_controls(line[col:hi]) + ("..." if hi < len(line) else "")
+        return f"    {head}{tail}\n    {' ' * len(head)}^"
 
     def __str__(self) -> str:
         loc = f" in {self.where}" if self.where else ""
-        return f"{self.message} at position {self.position}{loc}:\n{self.caret()}"
+        at = f"position {self.position}"
+        if "\n" in self.pattern and "line " not in (self.where or ""):
+            at += " (line {}, column {})".format(*self.line_col())
+        return f"{self.message} at {at}{loc}:\n{self.caret()}"
+
+
+def _escape_controls(text: str) -> str:
+    """``text`` with C0/C1 control characters (tab, newline, ...) written as escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 class UnsupportedFeatureError(StructgateError, ValueError):
@@ -209,3 +238,4 @@ class MatcherStateError(StructgateError, RuntimeError):
     """Misuse of a matcher: rollback beyond its history, advancing after an error, ..."""
 
     kind = "state"
+

@@ -13,6 +13,52 @@ def test_syntax_error_caret_points_at_position():
     assert isinstance(e, ValueError) and isinstance(e, StructgateError)
 
 
+def _caret_points_at(e: GrammarSyntaxError) -> str:
+    """The shown text from the caret's column on (the two last lines of the message)."""
+    shown, caret = str(e).splitlines()[-2:]
+    assert caret.strip() == "^"
+    return shown[caret.index("^"):]
+
+
+def test_syntax_error_shows_a_window_of_a_long_pattern():
+    """Regression: a 32 KB regex gave a 64 KB message (the whole pattern, then a caret line as wide)."""
+    pattern = "a" * 20_000 + "(?<x" + "b" * 12_000
+    e = GrammarSyntaxError("bad group", pattern, 20_000)
+    text = str(e)
+    assert len(text) < 400, len(text)
+    assert _caret_points_at(e).startswith("(?<x" + "b" * 20)
+    shown = text.splitlines()[-2]
+    assert shown.strip().startswith("...a") and shown.endswith("b...")
+    assert shown.count("a") == GrammarSyntaxError.CARET_CONTEXT
+    # errors at the very start / end: no elision on the side that has nothing
+    assert str(GrammarSyntaxError("x", "q" * 500, 0)).splitlines()[-2].strip().startswith("q")
+    end = GrammarSyntaxError("unexpected end", "q" * 500, 500)
+    assert _caret_points_at(end) == "" and not end.caret().splitlines()[0].endswith("...")
+
+
+def test_syntax_error_in_a_multi_line_text_shows_its_line():
+    """Regression: a multi-line grammar was flattened into one line (newlines as \\n) with the caret at
+    column 2,511; now the error's line alone is shown, and the message says which line."""
+    lines = [f"rule{i} ::= [a-z]+ | \"x{i}\"" for i in range(200)]
+    lines[123] = "rule123 ::= [a-z]+ | \"x123"
+    text = "\n".join(lines)
+    pos = text.index("\"x123")
+    e = GrammarSyntaxError("unterminated string", text, pos)
+    assert e.line_col() == (124, lines[123].index("\"x123") + 1)
+    assert "at position %d (line 124, column %d)" % (pos, e.line_col()[1]) in str(e)
+    assert str(e).splitlines()[-2].strip() == lines[123]
+    assert _caret_points_at(e) == "\"x123"
+    # a front end that already names the line in `where` is not told twice
+    g = GrammarSyntaxError("unterminated string", text, pos, where="line 124, column 22")
+    assert str(g).count("line 124") == 1
+
+
+def test_syntax_error_caret_stays_aligned_after_control_characters():
+    e = GrammarSyntaxError("bad", "a\tb\x01c)d", 5)
+    assert _caret_points_at(e) == ")d"
+    assert "\\t" in str(e) and "\\x01" in str(e)
+
+
 def test_other_errors_name_what_and_where():
     assert "allOf" in str(UnsupportedFeatureError("allOf", "cannot intersect", where="/properties/a"))
     assert "/properties/a" in str(UnsupportedFeatureError("allOf", where="/properties/a"))

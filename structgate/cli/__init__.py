@@ -68,29 +68,16 @@ class UsageError(StructgateError):
     kind = "usage"
 
 
-def caret_lines(text: str, position: int, width: int = 100) -> str:
-    """Two indented lines: (a window of) ``text`` and a caret under ``position``, as Python prints a
-    SyntaxError. Control characters are shown escaped so the caret lines up."""
-    shown = [ch if ch.isprintable() else repr(ch)[1:-1] for ch in text]
-    pos = max(0, min(position, len(shown)))
-    start = max(0, pos - width // 2)
-    end = min(len(shown), start + width)
-    prefix = "..." if start else ""
-    line = prefix + "".join(shown[start:end]) + ("..." if end < len(shown) else "")
-    col = len(prefix) + sum(len(s) for s in shown[start:pos])
-    return f"    {line}\n    {' ' * col}^"
-
-
 def describe_error(e: BaseException) -> str:
     """The message the CLI prints for a typed error: usage errors as their message alone, other
-    errors with their public class name; a syntax error also gets the pattern and a caret line."""
+    errors with their public class name; a syntax error also gets the error's line and a caret
+    (:meth:`structgate.errors.GrammarSyntaxError.caret`)."""
     from ..errors import GrammarSyntaxError
 
     if getattr(e, "kind", None) == "usage":
         return " ".join(str(e).split())
     if isinstance(e, GrammarSyntaxError):
-        loc = f" in {e.where}" if e.where else ""
-        return f"{type(e).__name__}: {e.message} at position {e.position}{loc}:\n" + caret_lines(e.pattern, e.position)
+        return f"{type(e).__name__}: {e}"
     return f"{type(e).__name__}: {' '.join(str(e).split())}"
 
 
