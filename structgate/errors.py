@@ -26,6 +26,7 @@ __all__ = [
     "VocabularyError",
     "ConstraintKindError",
     "InvalidConstraintError",
+    "nested_error",
 ]
 
 
@@ -239,3 +240,38 @@ class MatcherStateError(StructgateError, RuntimeError):
 
     kind = "state"
 
+
+def nested_error(e: StructgateError, outer: str) -> StructgateError:
+    """``e``, raised for a constraint nested in another one (a JSON Schema or a grammar inside a
+    structural tag), located from the outer constraint's side.
+
+    Parameters
+    ----------
+    e : StructgateError
+        The inner constraint's error (not modified).
+    outer : str
+        Where the inner constraint sits, e.g. ``"structural_tag /format/json_schema"``.
+
+    Returns
+    -------
+    StructgateError
+        A copy of the same type: its ``where`` is ``outer`` followed by ``e.where`` (a JSON pointer
+        is appended, ``/format/json_schema/properties/a/pattern``; another location, such as a
+        grammar's ``line 3, column 7``, follows a comma); an error without a ``where`` attribute gets
+        ``outer`` in front of its message.
+    """
+    cls = type(e)
+    state = dict(e.__dict__)
+    if "where" in state:
+        inner = state["where"]
+        where = outer if not inner else (outer + inner if inner.startswith("/") else f"{outer}, {inner}")
+        if isinstance(e, UnsupportedFeatureError):
+            new = cls.__new__(cls)
+            UnsupportedFeatureError.__init__(new, e.feature, e.detail, where)
+            new.__dict__.update({**state, "where": where})
+            return new
+        state["where"] = where
+        new = _rebuild_error(cls, e.args, state)
+        new.args = (str(new),)
+        return new
+    return _rebuild_error(cls, (f"{outer}: {e}",), state)

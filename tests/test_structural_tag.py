@@ -309,6 +309,34 @@ def test_unsupported_features_are_typed(fmt, where):
     assert ei.value.where == where
 
 
+@pytest.mark.parametrize("spec,error,where", [
+    # a JSON Schema inside the tag: the schema's own pointer, after the tag's field
+    ({"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "x"},
+        {"type": "json_schema", "json_schema": {"properties": {"a": {"type": "string", "pattern": "[a-"}}}}]}},
+     GrammarSyntaxError, "structural_tag /format/elements/1/json_schema/properties/a/pattern"),
+    ({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "strin"}}},
+     GrammarSyntaxError, "structural_tag /format/json_schema/type"),
+    ({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "array", "uniqueItems": True}}},
+     UnsupportedFeatureError, "structural_tag /format/json_schema/uniqueItems"),
+    # the legacy spelling: the field the user wrote, not the converted format's
+    ({"type": "structural_tag", "triggers": ["<f"], "structures": [
+        {"begin": "<f>", "schema": {"type": "object"}, "end": "</f>"},
+        {"begin": "<f2>", "schema": {"type": "objec"}, "end": "</f2>"}]},
+     GrammarSyntaxError, "structural_tag /structures/1/schema/type"),
+    # a grammar inside the tag: the field, then the grammar's line and column
+    ({"type": "structural_tag", "format": {"type": "grammar", "grammar": 'root ::= "a"\n  | b\n'}},
+     GrammarSyntaxError, "structural_tag /format/grammar, line 2, column 5"),
+])
+def test_errors_inside_nested_constraints_are_located_from_the_tag(spec, error, where):
+    """Regression: an error in a tag's schema or grammar named only the inner location (``/type``),
+    not which of the tag's schemas it was in."""
+    with pytest.raises(error) as ei:
+        structural_tag_to_grammar(spec)
+    assert ei.value.where == where, str(ei.value)
+    assert where in str(ei.value)
+
+
 def test_not_json_is_a_syntax_error():
     with pytest.raises(GrammarSyntaxError) as ei:
         structural_tag_to_grammar('{"type": "structural_tag", "format": ')

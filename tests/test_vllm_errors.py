@@ -115,18 +115,52 @@ def test_validation_errors_stay_400(server):
     assert r.status_code == 400 and "GrammarSyntaxError" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("path,body,where", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "strin"}}}},
+     "structural_tag /format/json_schema/type"),
+    ("/v1/completions", {"prompt": "x", "structured_outputs": {"structural_tag": json.dumps({
+        "type": "structural_tag", "triggers": ["<f>"],
+        "structures": [{"begin": "<f>", "schema": {"type": "object", "required": 3}, "end": "</f>"}]})}},
+     "structural_tag /structures/0/schema/required"),
+])
+def test_bad_structural_tag_is_400_naming_the_cause(server, path, body, where):
+    """Regression: vLLM's front end checked structural tags with xgrammar first and answered
+    'Invalid ... structural_tag specification.' with no cause."""
+    r = _post(server, path, {**body, "max_tokens": 8})
+    assert r.status_code == 400, r.text
+    msg = r.json()["error"]["message"]
+    assert "(structgate) rejected the request" in msg and where in msg, msg
+
+
+def _failures(server, **labels) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(server.url + "/metrics", timeout=30).text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    return sum(s.value for s in fams["structgate_compile_failures"].samples
+               if s.name.endswith("_total") and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
 def test_metrics_count_the_failures(server):
     import time
 
     from prometheus_client.parser import text_string_to_metric_families
 
+    refused = _failures(server, backend="native", kind="regex", error="syntax", stage="validate")
     _post(server, "/v1/completions", {"prompt": "x", "max_tokens": 8, "structured_outputs": {"regex": "z+q"}})
+    r = _post(server, "/v1/completions", {"prompt": "x", "max_tokens": 8, "structured_outputs": {"regex": "z(q"}})
+    assert r.status_code == 400
     time.sleep(2.5)  # engine snapshots are written at most once a second
     text = httpx.get(server.url + "/metrics", timeout=30).text
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     fails = [s for s in fams["structgate_compile_failures"].samples
              if s.name.endswith("_total") and s.labels.get("error") == "limit" and s.labels.get("backend") == "native"]
     assert fails and sum(s.value for s in fails) >= 2, text[-3000:]
+    assert {s.labels["stage"] for s in fails} == {"compile"}  # the limit is the engine's (compile_timeout_s)
+    # the request the API server refused in validation is counted there, once
+    assert _failures(server, backend="native", kind="regex", error="syntax", stage="validate") == refused + 1
+    assert _failures(server, backend="native", kind="regex", error="syntax", stage="compile") == 0
     info = fams["structgate_info"].samples[0]
     assert info.labels["version"] == "0.1.0" and "native" in info.labels["backends"]
     assert "manager-grammar-init" in info.labels["patches"]

@@ -67,7 +67,8 @@ def test_two_processes_are_summed(tmp_path):
     assert _sample(fams, "structgate_compile_seconds", "_bucket", backend="native", kind="regex", le="0.005") == 2
     assert _sample(fams, "structgate_compile_seconds", "_bucket", backend="native", kind="regex", le="0.01") == 5
     assert _sample(fams, "structgate_compile_seconds", "_bucket", backend="native", kind="regex", le="+Inf") == 5
-    assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="json_schema",
+    assert _sample(fams, "structgate_compile_failures", "_total", stage="compile",
+                   backend="native", kind="json_schema",
                    error="limit") == 2
     assert _sample(fams, "structgate_mask_fill_seconds", "_count", backend="native") == 2
     assert _sample(fams, "structgate_mask_fill_rows", "_total", backend="native") == 6
@@ -199,9 +200,11 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
     fams = _families(metrics.render_text(str(tmp_path)))
     assert _sample(fams, "structgate_compile_seconds", "_count", backend="native", kind="regex") >= 1
     assert _sample(fams, "structgate_cache_hits", "_total", backend="native") >= 1
-    assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="regex",
+    assert _sample(fams, "structgate_compile_failures", "_total", stage="compile",
+                   backend="native", kind="regex",
                    error="limit") >= 1
-    assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="regex",
+    assert _sample(fams, "structgate_compile_failures", "_total", stage="compile",
+                   backend="native", kind="regex",
                    error="syntax") >= 1
     assert _sample(fams, "structgate_cache_bytes", backend="native") > 0
     # the gauge follows a cached grammar that grows after its compile (native computes rows lazily)
@@ -303,7 +306,8 @@ def test_each_api_server_renders_the_same_totals_counting_each_process_once(tmp_
         assert _sample(f, "structgate_compile_seconds", "_count", backend="native", kind="json_schema") == 3
         assert abs(_sample(f, "structgate_compile_seconds", "_sum", backend="native", kind="json_schema")
                    - 0.012) < 1e-9
-        assert _sample(f, "structgate_compile_failures", "_total", backend="native", kind="json_schema",
+        assert _sample(f, "structgate_compile_failures", "_total", stage="compile",
+                   backend="native", kind="json_schema",
                        error="invalid") == 1
         assert _sample(f, "structgate_mask_fill_rows", "_total", backend="native") == 4
         assert _sample(f, "structgate_cache_entries", backend="native") == 3
@@ -374,7 +378,8 @@ def test_metrics_route_serves_the_collector_with_several_api_servers(tmp_path, m
     for text in (res["text"], res["text2"]):  # every scrape, not only the first
         fams = _families(text)
         assert _sample(fams, "structgate_compile_seconds", "_count", backend="native", kind="json_schema") == 3
-        assert _sample(fams, "structgate_compile_failures", "_total", backend="native", kind="json_schema",
+        assert _sample(fams, "structgate_compile_failures", "_total", stage="compile",
+                   backend="native", kind="json_schema",
                        error="invalid") == 1
         assert _sample(fams, "structgate_mask_fill_seconds", "_count", backend="native") == 1
         assert _sample(fams, "structgate_cache_entries", backend="native") == 3

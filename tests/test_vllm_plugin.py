@@ -398,6 +398,93 @@ def test_validation_keeps_vllm_generic_checks(plugin, hf_tokenizer, model_config
         _validate({"json": deep}, "native", hf_tokenizer, model_config)
 
 
+def _failures() -> dict:
+    from structgate.plugin import metrics
+
+    return {tuple(k[1:]): v for k, v in metrics.snapshot()["counters"] if k[0] == "compile_failures_total"}
+
+
+def test_validation_refusals_are_counted_once_by_stage(plugin, hf_tokenizer, model_config):
+    """Regression: a request the API server refused in validation was not counted in
+    structgate_compile_failures_total (only engine compiles were)."""
+    from vllm.exceptions import VLLMValidationError
+
+    before = _failures()
+    for so in ({"regex": "ab[c"}, {"json": '{"type": "object",'}, {"json": {"type": "strin"}},
+               {"structural_tag": '{"type": "structural_tag", "format": {"type": "nosuch"}}'}):
+        with pytest.raises(VLLMValidationError):
+            _validate(so, "native", hf_tokenizer, model_config)
+    _validate({"regex": "[a-z]+"}, "native", hf_tokenizer, model_config)  # accepted: not counted
+    after = _failures()
+    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert delta == {("native", "regex", "syntax", "validate"): 1, ("native", "json_schema", "syntax", "validate"): 2,
+                     ("native", "structural_tag", "invalid", "validate"): 1}, delta
+
+
+BAD_TAGS = [
+    ({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "strin"}}},
+     "GrammarSyntaxError", "structural_tag /format/json_schema/type"),
+    ({"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {"type": "objec"}, "end": "</f>"}],
+      "triggers": ["<f>"]}, "GrammarSyntaxError", "structural_tag /structures/0/schema/type"),
+    ({"type": "structural_tag", "format": {"type": "regex", "pattern": "[a-"}}, "GrammarSyntaxError",
+     "structural_tag /format/pattern"),
+    ({"type": "structural_tag", "format": {"type": "nosuch"}}, "InvalidConstraintError", "/format/type"),
+]
+
+
+@pytest.mark.parametrize("tag,error,where", BAD_TAGS)
+def test_structural_tag_errors_name_the_cause_on_a_structgate_server(plugin, hf_tokenizer, model_config,
+                                                                     monkeypatch, tag, error, where):
+    """Regression: vLLM's OpenAI front end checked every structural tag with xgrammar first and
+    answered 'Invalid structured_outputs structural_tag specification.' with no cause; on a server
+    running a structgate backend the tag is checked by that engine, and the 400 names the field."""
+    import vllm.entrypoints.generate.base.protocol as proto
+    from vllm.exceptions import VLLMValidationError
+
+    from structgate.plugin import patches
+
+    for argv in (["--structured-outputs-config.backend", "native"], ["--structured-output-backend", "native"]):
+        monkeypatch.setattr(patches, "_served_backend", None)
+        _parse(["--model", "m", *argv])  # as `vllm serve` does, either spelling
+        assert patches.served_backend() == "native"
+    payload = json.dumps(tag)
+    proto.validate_structural_tag_payload(payload, parameter="structured_outputs")  # deferred to the engine
+    proto.validate_structured_outputs_structural_tag({"structural_tag": payload})
+    with pytest.raises(VLLMValidationError) as ei:
+        _validate({"structural_tag": payload}, "native", hf_tokenizer, model_config)
+    msg = str(ei.value)
+    assert "'native' (structgate)" in msg and error in msg and where in msg, msg
+    assert ei.value.parameter == "structured_outputs.structural_tag"
+    # vLLM's vocabulary-free checks stay in the front end
+    with pytest.raises(VLLMValidationError, match="empty"):
+        proto.validate_structural_tag_payload(" ", parameter="structured_outputs")
+    deep = {"type": "array", "items": {}}
+    for _ in range(80):
+        deep = {"type": "array", "items": deep}
+    too_deep = json.dumps({"type": "structural_tag", "format": {"type": "json_schema", "json_schema": deep}})
+    with pytest.raises(VLLMValidationError, match="nested too deeply"):
+        proto.validate_structural_tag_payload(too_deep, parameter="structured_outputs")
+    # a valid tag passes both
+    good = json.dumps({"type": "structural_tag", "format": {"type": "const_string", "value": "hi"}})
+    proto.validate_structural_tag_payload(good, parameter="structured_outputs")
+    _validate({"structural_tag": good}, "native", hf_tokenizer, model_config)
+
+
+def test_structural_tag_front_end_unchanged_for_vllm_servers(plugin, monkeypatch):
+    import vllm.entrypoints.generate.base.protocol as proto
+    from vllm.exceptions import VLLMValidationError
+
+    from structgate.plugin import patches
+
+    monkeypatch.setattr(patches, "_served_backend", None)
+    _parse(["--model", "m", "--structured-output-backend", "xgrammar"])
+    assert patches.served_backend() == "xgrammar"
+    for served in ("xgrammar", None):  # a vLLM backend, or no server command line (offline LLM())
+        monkeypatch.setattr(patches, "_served_backend", served)
+        with pytest.raises(VLLMValidationError, match="Invalid structured_outputs structural_tag specification"):
+            proto.validate_structural_tag_payload(json.dumps(BAD_TAGS[0][0]), parameter="structured_outputs")
+
+
 def test_vllm_names_unchanged(plugin, hf_tokenizer, model_config):
     out = _validate({"regex": "[a-z]+"}, "xgrammar", hf_tokenizer, model_config)
     assert out._backend == "xgrammar"

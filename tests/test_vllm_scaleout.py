@@ -151,6 +151,7 @@ def test_metrics_on_both_api_servers_count_each_process_once(server):
         with httpx.Client(timeout=30.0) as c:
             fams = _families(c.get(server.url + "/metrics").text)
         if ("structgate_compile_failures" in fams and _total(fams, "structgate_compile_failures", "_total",
+                                                             stage="compile",
                                                              kind="json_schema", error="invalid") >= 1):
             break
         assert time.monotonic() < deadline, sorted(fams)[:40]
@@ -179,11 +180,12 @@ def test_metrics_on_both_api_servers_count_each_process_once(server):
     # every distinct constraint was compiled once by the one engine (this module sent others before)
     assert compiles >= len(distinct), compiles
     assert _total(fams, "structgate_compile_seconds", "_sum", **native) > 0
-    assert _total(fams, "structgate_compile_failures", "_total", kind="json_schema", error="invalid", **native) == 1
+    assert _total(fams, "structgate_compile_failures", "_total", kind="json_schema", error="invalid", stage="compile",
+                  **native) == 1
     misses = _total(fams, "structgate_cache_misses", "_total", **native)
     hits = _total(fams, "structgate_cache_hits", "_total", **native)
     # each engine lookup that missed was compiled (or failed): the engine's counters, counted once
-    fails = _total(fams, "structgate_compile_failures", "_total", **native)
+    fails = _total(fams, "structgate_compile_failures", "_total", stage="compile", **native)
     assert misses == compiles + fails, (misses, compiles, fails)
     assert hits >= len(reqs)
     assert _total(fams, "structgate_mask_fill_seconds", "_count", **native) > 0

@@ -47,7 +47,7 @@ from ..backends.interface import Constraint
 
 logger = logging.getLogger("structgate.plugin")
 
-__all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params",
+__all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
            "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
@@ -115,6 +115,14 @@ def constraint_from_params(so: Any) -> Constraint:
     if so.structural_tag is not None:
         return _structural_tag(so.structural_tag)
     raise ValueError("no structured-output constraint set")
+
+
+def kind_label(request_kind: str) -> str:
+    """structgate's constraint kind (``json_schema``, ``regex``, ...) of a vLLM request kind: a
+    ``StructuredOutputOptions`` name (``JSON``) or a ``StructuredOutputsParams`` field (``json``); the
+    ``kind`` label of the metrics."""
+    k = str(request_kind).lower()
+    return "json_schema" if k == "json" else k
 
 
 def constraint_from_key(request_type: Any, grammar_spec: str) -> Constraint:
@@ -380,11 +388,12 @@ class StructgateVllmBackend(_VBackend):
 
         from . import metrics
 
-        kind = getattr(request_type, "name", str(request_type)).lower()
+        engine = backend_name or self.backend_name  # the engine that compiles (and may refuse) it
         try:
             c = constraint_from_key(request_type, grammar_spec)
         except Exception as e:
-            metrics.record_compile_failure(self.backend_name, kind, getattr(e, "kind", "syntax"))
+            metrics.record_compile_failure(engine, kind_label(getattr(request_type, "name", request_type)),
+                                           getattr(e, "kind", "syntax"))
             raise
         other = backend_name is not None and backend_name != self.backend_name
         key = (f"{backend_name}\x00" if other else "") + c.cache_key()
@@ -401,7 +410,7 @@ class StructgateVllmBackend(_VBackend):
                 compiled = run_compile(lambda: self._compile_with(backend_name, c) if other
                                        else self.sg_backend.compile(c))
             except Exception as e:
-                metrics.record_compile_failure(self.backend_name, c.kind, getattr(e, "kind", None) or "internal")
+                metrics.record_compile_failure(engine, c.kind, getattr(e, "kind", None) or "internal")
                 raise
             metrics.record_compile(getattr(compiled, "served_by", self.backend_name), c.kind,
                                    time.perf_counter() - t0)

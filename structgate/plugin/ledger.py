@@ -91,6 +91,7 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
     "scheduler-batched-bitmask",        # vLLM's own per-row fill loop calls grammar.fill_bitmask
     "engine-compile-error-reason",      # without it an engine-side compile error is vLLM's HTTP 500
     "frontend-compile-error-400",
+    "frontend-structural-tag",          # structural tags are checked by xgrammar first, with no cause given
     "metrics-registry",                 # /metrics without structgate series
     "metrics-multiproc-route",          # the same, only under --api-server-count N
     "metrics-mask-fill",

@@ -22,7 +22,10 @@ name                                   type       labels / meaning
 ``compile_seconds``                    histogram  ``backend``, ``kind``: one engine compile
                                                   (cache misses only)
 ``compile_failures_total``             counter    ``backend``, ``kind``, ``error`` (the error's
-                                                  ``kind``: limit, syntax, unsupported, ...)
+                                                  ``kind``: limit, syntax, unsupported, ...),
+                                                  ``stage``: ``validate`` (refused by the API
+                                                  server's request validation, HTTP 400 before
+                                                  the engine sees it) or ``compile`` (the engine)
 ``mask_fill_seconds``                  histogram  ``backend``: one step's bitmask fill (all rows)
 ``mask_fill_rows_total``               counter    ``backend``: rows filled
 ``fallbacks_total``                    counter    ``reason``: structgate took vLLM's slower path
@@ -134,9 +137,12 @@ def record_compile(backend: str, kind: str, seconds: float) -> None:
     _observe("compile_seconds", (backend, kind), seconds, COMPILE_BUCKETS)
 
 
-def record_compile_failure(backend: str, kind: str, error: str) -> None:
-    """A compile of constraint ``kind`` failed with an error of kind ``error`` (``limit``, ...)."""
-    _inc("compile_failures_total", (backend, kind, error))
+def record_compile_failure(backend: str, kind: str, error: str, stage: str = "compile") -> None:
+    """A constraint of ``kind`` was refused by engine ``backend`` with an error of kind ``error``
+    (``limit``, ``syntax``, ...), at ``stage`` ``"validate"`` (the API server's request validation)
+    or ``"compile"`` (the engine core's compile). A request is counted once: one refused in
+    validation never reaches the engine."""
+    _inc("compile_failures_total", (backend, kind, error, stage))
 
 
 def record_fill(backend: str, seconds: float, rows: int) -> None:
@@ -278,7 +284,7 @@ def read_all(directory: str | None = None) -> list[dict]:
 
 _HELP = {
     "compile_seconds": "structgate: wall time of one grammar compile in the engine (cache misses)",
-    "compile_failures_total": "structgate: grammar compiles that failed, by error kind",
+    "compile_failures_total": "structgate: constraints refused, by error kind and stage (validate / compile)",
     "mask_fill_seconds": "structgate: wall time of one engine step's bitmask fill (all rows)",
     "mask_fill_rows_total": "structgate: bitmask rows filled",
     "fallbacks_total": "structgate: times structgate took vLLM's slower path, by reason",
@@ -286,7 +292,7 @@ _HELP = {
     "cache_misses_total": "structgate: compiled-grammar cache misses",
     "forced_draft_tokens_total": "structgate: grammar-forced tokens proposed as speculative drafts",
 }
-_LABELS = {"compile_seconds": ("backend", "kind"), "compile_failures_total": ("backend", "kind", "error"),
+_LABELS = {"compile_seconds": ("backend", "kind"), "compile_failures_total": ("backend", "kind", "error", "stage"),
            "mask_fill_seconds": ("backend",), "mask_fill_rows_total": ("backend",),
            "fallbacks_total": ("reason",), "cache_hits_total": ("backend",), "cache_misses_total": ("backend",),
            "forced_draft_tokens_total": ("backend",)}

@@ -296,6 +296,12 @@ def _apply_sampling(mod) -> None:
                 logger.debug("structgate: validation of a %s constraint deferred to the engine (over %s s)",
                              constraint.kind, validation_budget_s())
         except StructgateError as e:
+            from . import metrics
+            from .bridge import kind_label
+
+            field = (_param_name(so) or "structured_outputs.unknown").rsplit(".", 1)[1]
+            metrics.record_compile_failure(str(name), kind_label(field), getattr(e, "kind", None) or "error",
+                                           stage="validate")
             raise VLLMValidationError(
                 f"structured-output backend {name!r} (structgate) rejected the request: "
                 f"{type(e).__name__}: {e}", parameter=_param_name(so)) from e
@@ -328,6 +334,70 @@ register_patch(Patch(
     versions="0.32.0, 0.33.0 (function identical)",
     removal="when vLLM dispatches request validation to the backend class",
     apply=_apply_sampling, order=10))
+
+
+# -- 2b. the OpenAI front end's structural-tag check -----------------------------------------------
+#: the structured-output backend this process serves with, from its command line (None: unknown,
+#: e.g. offline ``LLM()``); set by the ``cli-flag`` patch in every API-server process
+_served_backend: str | None = None
+
+
+def note_served_backend(args: Any) -> str | None:
+    """Record (and return) the backend named by a parsed ``vllm serve`` namespace."""
+    global _served_backend
+    cfg = getattr(args, "structured_outputs_config", None)
+    name = cfg.get("backend") if isinstance(cfg, dict) else getattr(cfg, "backend", None)
+    _served_backend = str(name) if name else None
+    return _served_backend
+
+
+def served_backend() -> str | None:
+    """The backend this process's server was started with (see :func:`note_served_backend`)."""
+    return _served_backend
+
+
+def _apply_structural_tag_check(mod) -> None:
+    sym = "vllm.entrypoints.generate.base.protocol.validate_structural_tag_payload"
+    orig = ledger.require_attr(mod, "validate_structural_tag_payload", sym)
+    if ledger.is_marked(orig):
+        return
+    ledger.require_signature(orig, ("payload", "parameter"), sym)
+    ledger.require_source(orig, ("check_json_nesting(payload, structural_tag=True)", "validate_xgrammar_grammar("),
+                          sym)
+    VLLMValidationError = ledger.require_attr(mod, "VLLMValidationError",
+                                              "vllm.entrypoints.generate.base.protocol.VLLMValidationError")
+
+    def validate_structural_tag_payload(payload, *, parameter):
+        if not is_structgate_name(served_backend()):
+            return orig(payload, parameter=parameter)
+        # vLLM's vocabulary-free checks, as the original makes them; the tag itself is checked by the
+        # structgate engine that will enforce it, in SamplingParams validation (sampling-validate:
+        # an HTTP 400 naming the field and the cause), not by xgrammar
+        from vllm.sampling_params import check_json_nesting
+
+        if isinstance(payload, str) and not payload.strip():
+            raise VLLMValidationError(f"{parameter}.structural_tag cannot be an empty string", parameter=parameter)
+        if isinstance(payload, (str, dict)):
+            check_json_nesting(payload, structural_tag=True)
+
+    mod.validate_structural_tag_payload = ledger.mark(validate_structural_tag_payload, orig,
+                                                      "frontend-structural-tag")
+
+
+register_patch(Patch(
+    name="frontend-structural-tag",
+    module="vllm.entrypoints.generate.base.protocol",
+    target="validate_structural_tag_payload",
+    why="the OpenAI request models check every structural tag with xgrammar, whatever the server's "
+        "backend, and report any failure as 'Invalid ... structural_tag specification.' with no cause; "
+        "a tag a structgate engine accepts but xgrammar does not is refused",
+    how="when this server runs a structgate backend (its command line, noted by the cli-flag patch): "
+        "only vLLM's vocabulary-free checks (empty, nesting depth); the tag is then checked by the "
+        "structgate engine in sampling-validate (HTTP 400 naming the field and the cause). Other "
+        "servers call the original unchanged",
+    versions="0.32.0, 0.33.0 (function identical)",
+    removal="when vLLM validates structural tags with the configured backend",
+    apply=_apply_structural_tag_check, order=10))
 
 
 # -- 3. StructuredOutputManager.grammar_init --------------------------------------------------------
@@ -449,6 +519,7 @@ def _apply_cli(mod) -> None:
 
         def from_cli_args(cls_, args):
             map_backend_flag(args)
+            note_served_backend(args)
             return from_orig(cls_, args)
 
         cls.from_cli_args = classmethod(ledger.mark(from_cli_args, from_orig, "cli-flag"))

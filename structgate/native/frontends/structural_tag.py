@@ -59,7 +59,8 @@ import json
 from collections import deque
 from typing import Any
 
-from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+from ...errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError, StructgateError,
+                       UnsupportedFeatureError, nested_error)
 from ..ir import (EMPTY, NOTHING, Alt, Anchor, Chars, Concat, Expr, Grammar, Ref, Repeat, alt, chars, lit, opt,
                   plus, rep, seq, star)
 from ..regex.parser import MAX_CP, negate_ranges, normalize_ranges
@@ -266,7 +267,9 @@ class _Builder:
         self.rules: dict[str, Expr] = {}
         self.origin: dict[str, str] = {}
         self.n = 0
-        self._schema_cache: dict[str, str] = {}
+        #: id(format dict) -> where its json_schema came from, for formats converted from the legacy
+        #: spelling (errors name ``/structures/i/schema``, the field the user wrote)
+        self.source: dict[int, str] = {}
 
     def new_rule(self, prefix: str, body: Expr, path: str) -> Ref:
         self.n += 1
@@ -337,19 +340,16 @@ class _Builder:
             if mw < 0:
                 raise _bad(f"{path}/max_whitespace_cnt", "must be >= 0")
             options = options.updated(max_whitespace=int(mw))
-        return self.schema(schema, options, path)
+        return self.schema(schema, options, path, self.source.get(id(f), f"{path}/json_schema"))
 
-    def schema(self, schema, options, path) -> Expr:
+    def schema(self, schema, options, path: str, where: str) -> Expr:
         from .. import json_schema as js
 
-        to_grammar = getattr(js, "schema_to_grammar", None)
-        if to_grammar is not None:
-            g = to_grammar(schema, options)
-            return self.merge(g, path)
-        from ..regex.parser import parse_regex
-
-        rx = js.schema_to_regex(schema, options)
-        return self.new_rule("json", _strip_anchors(parse_regex(rx, where=f"structural_tag {path}"), path), path)
+        try:
+            g = js.schema_to_grammar(schema, options)
+        except StructgateError as e:  # located from the tag's side: /format/json_schema/properties/a
+            raise nested_error(e, f"structural_tag {where}") from None
+        return self.merge(g, path)
 
     def merge(self, g: Grammar, path: str) -> Ref:
         """Add the rules of ``g`` under fresh prefixed names; the reference to its root."""
@@ -375,7 +375,11 @@ class _Builder:
         except ImportError:  # pragma: no cover - the GBNF front end ships with structgate
             raise UnsupportedFeatureError("structural_tag format 'grammar'", "the native GBNF front end is not "
                                           "available", path) from None
-        return self.merge(parse_gbnf(text, dialect="ebnf"), path)
+        try:
+            g = parse_gbnf(text, dialect="ebnf")
+        except StructgateError as e:
+            raise nested_error(e, f"structural_tag {path}/grammar") from None
+        return self.merge(g, path)
 
     def f_any_text(self, f, path, ends):
         xs = self.excludes(f, path) + [e for e in ends if e]
@@ -631,6 +635,8 @@ def structural_tag_to_grammar(spec: dict | str, options=None) -> Grammar:
     b = _Builder(options)
     if "structures" in spec:
         fmt, path = legacy_to_format(spec), ""
+        for i, tag in enumerate(fmt["tags"]):
+            b.source[id(tag["content"])] = f"/structures/{i}/schema"
     elif "format" in spec:
         fmt, path = spec["format"], "/format"
     else:
