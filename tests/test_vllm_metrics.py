@@ -226,6 +226,62 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
     assert _sample(fams, "structgate_engine_cache_bytes", backend="native", cache="class_tries") > 1 << 20
 
 
+def test_compiled_grammar_cache_is_bounded_in_entries_and_bytes(monkeypatch):
+    """The engine's compiled-grammar cache was bounded by entries only (256 grammars of any size):
+    it is bounded in bytes too, both configurable, least recently used evicted, a bad setting named."""
+    pytest.importorskip("vllm")
+    import types
+
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.plugin import bridge
+    from structgate.tokenizers import bundled_tokenizer_dir
+
+    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
+    mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
+                               hf_config=types.SimpleNamespace(eos_token_id=128009))
+    cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
+
+    def engine():
+        return bridge.StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+
+    regexes = [f"(yes|no){i}[a-z]{{1,{i + 2}}}" for i in range(6)]
+    monkeypatch.setenv("STRUCTGATE_GRAMMAR_CACHE_ENTRIES", "3")
+    be = engine()
+    for rx in regexes:
+        be.compile_grammar(StructuredOutputOptions.REGEX, rx)
+    assert be.cache_stats()["entries"] == 3
+    from structgate import Constraint
+
+    assert list(be._cache) == [Constraint.regex(rx).cache_key() for rx in regexes[3:]]  # the 3 newest
+    # a byte budget a little over the largest grammar keeps one or two, never over the budget
+    monkeypatch.delenv("STRUCTGATE_GRAMMAR_CACHE_ENTRIES")
+    sizes = [be._cache_bytes[k] for k in be._cache]
+    budget = max(sizes) + min(sizes) // 2
+    monkeypatch.setenv("STRUCTGATE_GRAMMAR_CACHE_BYTES", str(budget))
+    be = engine()
+    for rx in regexes:
+        be.compile_grammar(StructuredOutputOptions.REGEX, rx)
+        st = be.cache_stats()
+        assert 1 <= st["entries"] <= 2 and st["bytes"] <= budget, (st, budget)
+    misses = []
+    orig = be.sg_backend.compile
+    monkeypatch.setattr(be.sg_backend, "compile", lambda c: misses.append(c) or orig(c))
+    be.compile_grammar(StructuredOutputOptions.REGEX, regexes[-1])  # the newest: kept
+    be.compile_grammar(StructuredOutputOptions.REGEX, regexes[0])  # the oldest: evicted, compiled again
+    assert [c.value for c in misses] == [regexes[0]]
+    # the newest grammar is kept even when it alone is over the budget
+    monkeypatch.setenv("STRUCTGATE_GRAMMAR_CACHE_BYTES", "1")
+    be = engine()
+    be.compile_grammar(StructuredOutputOptions.REGEX, regexes[0])
+    assert be.cache_stats()["entries"] == 1
+    for bad in ("0", "-5", "lots"):
+        monkeypatch.setenv("STRUCTGATE_GRAMMAR_CACHE_BYTES", bad)
+        with pytest.raises(ValueError, match="STRUCTGATE_GRAMMAR_CACHE_BYTES"):
+            engine()
+
+
 def test_native_engine_cache_stats_follow_the_caches(llama3_vocab):
     """What native reports is what its caches hold: the shared walks' entries, bytes and lookups
     move with a compile that uses them, the class tries' bytes are their arrays'."""

@@ -48,7 +48,7 @@ from ..backends.interface import Constraint
 logger = logging.getLogger("structgate.plugin")
 
 __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
-           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record"]
+           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
@@ -56,8 +56,40 @@ ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
 #: fails that request with CompileLimitError("compile_timeout_s") -> HTTP 400
 ENV_COMPILE_TIMEOUT = "STRUCTGATE_COMPILE_TIMEOUT_S"
 
-#: compiled grammars kept per engine (least recently used evicted)
+#: compiled grammars kept per engine, least recently used evicted (``$STRUCTGATE_GRAMMAR_CACHE_ENTRIES``)
 CACHE_ENTRIES = 256
+#: approximate bytes of compiled grammars kept per engine, least recently used evicted past it
+#: (``$STRUCTGATE_GRAMMAR_CACHE_BYTES``); sizes as :func:`structgate.plugin.metrics.grammar_nbytes`
+#: measures them at the compile and again as :meth:`StructgateVllmBackend.cache_stats` refreshes
+#: them (native grammars grow as their rows are computed). The newest grammar is always kept.
+CACHE_BYTES = 1 << 30
+ENV_CACHE_ENTRIES = "STRUCTGATE_GRAMMAR_CACHE_ENTRIES"
+ENV_CACHE_BYTES = "STRUCTGATE_GRAMMAR_CACHE_BYTES"
+
+
+def cache_limits() -> tuple[int, int]:
+    """``(entries, bytes)``: the compiled-grammar cache's bounds (:data:`CACHE_ENTRIES`,
+    :data:`CACHE_BYTES`, or their variables).
+
+    Raises
+    ------
+    ValueError
+        A variable is set but is not a positive integer (names the variable).
+    """
+    out = []
+    for env, default in ((ENV_CACHE_ENTRIES, CACHE_ENTRIES), (ENV_CACHE_BYTES, CACHE_BYTES)):
+        raw = os.environ.get(env, "").strip()
+        if not raw:
+            out.append(default)
+            continue
+        try:
+            v = int(raw)
+        except ValueError:
+            v = 0
+        if v < 1:
+            raise ValueError(f"{env} must be a positive integer, got {raw!r}")
+        out.append(v)
+    return out[0], out[1]
 
 _stats_lock = threading.Lock()
 
@@ -333,6 +365,7 @@ class StructgateVllmBackend(_VBackend):
         self._cache: "OrderedDict[str, Any]" = OrderedDict()
         self._cache_bytes: dict[str, int] = {}
         self._cache_lock = threading.Lock()
+        self._cache_max_entries, self._cache_max_bytes = cache_limits()
         spec = getattr(self.vllm_config, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
         from . import metrics
@@ -366,6 +399,7 @@ class StructgateVllmBackend(_VBackend):
                 if g is not None:
                     size = metrics.grammar_nbytes(g)
                     self._cache_bytes[k] = size  # measured last: at the end of the order
+            self._evict_locked()  # grammars that grew may have taken the cache over its byte bound
             return {"entries": len(self._cache), "bytes": sum(self._cache_bytes.values())}
 
     def compile_grammar(self, request_type: Any, grammar_spec: str,
@@ -418,12 +452,18 @@ class StructgateVllmBackend(_VBackend):
             with self._cache_lock:
                 self._cache[key] = compiled
                 self._cache_bytes[key] = size
-                while len(self._cache) > CACHE_ENTRIES:
-                    old, _ = self._cache.popitem(last=False)
-                    self._cache_bytes.pop(old, None)
+                self._evict_locked()
             record("compile", self.backend_name, kind=c.kind,
                    served_by=getattr(compiled, "served_by", self.backend_name))
         return StructgateVllmGrammar(compiled.matcher(), getattr(compiled, "served_by", self.backend_name), self._eos)
+
+    def _evict_locked(self) -> None:
+        """Drop least recently used grammars while the cache is over either bound (holding the lock).
+        Requests already running keep their matchers (and so their grammar) until they finish."""
+        total = sum(self._cache_bytes.values())
+        while len(self._cache) > 1 and (len(self._cache) > self._cache_max_entries or total > self._cache_max_bytes):
+            old, _ = self._cache.popitem(last=False)
+            total -= self._cache_bytes.pop(old, 0)
 
     def _compile_with(self, name: str, constraint: Constraint):
         """Compile with engine ``name`` (a per-request choice). The server's backend is wrapped once
