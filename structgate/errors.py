@@ -27,14 +27,44 @@ __all__ = [
     "ConstraintKindError",
     "InvalidConstraintError",
     "nested_error",
+    "clip",
+    "MAX_ECHO",
+    "MAX_MESSAGE",
 ]
 
 
+#: longest piece of its input (a name, a value, a location) an error message repeats, in characters;
+#: longer ones are elided in the middle (:func:`clip`)
+MAX_ECHO = 200
+#: longest message of any :class:`StructgateError`, in characters (an HTTP 400 body, a CLI line)
+MAX_MESSAGE = 2000
+
+
+def clip(text: str, limit: int = MAX_ECHO) -> str:
+    """``text`` if at most ``limit`` characters, else its head and tail around a count of the
+    characters left out: ``'aaaa...[29,800 characters]...aa-b'``."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return text
+    keep = max(2, limit - len(f"...[{len(text):,} characters]..."))
+    head, tail = (2 * keep) // 3, keep - (2 * keep) // 3
+    return f"{text[:head]}...[{len(text) - head - tail:,} characters]...{text[len(text) - tail:]}"
+
+
 class StructgateError(Exception):
-    """Base class of every structgate error."""
+    """Base class of every structgate error.
+
+    A message is at most :data:`MAX_MESSAGE` characters (a longer one is elided in the middle):
+    messages repeat pieces of the input (rule names, group names, values), and a request's input
+    can be megabytes.
+    """
 
     #: short machine-readable kind, used in benchmark reports and JSON output
     kind: str = "error"
+
+    def __init__(self, *args):
+        if args and isinstance(args[0], str):
+            args = (clip(args[0], MAX_MESSAGE), *args[1:])
+        super().__init__(*args)
 
     def __reduce__(self):
         # picklable whatever the subclass's __init__ takes (errors cross process boundaries: the
@@ -67,10 +97,10 @@ class GrammarSyntaxError(StructgateError, ValueError):
     kind = "syntax"
 
     def __init__(self, message: str, pattern: str, position: int, where: str | None = None):
-        self.message = message
+        self.message = clip(message)
         self.pattern = pattern
         self.position = max(0, min(position, len(pattern)))
-        self.where = where
+        self.where = clip(where)
         super().__init__(str(self))
 
     #: characters of the error's line shown on each side of the error position by :meth:`caret`
@@ -89,14 +119,19 @@ class GrammarSyntaxError(StructgateError, ValueError):
         regex gives a two-line display, not the whole text). Control characters are shown escaped
         (``\\t``, ``\\x01``) so the caret stays under the character it points at.
         """
-        start = self.pattern.rfind("\n", 0, self.position) + 1
-        end = self.pattern.find("\n", self.position)
+        pos = self.position
+        if pos == len(self.pattern) and self.pattern.endswith("\n"):
+            # "unexpected end" of a text ending with a newline (most files): the empty last line
+            # says nothing; point just after the last line that has text
+            pos = len(self.pattern.rstrip("\r\n"))
+        start = self.pattern.rfind("\n", 0, pos) + 1
+        end = self.pattern.find("\n", pos)
         line = self.pattern[start:] if end < 0 else self.pattern[start:end]
-        col = self.position - start
+        col = pos - start
         lo, hi = max(0, col - self.CARET_CONTEXT), min(len(line), col + self.CARET_CONTEXT)
         head = ("..." if lo > 0 else "") + _escape_controls(line[lo:col])
         tail = _escape_controls(line[col:hi]) + ("..." if hi < len(line) else "")
-        return f"    {head}{tail}\n    {' ' * len(head)}^"
+        return f"    {head}{tail}\n    {' ' * _width(head)}^"
 
     def __str__(self) -> str:
         loc = f" in {self.where}" if self.where else ""
@@ -104,6 +139,17 @@ class GrammarSyntaxError(StructgateError, ValueError):
         if "\n" in self.pattern and "line " not in (self.where or ""):
             at += " (line {}, column {})".format(*self.line_col())
         return f"{self.message} at {at}{loc}:\n{self.caret()}"
+
+
+def _width(text: str) -> int:
+    """Terminal columns of ``text``: East Asian wide and full-width characters (CJK, most emoji)
+    take two, combining marks none (Unicode Standard Annex #11)."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
 
 
 def _escape_controls(text: str) -> str:
@@ -127,6 +173,7 @@ class UnsupportedFeatureError(StructgateError, ValueError):
     kind = "unsupported"
 
     def __init__(self, feature: str, detail: str = "", where: str | None = None):
+        feature, detail, where = clip(feature), clip(detail), clip(where)
         self.feature = feature
         self.detail = detail
         self.where = where

@@ -59,6 +59,57 @@ def test_syntax_error_caret_stays_aligned_after_control_characters():
     assert "\\t" in str(e) and "\\x01" in str(e)
 
 
+def test_messages_that_repeat_their_input_stay_bounded():
+    """Regression: the caret was windowed but the message was not: a 30,000-character group name or
+    rule name came back whole in the message (30 KB 400s)."""
+    from structgate.errors import MAX_MESSAGE, InvalidConstraintError
+
+    name = "a" * 30_000
+    e = GrammarSyntaxError(f"bad character in group name {name + '-b'!r}", "(?P<" + name + "-b>x)", 4, where="r" * 9_000)
+    assert len(str(e)) < 1_000 and "-b'" in str(e) and "characters]" in str(e)
+    u = UnsupportedFeatureError("x" * 50_000, "y" * 50_000, where="/" + "z" * 50_000)
+    assert len(str(u)) < 1_000 and u.where.endswith("z")
+    assert len(str(InvalidConstraintError("q" * 100_000))) <= MAX_MESSAGE
+    assert len(str(CompileLimitError("max_dfa_states", 1, 0, hint="h" * 100_000))) <= MAX_MESSAGE
+
+
+def test_native_errors_on_huge_names_are_bounded(llama3_vocab):
+    from structgate import Constraint, get_backend
+
+    be = get_backend("native", llama3_vocab)
+    for c in (Constraint.regex("(?P<" + "a" * 30_000 + "-b>x)"), Constraint.grammar("root ::= " + "r" * 30_000, "gbnf"),
+              Constraint.grammar("r" * 30_000 + ' ::= "a" @\nroot ::= "b"\n', "gbnf")):
+        try:
+            be.validate(c)
+        except GrammarSyntaxError as e:
+            assert len(str(e)) < 1_000, len(str(e))
+            assert str(e).splitlines()[-1].strip() == "^"
+        else:
+            raise AssertionError(f"accepted {c.value[:40]!r}")
+
+
+def test_end_of_a_text_ending_with_a_newline_points_after_its_last_line():
+    """Regression: 'got the end of the grammar' in a file ending with a newline (most files) showed
+    an empty line with the caret under nothing."""
+    text = 'root ::= "x"\nrule ::= ( "a"\n'
+    e = GrammarSyntaxError("expected ')'", text, len(text), where="line 3, column 1")
+    assert str(e).splitlines()[-2].strip() == 'rule ::= ( "a"'
+    assert _caret_points_at(e) == ""  # just after the line's text
+    assert str(e).splitlines()[-1].index("^") == str(e).splitlines()[-2].index('( "a"') + 5
+
+
+def test_caret_counts_terminal_columns_of_wide_characters():
+    """The caret is placed by display width: CJK and emoji take two columns (UAX #11)."""
+    import unicodedata
+
+    text = "漢字" * 5 + "😀" + "é" + ")" + "q"
+    e = GrammarSyntaxError("unbalanced parenthesis", text, text.index(")"))
+    shown, caret = str(e).splitlines()[-2:]
+    cols = lambda t: sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in t)  # noqa: E731
+    assert cols(caret[:caret.index("^")]) == cols(shown[:shown.index(")")])
+    assert caret.index("^") == 4 + 10 * 2 + 2 + 1
+
+
 def test_other_errors_name_what_and_where():
     assert "allOf" in str(UnsupportedFeatureError("allOf", "cannot intersect", where="/properties/a"))
     assert "/properties/a" in str(UnsupportedFeatureError("allOf", where="/properties/a"))

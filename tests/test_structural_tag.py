@@ -279,9 +279,9 @@ def test_spec_as_json_text_and_rule_origins():
                                                                                      "content": AT}]}},
      "/format/elements/1/end"),
     ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<a"], "tags": [tag("<b", ONE, ".")]}},
-     "/format/tags/0"),
+     "/format/tags/0/begin"),
     ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<", "<a"],
-                                           "tags": [tag("<a", ONE, ".")]}}, "/format/tags/0"),
+                                           "tags": [tag("<a", ONE, ".")]}}, "/format/tags/0/begin"),
     ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": [], "tags": []}}, "/format/triggers"),
     ({"type": "structural_tag", "format": {"type": "any_text", "excludes": [""]}}, "/format/excludes/0"),
     ({"type": "structural_tag", "format": {"type": "repeat", "min": 3, "max": 2, "content": ONE}}, "/format"),
@@ -289,6 +289,12 @@ def test_spec_as_json_text_and_rule_origins():
     ({"type": "structural_tag", "structures": {}, "triggers": []}, "/structures"),
     ({"type": "structural_tag", "structures": [{"begin": "a", "end": "b"}], "triggers": ["a"]}, "/structures/0/schema"),
     ({"type": "structural_tag", "structures": [], "triggers": "a"}, "/triggers"),
+    # legacy specs are checked after their conversion to a format: errors name the legacy fields
+    ({"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<g"]},
+     "/structures/0/begin"),
+    ({"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {}, "end": "</f>"},
+                                               {"begin": "<fx>", "schema": {}, "end": "</f>"}],
+      "triggers": ["<f", "<fx"]}, "/structures/1/begin"),
 ])
 def test_malformed_specs_name_the_field(spec, path):
     with pytest.raises(InvalidConstraintError) as ei:

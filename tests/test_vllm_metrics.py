@@ -282,6 +282,55 @@ def test_compiled_grammar_cache_is_bounded_in_entries_and_bytes(monkeypatch):
             engine()
 
 
+def test_a_failing_constraint_is_compiled_and_counted_once(monkeypatch, tmp_path):
+    """Regression: a request with n=3 whose constraint failed in the engine was compiled three times
+    and counted three times in structgate_compile_failures_total (vLLM compiles per sample). A
+    failure that does not depend on the moment is remembered; the compile time limit is not."""
+    pytest.importorskip("vllm")
+    import types
+
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.errors import CompileLimitError, GrammarSyntaxError
+    from structgate.plugin import bridge, metrics
+    from structgate.tokenizers import bundled_tokenizer_dir
+
+    monkeypatch.setenv("STRUCTGATE_METRICS_DIR", str(tmp_path))
+    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
+    mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
+                               hf_config=types.SimpleNamespace(eos_token_id=128009))
+    cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
+    be = bridge.StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+    calls = []
+    orig = be.sg_backend.compile
+    monkeypatch.setattr(be.sg_backend, "compile", lambda c: calls.append(c.value) or orig(c))
+
+    def failures(error):
+        return {tuple(k[1:]): v for k, v in metrics.snapshot()["counters"]
+                if k[0] == "compile_failures_total"}.get(("native", "regex", error, "compile"), 0)
+
+    before = failures("syntax")
+    messages = set()
+    for _ in range(3):
+        with pytest.raises(GrammarSyntaxError) as ei:
+            be.compile_grammar(StructuredOutputOptions.REGEX, "ab(c")
+        messages.add(str(ei.value))
+    assert calls == ["ab(c"] and len(messages) == 1 and "position 2" in messages.pop()
+    assert failures("syntax") == before + 1
+    # a time-limit failure may pass later (less load): compiled again each time
+    def over_time(c):
+        calls.append(c.value)
+        raise CompileLimitError("compile_timeout_s", 0.2, 0.1)
+
+    calls.clear()
+    monkeypatch.setattr(be.sg_backend, "compile", over_time)
+    for _ in range(2):
+        with pytest.raises(CompileLimitError, match="compile_timeout_s"):
+            be.compile_grammar(StructuredOutputOptions.REGEX, "[a-z]{1,20}@y")
+    assert calls == ["[a-z]{1,20}@y"] * 2
+
+
 def test_native_engine_cache_stats_follow_the_caches(llama3_vocab):
     """What native reports is what its caches hold: the shared walks' entries, bytes and lookups
     move with a compile that uses them, the class tries' bytes are their arrays'."""

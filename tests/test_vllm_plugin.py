@@ -470,6 +470,45 @@ def test_structural_tag_errors_name_the_cause_on_a_structgate_server(plugin, hf_
     _validate({"structural_tag": good}, "native", hf_tokenizer, model_config)
 
 
+def test_chat_structural_tag_shape_errors_name_the_field():
+    """Regression: a chat response_format tag that failed vLLM's request model (a structure without
+    'begin', 'end': 5) was 'Invalid response_format structural_tag specification.' with no cause.
+    In a fresh process that imports vLLM's OpenAI request models before the plugin, as `vllm serve`
+    does, so the name the chat module imported must be rebound too."""
+    code = textwrap.dedent("""
+        import json
+        import vllm.entrypoints.openai.chat_completion.protocol as chat
+        import structgate.plugin as p
+        p.register()
+        from structgate.plugin import ledger, patches
+        assert ledger.is_marked(chat.validate_structural_tag_response_format)
+        out = {}
+        for served in ("native", "xgrammar"):
+            patches._served_backend = served
+            for i, rf in enumerate([
+                    {"type": "structural_tag"},
+                    {"type": "structural_tag", "structures": [{"schema": {}, "end": "x"}], "triggers": ["<"]},
+                    {"type": "structural_tag", "structures": [{"begin": "<a", "schema": {}, "end": 5}],
+                     "triggers": ["<"]}]):
+                try:
+                    chat.ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
+                                               response_format=rf)
+                    out[f"{served}{i}"] = "accepted"
+                except Exception as e:
+                    out[f"{served}{i}"] = f"{type(e).__name__}: {e}"
+        print(json.dumps(out))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "needs a 'format'" in out["native0"], out
+    assert "/structures/0/begin: Field required" in out["native1"], out
+    assert "/structures/0/end: Input should be a valid string" in out["native2"], out
+    for i in range(3):  # servers of vLLM's own backends: vLLM's message, unchanged
+        assert out[f"xgrammar{i}"].startswith("VLLMValidationError: Invalid response_format structural_tag "
+                                              "specification. "), out
+
+
 def test_structural_tag_front_end_unchanged_for_vllm_servers(plugin, monkeypatch):
     import vllm.entrypoints.generate.base.protocol as proto
     from vllm.exceptions import VLLMValidationError

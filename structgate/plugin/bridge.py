@@ -67,6 +67,20 @@ ENV_CACHE_ENTRIES = "STRUCTGATE_GRAMMAR_CACHE_ENTRIES"
 ENV_CACHE_BYTES = "STRUCTGATE_GRAMMAR_CACHE_BYTES"
 
 
+#: constraints whose compile failed with an error that does not depend on the moment (syntax,
+#: unsupported, invalid, a state limit; not the compile time limit nor an internal error), kept so
+#: that the same constraint again (another request, each of ``n > 1`` samples) fails at once with the
+#: same error instead of compiling again; least recently failed evicted
+FAILED_ENTRIES = 256
+
+
+def _same_every_time(e: BaseException) -> bool:
+    """True for a compile error that the same constraint, vocabulary and options always give."""
+    from ..errors import StructgateError
+
+    return isinstance(e, StructgateError) and getattr(e, "limit_name", None) != "compile_timeout_s"
+
+
 def cache_limits() -> tuple[int, int]:
     """``(entries, bytes)``: the compiled-grammar cache's bounds (:data:`CACHE_ENTRIES`,
     :data:`CACHE_BYTES`, or their variables).
@@ -364,6 +378,7 @@ class StructgateVllmBackend(_VBackend):
         self._eos = frozenset(self.sg_backend.vocab.eos_token_ids)
         self._cache: "OrderedDict[str, Any]" = OrderedDict()
         self._cache_bytes: dict[str, int] = {}
+        self._failed: "OrderedDict[str, BaseException]" = OrderedDict()  # key -> its compile's error
         self._cache_lock = threading.Lock()
         self._cache_max_entries, self._cache_max_bytes = cache_limits()
         spec = getattr(self.vllm_config, "speculative_config", None)
@@ -433,9 +448,13 @@ class StructgateVllmBackend(_VBackend):
         key = (f"{backend_name}\x00" if other else "") + c.cache_key()
         with self._cache_lock:
             compiled = self._cache.get(key)
+            failed = self._failed.get(key) if compiled is None else None
             if compiled is not None:
                 self._cache.move_to_end(key)
-        metrics.record_cache(self.backend_name, compiled is not None)
+        metrics.record_cache(self.backend_name, compiled is not None or failed is not None)
+        if failed is not None:  # the same constraint failed before, for a reason that does not change
+            rebuild, args = failed.__reduce__()[:2]
+            raise rebuild(*args)
         if compiled is None:
             t0 = time.perf_counter()
             try:
@@ -445,6 +464,11 @@ class StructgateVllmBackend(_VBackend):
                                        else self.sg_backend.compile(c))
             except Exception as e:
                 metrics.record_compile_failure(engine, c.kind, getattr(e, "kind", None) or "internal")
+                if _same_every_time(e):
+                    with self._cache_lock:
+                        self._failed[key] = e
+                        while len(self._failed) > FAILED_ENTRIES:
+                            self._failed.popitem(last=False)
                 raise
             metrics.record_compile(getattr(compiled, "served_by", self.backend_name), c.kind,
                                    time.perf_counter() - t0)
@@ -490,3 +514,4 @@ class StructgateVllmBackend(_VBackend):
         with self._cache_lock:
             self._cache.clear()
             self._cache_bytes.clear()
+            self._failed.clear()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -383,18 +384,54 @@ def _apply_structural_tag_check(mod) -> None:
     mod.validate_structural_tag_payload = ledger.mark(validate_structural_tag_payload, orig,
                                                       "frontend-structural-tag")
 
+    sym_rf = "vllm.entrypoints.generate.base.protocol.validate_structural_tag_response_format"
+    orig_rf = ledger.require_attr(mod, "validate_structural_tag_response_format", sym_rf)
+    ledger.require_signature(orig_rf, ("response_format",), sym_rf)
+    ledger.require_source(orig_rf, ("TypeAdapter", "validate_structural_tag_payload("), sym_rf)
+    legacy_model = ledger.require_attr(mod, "LegacyStructuralTagResponseFormat", sym_rf)
+    format_model = ledger.require_attr(mod, "StructuralTagResponseFormat", sym_rf)
+
+    def validate_structural_tag_response_format(response_format):
+        if not is_structgate_name(served_backend()) or not isinstance(response_format, dict):
+            return orig_rf(response_format)
+        # vLLM's shape check of the request model, with its cause: which field, what is wrong
+        from pydantic import TypeAdapter, ValidationError
+
+        if not {"format", "structures", "triggers"} & set(response_format):
+            raise VLLMValidationError(
+                "Invalid response_format structural_tag specification: it needs a 'format' (XGrammar's "
+                "structural tag) or 'structures' and 'triggers' (the legacy form)", parameter="response_format")
+        model = legacy_model if "structures" in response_format or "triggers" in response_format else format_model
+        try:
+            TypeAdapter(model).validate_python(response_format)
+        except ValidationError as exc:
+            causes = "; ".join(f"/{'/'.join(str(x) for x in err.get('loc', ()))}: {err.get('msg', '')}"
+                               for err in exc.errors()[:4])
+            raise VLLMValidationError(f"Invalid response_format structural_tag specification: {causes}",
+                                      parameter="response_format") from exc
+        return orig_rf(response_format)
+
+    patched_rf = ledger.mark(validate_structural_tag_response_format, orig_rf, "frontend-structural-tag")
+    mod.validate_structural_tag_response_format = patched_rf
+    # the OpenAI request modules import the name: rebind it where they were imported before this patch
+    for mname, m in list(sys.modules.items()):
+        if mname.startswith("vllm.entrypoints.") and getattr(m, sym_rf.rsplit(".", 1)[1], None) is orig_rf:
+            setattr(m, sym_rf.rsplit(".", 1)[1], patched_rf)
+
 
 register_patch(Patch(
     name="frontend-structural-tag",
     module="vllm.entrypoints.generate.base.protocol",
-    target="validate_structural_tag_payload",
+    target="validate_structural_tag_payload, validate_structural_tag_response_format (also where "
+           "vllm.entrypoints modules imported it)",
     why="the OpenAI request models check every structural tag with xgrammar, whatever the server's "
         "backend, and report any failure as 'Invalid ... structural_tag specification.' with no cause; "
         "a tag a structgate engine accepts but xgrammar does not is refused",
     how="when this server runs a structgate backend (its command line, noted by the cli-flag patch): "
         "only vLLM's vocabulary-free checks (empty, nesting depth); the tag is then checked by the "
-        "structgate engine in sampling-validate (HTTP 400 naming the field and the cause). Other "
-        "servers call the original unchanged",
+        "structgate engine in sampling-validate (HTTP 400 naming the field and the cause); a chat "
+        "response_format that fails vLLM's own request model gets the model's cause (which field). "
+        "Other servers call the originals unchanged",
     versions="0.32.0, 0.33.0 (function identical)",
     removal="when vLLM validates structural tags with the configured backend",
     apply=_apply_structural_tag_check, order=10))

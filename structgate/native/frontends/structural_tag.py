@@ -56,6 +56,7 @@ names the field by JSON pointer (``/format/elements/2/end: ...``); a spec that i
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from typing import Any
 
@@ -74,6 +75,27 @@ ANY_CHAR = Chars(((0, MAX_CP),))
 MAX_FREE_TEXT_NODES = 200_000
 
 _TOKEN_FORMATS = ("token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch")
+
+
+_CONVERTED_TAG = re.compile(r"(^|[\s(])/tags/(\d+)(/content)?")
+
+
+def _legacy_located(e: StructgateError) -> StructgateError:
+    """``e`` raised for the format :func:`legacy_to_format` made of a legacy spec, with that
+    format's paths (``/tags/i``, ``/tags/i/content``) written as the legacy fields they came from
+    (``/structures/i``, ``/structures/i/schema``)."""
+    def fix(text):
+        if not isinstance(text, str):
+            return text
+        return _CONVERTED_TAG.sub(lambda m: f"{m[1]}/structures/{m[2]}" + ("/schema" if m[3] else ""), text)
+
+    state = {k: fix(v) for k, v in e.__dict__.items()}
+    new = type(e).__new__(type(e))
+    Exception.__init__(new, *(fix(a) for a in e.args))
+    new.__dict__.update(state)
+    if isinstance(new, GrammarSyntaxError):
+        new.args = (str(new),)
+    return new
 
 
 def _bad(path: str, msg: str) -> InvalidConstraintError:
@@ -495,9 +517,9 @@ class _Builder:
             begin, _ = self.tag_parts(tg, p)
             hits = [i for i, t in enumerate(triggers) if begin.startswith(t)]
             if not hits:
-                raise _bad(p, f"begin {begin!r} does not start with any trigger")
+                raise _bad(f"{p}/begin", f"{begin!r} does not start with any trigger")
             if len(hits) > 1:
-                raise _bad(p, f"begin {begin!r} starts with several triggers: {[triggers[i] for i in hits]}")
+                raise _bad(f"{p}/begin", f"{begin!r} starts with several triggers: {[triggers[i] for i in hits]}")
             _, content, end = self.tag_body(tg, p)
             whole.append(seq(_lit(begin), content, end))
             groups[hits[0]].append(seq(_lit(begin[len(triggers[hits[0]]):]), content, end))
@@ -641,7 +663,12 @@ def structural_tag_to_grammar(spec: dict | str, options=None) -> Grammar:
         fmt, path = spec["format"], "/format"
     else:
         raise _bad("", "needs a 'format' (XGrammar's structural tag) or 'structures' and 'triggers' (the legacy form)")
-    body = b.fmt(fmt, path, ())
+    try:
+        body = b.fmt(fmt, path, ())
+    except StructgateError as e:
+        if "structures" in spec:  # name the fields of the legacy spelling the user wrote
+            raise _legacy_located(e) from None
+        raise
     b.rules["root"] = body
     b.origin["root"] = "structural_tag /"
     return Grammar(b.rules, "root", origin=b.origin).check()
