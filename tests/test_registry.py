@@ -92,3 +92,29 @@ def test_unsatisfiable_schema_is_named_as_such():
     for schema in ({"enum": []}, {"type": "array", "minItems": 3, "maxItems": 2}):
         with pytest.raises(InvalidConstraintError, match="matches nothing"):
             backend.compile(Constraint.json_schema(schema))
+        with pytest.raises(InvalidConstraintError, match="matches nothing"):  # found by the cheap check too
+            backend.validate(Constraint.json_schema(schema))
+
+
+@pytest.mark.parametrize("schema,parts", [
+    ({"type": "integer", "minimum": 5, "maximum": 1}, ["/ (maximum, minimum, type)"]),
+    (False, ["/ (false)"]),
+    ({"type": "object", "properties": {"a": {"type": "string", "minLength": 5, "maxLength": 2},
+                                       "b": {"type": "integer", "minimum": 3, "maximum": 1}}, "required": ["b"]},
+     ["/properties/a (maxLength, minLength, type)", "/properties/b (maximum, minimum, type)"]),
+    ({"type": "array", "items": False, "minItems": 1}, ["/items (false)"]),
+    ({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}, ["$ref cycle"]),
+])
+def test_unsatisfiable_schema_names_the_parts_that_admit_no_value(schema, parts, llama3_vocab):
+    """Regression: an unsatisfiable schema said only "the grammar matches nothing: rule 'root'
+    cannot produce any string", a rule the user never wrote, with no keyword or pointer."""
+    from structgate.errors import InvalidConstraintError
+
+    backend = registry.get_backend("native", llama3_vocab)
+    with pytest.raises(InvalidConstraintError) as ei:
+        backend.compile(Constraint.json_schema(schema))
+    msg = str(ei.value)
+    assert "JSON Schema matches nothing" in msg and "rule 'root'" not in msg, msg
+    for part in parts:
+        assert part in msg, msg
+

@@ -289,6 +289,10 @@ def test_spec_as_json_text_and_rule_origins():
     ({"type": "structural_tag", "structures": {}, "triggers": []}, "/structures"),
     ({"type": "structural_tag", "structures": [{"begin": "a", "end": "b"}], "triggers": ["a"]}, "/structures/0/schema"),
     ({"type": "structural_tag", "structures": [], "triggers": "a"}, "/triggers"),
+    # a tag's schema that admits no value is refused, not left a dead branch
+    ({"type": "structural_tag", "format": {"type": "or", "elements": [
+        {"type": "const_string", "value": "x"}, {"type": "json_schema", "json_schema": False}]}},
+     "/format/elements/1/json_schema"),
     # legacy specs are checked after their conversion to a format: errors name the legacy fields
     ({"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<g"]},
      "/structures/0/begin"),

@@ -139,12 +139,13 @@ def test_metrics_on_both_api_servers_count_each_process_once(server):
         with ThreadPoolExecutor(4) as pool:
             results = list(pool.map(one, reqs))
         assert all(r.valid for r in results), [(r.request, r.error) for r in results if not r.valid]
-    # an unsatisfiable schema passes the API server's cheap validation and fails in the engine's
-    # compile (InvalidConstraintError, HTTP 400): one compile failure, recorded in the engine only
+    # a schema unsatisfiable only through recursion (every value would be infinitely deep) passes
+    # the API server's cheap validation and fails in the engine's compile (InvalidConstraintError,
+    # HTTP 400): one compile failure, recorded in the engine only
     r = httpx.post(server.url + "/v1/chat/completions", timeout=300.0, json={
         "model": server.served_model_name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
         "response_format": {"type": "json_schema", "json_schema": {"name": "unsat", "schema": {
-            "type": "integer", "minimum": 5, "maximum": 3}}}})
+            "type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}}}})
     assert r.status_code == 400 and "InvalidConstraintError" in r.json()["error"]["message"], r.text
     deadline = time.monotonic() + 30
     while True:  # engine snapshots are written at most once a second

@@ -332,6 +332,9 @@ class Grammar:
     keep_calls : set[str]
         Rules the engine must match through the stack even when it would inline them (rules
         reused in many places whose masks are then computed once, e.g. the JSON string).
+    empty_reason : str
+        Set by a front end that found the grammar matches nothing: why, in the input's terms (the
+        message :meth:`check` raises).
     """
 
     rules: dict[str, Expr]
@@ -340,6 +343,7 @@ class Grammar:
     source: str = ""
     positions: dict[str, int] = field(default_factory=dict)
     keep_calls: set[str] = field(default_factory=set)
+    empty_reason: str = ""
 
     # -- analysis -----------------------------------------------------------------------------------
     def _err(self, rule: str, msg: str) -> GrammarSyntaxError:
@@ -557,6 +561,8 @@ class Grammar:
         prod = hit[1] if hit is not None and hit[0] is self.rules else self.productive_rules()
         self.__dict__["_productive_memo"] = (self.rules, prod)
         if self.root not in prod:
+            if self.empty_reason:
+                raise InvalidConstraintError(self.empty_reason)
             raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "
                                          "string (every alternative needs an unproductive rule or an empty set)")
         return self

@@ -369,6 +369,8 @@ class _Builder:
 
         try:
             g = js.schema_to_grammar(schema, options)
+            if g.empty_reason:  # a tag whose schema admits no value: never a silently dead branch
+                raise InvalidConstraintError(g.empty_reason)
         except StructgateError as e:  # located from the tag's side: /format/json_schema/properties/a
             raise nested_error(e, f"structural_tag {where}") from None
         return self.merge(g, path)

@@ -159,7 +159,9 @@ def _prune(g):
 
     prod = g.productive_rules()
     if g.root not in prod:
-        return Grammar({g.root: NOTHING}, g.root, origin={g.root: g.origin.get(g.root, "")})
+        out = Grammar({g.root: NOTHING}, g.root, origin={g.root: g.origin.get(g.root, "")})
+        out.empty_reason = "the JSON Schema matches nothing"  # schema_to_grammar names the parts
+        return out
     reach = g.reachable()
     if all(r in prod for r in reach):
         if len(reach) == len(g.rules):

@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 from ...backends.interface import CompileOptions
-from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
 from ._charset import STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
                       DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
@@ -120,6 +120,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         self.colon = f"{self.ws}:{self.ws}"
         self.active: dict[str, int] = {}
         self.cut = False
+        #: subschemas found to admit no value, in the order they were finished (deepest first):
+        #: (JSON pointer, their keywords), for the message of an unsatisfiable schema
+        self.empty: list[tuple[str, tuple[str, ...]]] = []
         self._any: dict[int, str] = {}
         self._validator = None
         #: regex text size limit, characters (``options.extra["max_regex_size"]``)
@@ -206,11 +209,31 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
     def value(self, schema, where: str) -> str | None:
         """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing."""
         r = self._value(schema, where)
+        if r is None and not self.cut:
+            self.empty.append((where, ("false",) if schema is False else
+                               tuple(sorted(k for k in schema if k not in ANNOTATIONS)) if isinstance(schema, dict)
+                               else ()))
         if r is not None and len(r) > self.max_size:
             raise CompileLimitError("max_regex_size", len(r), self.max_size,
                                     f"the regex for {where or 'the schema'} is too large (deeply nested or "
                                     "heavily shared $refs); lower max_recursion_depth or simplify the schema")
         return r
+
+    def empty_reason(self) -> str:
+        """Why the schema admits no value, for :class:`~structgate.errors.InvalidConstraintError`:
+        the smallest subschemas found to admit none (no recorded subschema below them), by JSON
+        pointer with their keywords."""
+        pts = [w for w, _ in self.empty]
+        leaves = [(w, k) for w, k in self.empty if not any(q.startswith(w + "/") for q in pts if q != w)]
+        seen, parts = set(), []
+        for w, k in leaves:
+            if w not in seen:
+                seen.add(w)
+                parts.append(f"{w or '/'}" + (f" ({', '.join(k)})" if k else ""))
+        more = f" and {len(parts) - 3} more" if len(parts) > 3 else ""
+        found = (f"; subschemas that admit no value: {'; '.join(parts[:3])}{more}" if parts else
+                 ": no finite JSON value satisfies it (a $ref cycle that every value must follow)")
+        return f"the JSON Schema matches nothing (no JSON value is valid against it){found}"
 
     def _value(self, schema, where: str) -> str | None:
         self._check_schema(schema, where)
@@ -504,7 +527,10 @@ def schema_to_grammar(schema: dict | bool | str, options: CompileOptions | None 
         :data:`MAX_REF_NESTING` ``$ref`` schemas that never repeat).
     """
     c, r = _compile_texts(schema, options)
-    return _grammar(c, NEVER if r is None else r, "#")
+    g = _grammar(c, NEVER if r is None else r, "#")
+    if g.empty_reason:
+        g.empty_reason = c.empty_reason()
+    return g
 
 
 def _compile_texts(schema, options):
@@ -530,8 +556,14 @@ def check_schema(schema: dict | bool | str, options: CompileOptions | None = Non
     ------
     GrammarSyntaxError, UnsupportedFeatureError, CompileLimitError
         As :func:`schema_to_grammar`.
+    InvalidConstraintError
+        The root schema admits no value (``false``, ``minimum`` > ``maximum``, ...): the message
+        names the smallest subschemas that admit none. A schema that admits none only through
+        recursion (a required self-reference) is found by the full compile.
     """
-    _compile_texts(schema, options)
+    c, r = _compile_texts(schema, options)
+    if r is None or any(w == "" for w, _ in c.empty):
+        raise InvalidConstraintError(c.empty_reason())
 
 
 def json_value_grammar(options: CompileOptions | None = None):
