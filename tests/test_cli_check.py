@@ -123,6 +123,23 @@ def test_errors_exit_2_one_message(stub, capsys, tmp_path):
     assert rc == 2 and "missing.lark" in capsys.readouterr().err
 
 
+def test_errors_with_json_print_a_json_document(capsys, tmp_path):
+    """--json is for programs: an error is a JSON document on stdout too (exit 2), not only the
+    human message on stderr."""
+    rc = main(["check", "--regex", "ab[c", "--text", "x", "--json"])
+    cap = capsys.readouterr()
+    assert rc == 2 and "GrammarSyntaxError" in cap.err and "^" in cap.err
+    doc = json.loads(cap.out)
+    assert doc["error"] == {"type": "GrammarSyntaxError", "kind": "syntax", "message": "unterminated character set",
+                            "position": 2}
+    rc = main(["check", "--json-schema", '{"type": "array", "uniqueItems": true}', "--text", "[]", "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert rc == 2 and err["type"] == "UnsupportedFeatureError" and err["where"] == "/uniqueItems"
+    rc = main(["check", "--regex", "a", "--jsonl", str(tmp_path / "missing.jsonl"), "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert rc == 2 and err["kind"] == "usage" and "missing.jsonl" in err["message"]
+
+
 def test_plain_output(stub, capsys):
     rc = main(["check", "--backend", stub, "--regex", "ok", "--text", "ok", "--text", "no"])
     out = capsys.readouterr().out

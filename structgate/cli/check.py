@@ -125,6 +125,20 @@ def check_text(matcher, vocab, text: str, bitmask) -> dict:
 
 
 
+def error_doc(e: BaseException) -> dict:
+    """The ``error`` object ``--json`` prints for a typed error: ``type`` (class name), ``kind``
+    (``syntax``, ``unsupported``, ``limit``, ...), ``message``, and where the error has them
+    ``position`` (characters into the constraint text), ``where`` (JSON pointer / rule / line),
+    ``feature``, ``limit_name``."""
+    doc = {"type": type(e).__name__, "kind": getattr(e, "kind", "error"),
+           "message": getattr(e, "message", None) or str(e)}
+    for k in ("position", "where", "feature", "limit_name"):
+        v = getattr(e, k, None)
+        if v is not None:
+            doc[k] = v
+    return doc
+
+
 def run(args) -> int:
     import time
 
@@ -145,9 +159,16 @@ def run(args) -> int:
         compile_ms = (time.perf_counter() - t0) * 1e3
     except StructgateError as e:
         print(f"{prog}: error: {describe_error(e)}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"backend": args.backend, "tokenizer": args.tokenizer, "error": error_doc(e)},
+                             ensure_ascii=False))
         return 2
     except (ValueError, OSError) as e:
         print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"backend": args.backend, "tokenizer": args.tokenizer,
+                              "error": {"type": type(e).__name__, "kind": "usage", "message": str(e)}},
+                             ensure_ascii=False))
         return 2
 
     matcher = grammar.matcher()
