@@ -40,10 +40,17 @@ MAX_ECHO = 200
 MAX_MESSAGE = 2000
 
 
-def clip(text: str, limit: int = MAX_ECHO) -> str:
-    """``text`` if at most ``limit`` characters, else its head and tail around a count of the
-    characters left out: ``'aaaa...[29,800 characters]...aa-b'``."""
-    if not isinstance(text, str) or len(text) <= limit:
+def clip(text: str, limit: int = MAX_ECHO, keep_newlines: bool = False) -> str:
+    """``text`` with its control characters escaped (``\\x1b``: an input's terminal escape codes
+    never reach a terminal or a log raw; newlines too unless ``keep_newlines``), and if longer
+    than ``limit`` characters its head and tail around a count of the characters left out:
+    ``'aaaa...[29,800 characters]...aa-b'``."""
+    if not isinstance(text, str):
+        return text
+    if not text.isprintable():
+        text = ("\n".join(_escape_controls(t) for t in text.split("\n")) if keep_newlines
+                else _escape_controls(text))
+    if len(text) <= limit:
         return text
     keep = max(2, limit - len(f"...[{len(text):,} characters]..."))
     head, tail = (2 * keep) // 3, keep - (2 * keep) // 3
@@ -63,7 +70,7 @@ class StructgateError(Exception):
 
     def __init__(self, *args):
         if args and isinstance(args[0], str):
-            args = (clip(args[0], MAX_MESSAGE), *args[1:])
+            args = (clip(args[0], MAX_MESSAGE, keep_newlines=True), *args[1:])
         super().__init__(*args)
 
     def __reduce__(self):

@@ -1,4 +1,6 @@
 """Typed errors: messages name the problem and the position."""
+import pytest
+
 from structgate.errors import (BackendUnavailableError, CompileLimitError, GrammarSyntaxError, StructgateError,
                                UnsupportedFeatureError)
 
@@ -71,6 +73,32 @@ def test_messages_that_repeat_their_input_stay_bounded():
     assert len(str(u)) < 1_000 and u.where.endswith("z")
     assert len(str(InvalidConstraintError("q" * 100_000))) <= MAX_MESSAGE
     assert len(str(CompileLimitError("max_dfa_states", 1, 0, hint="h" * 100_000))) <= MAX_MESSAGE
+
+
+def test_control_characters_of_the_input_are_escaped_in_messages():
+    """Regression: a property name holding terminal escape codes reached the terminal raw (the
+    text turned red) and a newline split the JSON pointer across lines."""
+    from structgate.errors import InvalidConstraintError
+
+    e = GrammarSyntaxError("invalid type ['strin']", '"strin"', 0, where="/properties/x\x1b[31mRED\x1b[0m\ny/type")
+    assert "\x1b" not in str(e) and "\\x1b[31m" in str(e) and "\\ny/type" in str(e)
+    u = UnsupportedFeatureError("\x00bad", where="/a\x1b")
+    assert "\x00" not in str(u) and "\x1b" not in str(u)
+    i = InvalidConstraintError("line one\nline two \x1b[2J")  # newlines of a message are kept
+    assert str(i) == "line one\nline two \\x1b[2J"
+
+
+def test_many_long_unsatisfiable_parts_stay_bounded(llama3_vocab):
+    from structgate import Constraint, get_backend
+    from structgate.errors import MAX_MESSAGE, InvalidConstraintError
+
+    names = [f"{i:02d}" + "n" * 3000 for i in range(60)]
+    schema = {"anyOf": [{"type": "object", "properties": {n: {"type": "integer", "minimum": 5, "maximum": 1}},
+                         "required": [n]} for n in names]}
+    with pytest.raises(InvalidConstraintError) as ei:
+        get_backend("native", llama3_vocab).validate(Constraint.json_schema(schema))
+    msg = str(ei.value)
+    assert len(msg) <= MAX_MESSAGE and msg.count("characters]") >= 3 and "more" in msg, msg
 
 
 def test_native_errors_on_huge_names_are_bounded(llama3_vocab):

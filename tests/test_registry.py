@@ -104,6 +104,8 @@ def test_unsatisfiable_schema_is_named_as_such():
      ["/properties/a (maxLength, minLength, type)", "/properties/b (maximum, minimum, type)"]),
     ({"type": "array", "items": False, "minItems": 1}, ["/items (false)"]),
     ({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}, ["$ref cycle"]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": False}, "required": ["a"],
+      "dependentRequired": {"a": ["b"]}}, ["/properties/b (false)"]),
 ])
 def test_unsatisfiable_schema_names_the_parts_that_admit_no_value(schema, parts, llama3_vocab):
     """Regression: an unsatisfiable schema said only "the grammar matches nothing: rule 'root'
@@ -118,3 +120,31 @@ def test_unsatisfiable_schema_names_the_parts_that_admit_no_value(schema, parts,
     for part in parts:
         assert part in msg, msg
 
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": False}, "dependentRequired": {"a": ["b"]}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": False}, "dependencies": {"a": ["b"]}},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False,
+     "dependentRequired": {"a": ["b"]}},
+    {"type": "object", "properties": {"x": {}, "a": {}, "b": {}, "c": False},
+     "dependentRequired": {"x": ["a"], "a": ["b"], "b": ["c"]}},
+])
+def test_a_trigger_whose_dependent_cannot_appear_is_forbidden_not_the_schema(schema, llama3_vocab):
+    """Regression: dependentRequired made a possible trigger's dependents required outright, so a
+    dependent that can never appear made the whole (satisfiable) schema "match nothing"; such a
+    trigger is now left out, exactly (oracle: jsonschema)."""
+    import json
+
+    import jsonschema
+
+    val = (jsonschema.Draft7Validator if "dependencies" in schema else jsonschema.Draft202012Validator)(schema)
+    g = registry.get_backend("native", llama3_vocab).compile(Constraint.json_schema(schema))
+    for inst in ({}, {"a": 1}, {"b": 1}, {"x": 1}, {"a": 1, "b": 1}, {"x": 1, "a": 1, "b": 1}, {"c": 1}):
+        m = g.matcher()
+        got = m.advance(llama3_vocab.encode(json.dumps(inst))) and m.is_accepting()
+        if set(inst) <= set(schema["properties"]):  # keys it lists (extra keys follow native's policy)
+            assert got == val.is_valid(inst), inst
+        else:
+            assert not got or val.is_valid(inst), inst
+    assert val.is_valid({})

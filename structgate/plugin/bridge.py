@@ -70,7 +70,8 @@ ENV_CACHE_BYTES = "STRUCTGATE_GRAMMAR_CACHE_BYTES"
 #: constraints whose compile failed with an error that does not depend on the moment (syntax,
 #: unsupported, invalid, a state limit; not the compile time limit nor an internal error), kept so
 #: that the same constraint again (another request, each of ``n > 1`` samples) fails at once with the
-#: same error instead of compiling again; least recently failed evicted
+#: same error instead of compiling again (still counted as a failure: each refused request is);
+#: least recently failed evicted
 FAILED_ENTRIES = 256
 
 
@@ -453,6 +454,7 @@ class StructgateVllmBackend(_VBackend):
                 self._cache.move_to_end(key)
         metrics.record_cache(self.backend_name, compiled is not None or failed is not None)
         if failed is not None:  # the same constraint failed before, for a reason that does not change
+            metrics.record_compile_failure(engine, c.kind, failed.kind)  # each refused request counts
             rebuild, args = failed.__reduce__()[:2]
             raise rebuild(*args)
         if compiled is None:

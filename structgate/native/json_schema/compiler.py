@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 from ...backends.interface import CompileOptions
-from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
                       DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
@@ -229,7 +229,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         for w, k in leaves:
             if w not in seen:
                 seen.add(w)
-                parts.append(f"{w or '/'}" + (f" ({', '.join(k)})" if k else ""))
+                parts.append(clip(f"{w or '/'}" + (f" ({', '.join(k)})" if k else "")))
         more = f" and {len(parts) - 3} more" if len(parts) > 3 else ""
         found = (f"; subschemas that admit no value: {'; '.join(parts[:3])}{more}" if parts else
                  ": no finite JSON value satisfies it (a $ref cycle that every value must follow)")
