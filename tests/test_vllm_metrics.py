@@ -166,22 +166,32 @@ def test_registry_patch_adds_the_collector_once():
     assert text.count("# TYPE structgate_compile_seconds histogram") == 1
 
 
-def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
+def _vllm_engine():
+    """``(make, tok)``: ``make()`` builds a native StructgateVllmBackend over the bundled Llama 3
+    tokenizer as vLLM's engine would (it reads the STRUCTGATE_* variables set at that moment)."""
     pytest.importorskip("vllm")
-    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
-
-    from structgate.plugin import metrics
-    from structgate.plugin.bridge import StructgateVllmBackend
-    from structgate.tokenizers import bundled_tokenizer_dir
-    from transformers import AutoTokenizer
     import types
 
-    monkeypatch.setenv("STRUCTGATE_METRICS_DIR", str(tmp_path))
+    from transformers import AutoTokenizer
+
+    from structgate.plugin.bridge import StructgateVllmBackend
+    from structgate.tokenizers import bundled_tokenizer_dir
+
     tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
     mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
                                hf_config=types.SimpleNamespace(eos_token_id=128009))
     cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
-    be = StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+    return (lambda: StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")), tok
+
+
+def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
+    make, tok = _vllm_engine()
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.plugin import metrics
+
+    monkeypatch.setenv("STRUCTGATE_METRICS_DIR", str(tmp_path))
+    be = make()
     be.compile_grammar(StructuredOutputOptions.REGEX, "(yes|no)")
     be.compile_grammar(StructuredOutputOptions.REGEX, "(yes|no)")
     from structgate.errors import CompileLimitError, GrammarSyntaxError
@@ -190,12 +200,12 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
         be.compile_grammar(StructuredOutputOptions.REGEX, "[a-")
     # the compile time limit (STRUCTGATE_COMPILE_TIMEOUT_S) is a typed error naming it
     monkeypatch.setenv("STRUCTGATE_COMPILE_TIMEOUT_S", "1e-6")
-    slow = StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+    slow = make()
     with pytest.raises(CompileLimitError, match="compile_timeout_s"):
         slow.compile_grammar(StructuredOutputOptions.REGEX, "[a-z]{1,20}@x")
     monkeypatch.setenv("STRUCTGATE_COMPILE_TIMEOUT_S", "soon")
     with pytest.raises(ValueError, match="STRUCTGATE_COMPILE_TIMEOUT_S"):
-        StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+        make()
     metrics.flush()
     fams = _families(metrics.render_text(str(tmp_path)))
     assert _sample(fams, "structgate_compile_seconds", "_count", backend="native", kind="regex") >= 1
@@ -229,22 +239,11 @@ def test_bridge_records_compile_cache_and_failures(monkeypatch, tmp_path):
 def test_compiled_grammar_cache_is_bounded_in_entries_and_bytes(monkeypatch):
     """The engine's compiled-grammar cache was bounded by entries only (256 grammars of any size):
     it is bounded in bytes too, both configurable, least recently used evicted, a bad setting named."""
-    pytest.importorskip("vllm")
-    import types
-
-    from transformers import AutoTokenizer
+    make, _ = _vllm_engine()
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
-    from structgate.plugin import bridge
-    from structgate.tokenizers import bundled_tokenizer_dir
-
-    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
-    mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
-                               hf_config=types.SimpleNamespace(eos_token_id=128009))
-    cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
-
     def engine():
-        return bridge.StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+        return make()
 
     regexes = [f"(yes|no){i}[a-z]{{1,{i + 2}}}" for i in range(6)]
     monkeypatch.setenv("STRUCTGATE_GRAMMAR_CACHE_ENTRIES", "3")
@@ -287,22 +286,14 @@ def test_a_failing_constraint_is_compiled_once_and_counted_per_request(monkeypat
     (vLLM compiles per sample). A failure that does not depend on the moment is remembered and not
     compiled again, but still counted per refused engine request; the compile time limit is not
     remembered."""
-    pytest.importorskip("vllm")
-    import types
-
-    from transformers import AutoTokenizer
+    make, _ = _vllm_engine()
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
     from structgate.errors import CompileLimitError, GrammarSyntaxError
-    from structgate.plugin import bridge, metrics
-    from structgate.tokenizers import bundled_tokenizer_dir
+    from structgate.plugin import metrics
 
     monkeypatch.setenv("STRUCTGATE_METRICS_DIR", str(tmp_path))
-    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
-    mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
-                               hf_config=types.SimpleNamespace(eos_token_id=128009))
-    cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
-    be = bridge.StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+    be = make()
     calls = []
     orig = be.sg_backend.compile
     monkeypatch.setattr(be.sg_backend, "compile", lambda c: calls.append(c.value) or orig(c))
