@@ -145,7 +145,9 @@ class GrammarSyntaxError(StructgateError, ValueError):
         at = f"position {self.position}"
         if "\n" in self.pattern and "line " not in (self.where or ""):
             at += " (line {}, column {})".format(*self.line_col())
-        return f"{self.message} at {at}{loc}:\n{self.caret()}"
+        # json's messages end in "at" ("Unterminated string starting at"): no "at at position"
+        sep = " " if self.message.endswith(" at") else " at "
+        return f"{self.message}{sep}{at}{loc}:\n{self.caret()}"
 
 
 def _width(text: str) -> int:

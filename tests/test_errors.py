@@ -138,6 +138,14 @@ def test_caret_counts_terminal_columns_of_wide_characters():
     assert caret.index("^") == 4 + 10 * 2 + 2 + 1
 
 
+def test_json_decoding_messages_do_not_say_at_twice(llama3_vocab):
+    from structgate import Constraint, get_backend
+
+    with pytest.raises(GrammarSyntaxError) as ei:
+        get_backend("native", llama3_vocab).validate(Constraint.json_schema('{"type": "obj'))
+    assert "starting at position 9" in str(ei.value) and "at at" not in str(ei.value), str(ei.value)
+
+
 def test_other_errors_name_what_and_where():
     assert "allOf" in str(UnsupportedFeatureError("allOf", "cannot intersect", where="/properties/a"))
     assert "/properties/a" in str(UnsupportedFeatureError("allOf", where="/properties/a"))
