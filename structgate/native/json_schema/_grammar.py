@@ -148,19 +148,20 @@ def _grammar(c: _Compiler, root_text: str | None, root_where: str):
     rules.update(c.ir_rules)
     g = Grammar(rules, root, origin=where)
     g.keep_calls = {r for r in SHARED_RULES if r in rules} | (c.keep_calls & set(rules))
-    return _prune(g)
+    return _prune(g, c.empty_reason)
 
 
-def _prune(g):
+def _prune(g, why):
     """Drop rules that produce no string (their calls become NOTHING, simplified away) and rules
-    the root no longer reaches."""
+    the root no longer reaches; a root that produces none becomes NOTHING with ``why()`` as its
+    :attr:`~structgate.native.ir.Grammar.empty_reason`."""
     from ..ir import NOTHING, Grammar, Ref
     from ..regex.parser import EMPTY, Alt, Concat, Repeat
 
     prod = g.productive_rules()
     if g.root not in prod:
         out = Grammar({g.root: NOTHING}, g.root, origin={g.root: g.origin.get(g.root, "")})
-        out.empty_reason = "the JSON Schema matches nothing"  # schema_to_grammar names the parts
+        out.empty_reason = why()
         return out
     reach = g.reachable()
     if all(r in prod for r in reach):

@@ -527,10 +527,7 @@ def schema_to_grammar(schema: dict | bool | str, options: CompileOptions | None 
         :data:`MAX_REF_NESTING` ``$ref`` schemas that never repeat).
     """
     c, r = _compile_texts(schema, options)
-    g = _grammar(c, NEVER if r is None else r, "#")
-    if g.empty_reason:
-        g.empty_reason = c.empty_reason()
-    return g
+    return _grammar(c, NEVER if r is None else r, "#")
 
 
 def _compile_texts(schema, options):
