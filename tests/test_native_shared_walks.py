@@ -166,3 +166,40 @@ def test_called_rules_refuse_references_added_after_they_were_read():
     cr.call(seq(lit("b"), Ref("r1")))  # nothing new: fine
     with pytest.raises(RuntimeError, match="r2"):
         cr.call(Ref("r2"))
+
+
+def test_length_and_format_strings_are_walked_once_per_grammar(llama3_vocab, monkeypatch):
+    """A string with ``minLength`` (no ``maxLength``) or a ``format`` is a called rule kept as a
+    call, like the unconstrained string: the walk inside it is computed at its first value and
+    read back at every other value of the same kind (inlined, each value position was a
+    configuration of its own with a walk over most of the vocabulary: a 15-20 ms mask on
+    MaskBench's Github_hard o66712, once per property). Masks equal the direct walk."""
+    from structgate.native.json_schema import schema_to_grammar
+
+    v = llama3_vocab
+    monkeypatch.setattr(pushdown, "_shared_walks", _SharedWalks())
+    props = {k: {"type": "string", "minLength": 1} for k in "abc"}
+    props.update({k: {"type": "string", "format": "date"} for k in "de"})
+    schema = {"type": "object", "properties": props, "required": list(props)}
+    g = schema_to_grammar(schema)
+    assert {"__json_string_1_"} <= g.keep_calls and any(r.startswith("__json_str_") for r in g.keep_calls)
+    be = get_backend("native", v, whitespace="compact", compile_cache_size=0)
+    pi = be.compile(Constraint("json_schema", schema)).token_index
+    walks = []
+    real = PushdownIndex._walk_summary
+    monkeypatch.setattr(PushdownIndex, "_walk_summary", lambda self, *a, **k: walks.append(1) or real(self, *a, **k))
+    row = np.empty(pi.width, np.int32)
+    doc = '{"a":"xy","b":"zw","c":"uv","d":"2024-01-02","e":"2024-03-04"}'
+    counts = []
+    for prefix in ('{"a":"x', '{"a":"xy","b":"z', '{"a":"xy","b":"zw","c":"u',
+                   '{"a":"xy","b":"zw","c":"uv","d":"2024-', '{"a":"xy","b":"zw","c":"uv","d":"2024-01-02","e":"2024-'):
+        s = pi.step_bytes(1, prefix.encode())
+        assert s > 0
+        n = len(walks)
+        pi.fill_row(s, row)
+        counts.append(len(walks) - n)
+        assert (row == pi.direct_row(s)).all()
+    assert pi.step_bytes(1, doc.encode()) > 0 and pi.is_accepting(pi.step_bytes(1, doc.encode()))
+    # the first value of each kind walks its rule; the later ones read it back
+    assert counts[0] >= 1 and counts[3] >= 1, counts
+    assert counts[1] == counts[2] == counts[4] == 0, counts

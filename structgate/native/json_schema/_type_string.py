@@ -56,10 +56,10 @@ class StringMixin:
                 body = self._pattern_with_length(schema["pattern"], branches, lmin, lmax, w)
             return None if body is None else f'"{body}"'
         if fmt is not None:
+            wf = _ptr(where, "format")
             if length is None or format_length_implied(fmt, lmin, lmax):
-                return f'"{self.formats[fmt]}"'
-            body = self._format_with_length(fmt, lmin, lmax, _ptr(where, "format"))
-            return None if body is None else f'"{body}"'
+                return self.string_body_rule(self.formats[fmt], wf)
+            return self.string_body_rule(self._format_with_length(fmt, lmin, lmax, wf), wf)
         char = json_char_regex(ANY)
         if length is None:
             return self.any_string
@@ -71,6 +71,8 @@ class StringMixin:
             q = f"{{{lmin},{lmax}}}"
         if lmax == 0:
             return '""'
+        if lmax is None:
+            return self.string_rule(f"__json_string_{lmin}_", f'"(?:{char}){q}"')
         return f'"(?:{char}){q}"'
 
     def _format_with_length(self, fmt: str, lmin: int, lmax: int | None, where: str) -> str | None:

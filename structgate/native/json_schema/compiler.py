@@ -21,6 +21,7 @@ This module holds the compiler's core (:class:`_Compiler`: options, dispatch, ``
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -153,6 +154,31 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if STRING_RULE not in self.ir_rules:
             self.ir_rules[STRING_RULE] = shared_rule_ir(STRING_RULE)
         return f"(?&{STRING_RULE})"
+
+    def string_rule(self, name: str, text: str, where: str = "a JSON string") -> str:
+        """``text`` (a JSON string's regex, quotes included) in regex mode; in grammar mode a call
+        of rule ``name`` holding it, kept as a call (:attr:`keep_calls`) like
+        :data:`._grammar.STRING_RULE`: inlined, every value position of such a string is a
+        configuration of its own whose walk covers most of the vocabulary; called, the walk inside
+        the rule is one per grammar (and shared across grammars by the rule's structure,
+        :func:`~structgate.native.pushdown._shared_walks`), and each position checks only the
+        tokens that close the string mid-token. ``name`` must determine ``text``; ``where`` (the
+        keyword's JSON pointer) is what errors in the rule's text name."""
+        if not self.grammar:
+            return text
+        if name not in self.rules:
+            self.rules[name] = text
+            self.rule_where[name] = where
+        self.keep_calls.add(name)
+        return f"(?&{name})"
+
+    def string_body_rule(self, body: str | None, where: str) -> str | None:
+        """:meth:`string_rule` for the string ``"body"`` (None for None), the rule named by a
+        digest of ``body`` (the same pattern or format under several properties is one rule)."""
+        if body is None:
+            return None
+        return self.string_rule("__json_str_" + hashlib.blake2b(body.encode(), digest_size=8).hexdigest(),
+                                f'"{body}"', where)
 
     def key_not_in(self, names) -> str:
         """Canonically spelled JSON strings (quotes included) whose decoded value is not in
