@@ -52,6 +52,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._env import env_int
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
@@ -1671,22 +1672,7 @@ class _SharedWalks:
             self._bytes = 0
 
 
-def _env_bytes(name: str, default: int) -> int:
-    import os
-
-    v = os.environ.get(name, "").strip()
-    if not v:
-        return default
-    try:
-        n = int(v)
-    except ValueError:
-        raise ValueError(f"${name} must be a number of bytes, not {v!r}") from None
-    if n < 0:
-        raise ValueError(f"${name} must be >= 0, not {n}")
-    return n
-
-
-_shared_walks = _SharedWalks(_env_bytes("STRUCTGATE_SHARED_WALKS_BYTES", 64 << 20))
+_shared_walks = _SharedWalks(env_int("STRUCTGATE_SHARED_WALKS_BYTES", 64 << 20, unit="bytes"))
 
 
 def engine_cache_stats() -> dict[str, dict[str, int]]:

@@ -43,6 +43,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._env import env_float, env_int
 from ..backends.interface import Constraint
 
 logger = logging.getLogger("structgate.plugin")
@@ -91,20 +92,9 @@ def cache_limits() -> tuple[int, int]:
     ValueError
         A variable is set but is not a positive integer (names the variable).
     """
-    out = []
-    for env, default in ((ENV_CACHE_ENTRIES, CACHE_ENTRIES), (ENV_CACHE_BYTES, CACHE_BYTES)):
-        raw = os.environ.get(env, "").strip()
-        if not raw:
-            out.append(default)
-            continue
-        try:
-            v = int(raw)
-        except ValueError:
-            v = 0
-        if v < 1:
-            raise ValueError(f"{env} must be a positive integer, got {raw!r}")
-        out.append(v)
-    return out[0], out[1]
+    return (env_int(ENV_CACHE_ENTRIES, CACHE_ENTRIES, minimum=1),
+            env_int(ENV_CACHE_BYTES, CACHE_BYTES, minimum=1, unit="bytes"))
+
 
 _stats_lock = threading.Lock()
 
@@ -253,12 +243,8 @@ def backend_options(vllm_config: Any = None) -> dict:
             opts.update(json.loads(raw))
         except json.JSONDecodeError as e:
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: {e}") from None
-    raw_t = os.environ.get(ENV_COMPILE_TIMEOUT)
-    if raw_t:
-        try:
-            t = float(raw_t)
-        except ValueError:
-            raise ValueError(f"{ENV_COMPILE_TIMEOUT} must be a number of seconds, got {raw_t!r}") from None
+    t = env_float(ENV_COMPILE_TIMEOUT, None)
+    if t is not None:
         opts.setdefault("compile_timeout_s", t)
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):

@@ -27,10 +27,11 @@ Deferred validations are counted as ``structgate_fallbacks_total{reason="validat
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any, Callable
+
+from .._env import env_float
 
 __all__ = ["ENV_BUDGET", "DEFAULT_BUDGET_S", "budget_s", "run_with_deadline", "validate_bounded"]
 
@@ -52,13 +53,7 @@ def budget_s() -> float:
     ValueError
         The variable is set but is not a number (names the variable).
     """
-    raw = os.environ.get(ENV_BUDGET, "").strip()
-    if not raw:
-        return DEFAULT_BUDGET_S
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_BUDGET}={raw!r} is not a number of seconds") from None
+    return env_float(ENV_BUDGET, DEFAULT_BUDGET_S)
 
 
 def run_with_deadline(fn: Callable[[], Any], budget: float) -> bool:
