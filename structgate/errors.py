@@ -27,6 +27,7 @@ __all__ = [
     "ConstraintKindError",
     "InvalidConstraintError",
     "nested_error",
+    "rebuilt",
     "clip",
     "MAX_ECHO",
     "MAX_MESSAGE",
@@ -297,6 +298,27 @@ class MatcherStateError(StructgateError, RuntimeError):
     kind = "state"
 
 
+def rebuilt(e: StructgateError, args: tuple | None = None, **attrs) -> StructgateError:
+    """A copy of ``e`` (same type; ``e`` is not modified) with the attributes ``attrs`` replaced.
+
+    The message of a type that derives it from its attributes is derived again
+    (:class:`UnsupportedFeatureError` from ``feature``/``detail``/``where``,
+    :class:`GrammarSyntaxError` from its message, text, position and ``where``); any other type
+    keeps ``e.args``, or takes ``args`` when given. Used to relocate an error raised for a part of
+    a larger constraint (:func:`nested_error`, the legacy structural-tag fields)."""
+    cls = type(e)
+    state = {**e.__dict__, **attrs}
+    if isinstance(e, UnsupportedFeatureError):
+        new = cls.__new__(cls)
+        UnsupportedFeatureError.__init__(new, state["feature"], state["detail"], state["where"])
+        new.__dict__.update(state)
+        return new
+    new = _rebuild_error(cls, e.args if args is None else args, state)
+    if isinstance(new, GrammarSyntaxError):
+        new.args = (str(new),)
+    return new
+
+
 def nested_error(e: StructgateError, outer: str) -> StructgateError:
     """``e``, raised for a constraint nested in another one (a JSON Schema or a grammar inside a
     structural tag), located from the outer constraint's side.
@@ -311,23 +333,12 @@ def nested_error(e: StructgateError, outer: str) -> StructgateError:
     Returns
     -------
     StructgateError
-        A copy of the same type: its ``where`` is ``outer`` followed by ``e.where`` (a JSON pointer
-        is appended, ``/format/json_schema/properties/a/pattern``; another location, such as a
-        grammar's ``line 3, column 7``, follows a comma); an error without a ``where`` attribute gets
-        ``outer`` in front of its message.
+        A copy of the same type (:func:`rebuilt`): its ``where`` is ``outer`` followed by
+        ``e.where`` (a JSON pointer is appended, ``/format/json_schema/properties/a/pattern``;
+        another location, such as a grammar's ``line 3, column 7``, follows a comma); an error
+        without a ``where`` attribute gets ``outer`` in front of its message.
     """
-    cls = type(e)
-    state = dict(e.__dict__)
-    if "where" in state:
-        inner = state["where"]
-        where = outer if not inner else (outer + inner if inner.startswith("/") else f"{outer}, {inner}")
-        if isinstance(e, UnsupportedFeatureError):
-            new = cls.__new__(cls)
-            UnsupportedFeatureError.__init__(new, e.feature, e.detail, where)
-            new.__dict__.update({**state, "where": where})
-            return new
-        state["where"] = where
-        new = _rebuild_error(cls, e.args, state)
-        new.args = (str(new),)
-        return new
-    return _rebuild_error(cls, (f"{outer}: {e}",), state)
+    if "where" in e.__dict__:
+        inner = e.where
+        return rebuilt(e, where=outer if not inner else (outer + inner if inner.startswith("/") else f"{outer}, {inner}"))
+    return rebuilt(e, args=(f"{outer}: {e}",))

@@ -61,7 +61,7 @@ from collections import deque
 from typing import Any
 
 from ...errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError, StructgateError,
-                       UnsupportedFeatureError, nested_error)
+                       UnsupportedFeatureError, nested_error, rebuilt)
 from ..ir import (EMPTY, NOTHING, Alt, Anchor, Chars, Concat, Expr, Grammar, Ref, Repeat, alt, chars, lit, opt,
                   plus, rep, seq, star)
 from ..regex.parser import MAX_CP, negate_ranges, normalize_ranges
@@ -89,13 +89,7 @@ def _legacy_located(e: StructgateError) -> StructgateError:
             return text
         return _CONVERTED_TAG.sub(lambda m: f"{m[1]}/structures/{m[2]}" + ("/schema" if m[3] else ""), text)
 
-    state = {k: fix(v) for k, v in e.__dict__.items()}
-    new = type(e).__new__(type(e))
-    Exception.__init__(new, *(fix(a) for a in e.args))
-    new.__dict__.update(state)
-    if isinstance(new, GrammarSyntaxError):
-        new.args = (str(new),)
-    return new
+    return rebuilt(e, args=tuple(fix(a) for a in e.args), **{k: fix(v) for k, v in e.__dict__.items()})
 
 
 def _bad(path: str, msg: str) -> InvalidConstraintError:
