@@ -245,3 +245,33 @@ def test_every_row_around_the_bounds_equals_the_direct_walk(schema, unit, llama3
         assert np.array_equal(idx.row(st), idx.direct_row(st)), (schema, n)
     if lo > 300:  # far below minLength every token fits: the "low" states served rows there
         assert any("low" in r for r in idx.gnfa.rule_names)
+
+
+def test_frames_left_mid_token_by_most_tokens_are_walked_directly(llama3_vocab, monkeypatch):
+    """A value inside a counted word pattern (MaskBench ``Github_hard---o21072``, ``o21053``) is a
+    one-character rule called per character: nearly every token leaves that frame mid-token, and
+    checking each token's rest one by one from the caller cost ~65 ms a mask (58,017 pairs). Past
+    :attr:`PushdownIndex.SUFFIX_OK_MAX` pairs the configuration is walked directly: no check of more
+    pairs is made, and every row on the way equals the direct walk."""
+    sizes = []
+    orig = PushdownIndex._suffix_ok
+
+    def spy(self, p, toks, offs):
+        sizes.append(toks.shape[0])
+        return orig(self, p, toks, offs)
+
+    monkeypatch.setattr(PushdownIndex, "_suffix_ok", spy)
+    word = {"minLength": 1, "maxLength": 5000, "pattern": "^$|(^(?:\\S+\\s+){0,99}\\S+$)", "type": "string"}
+    schema = {"type": "object", "properties": {"question": word, "answer": word},
+              "required": ["question", "answer"], "additionalProperties": False}
+    doc = {"question": "What is the meaning of life?", "answer": "The answer is 42 and " + "a " * 30 + "end"}
+    assert _valid(schema, doc)
+    g = get_backend("native", llama3_vocab, whitespace="compact").compile(Constraint.json_schema(schema))
+    m = g.matcher()
+    idx = m.token_index
+    for t in llama3_vocab.encode(json.dumps(doc, separators=(",", ":"))):
+        s = m.state
+        assert np.array_equal(idx.row(s), idx.direct_row(s)), t
+        assert m.advance([t])
+    assert m.is_accepting()
+    assert max(sizes, default=0) <= PushdownIndex.SUFFIX_OK_MAX, max(sizes)
