@@ -499,3 +499,22 @@ def test_equal_subtrees_of_different_patterns_are_one_object():
     assert isinstance(a, Concat) and isinstance(b, Concat)
     assert a.items[-1] is b.items[-1]
     assert parse("[a-z]+@[a-z]+") is parse("[a-z]+@[a-z]+")
+
+
+@pytest.mark.parametrize("pattern", [
+    "(?P<a>x)(?P<a>y)",
+    "(?P<a>x)|(?P<a>y)",
+    "(?P<w>a)(?:b(?P<w>c))*",
+    # repeated pieces of 64+ characters are parsed once per process (the piece cache): a named
+    # group inside one is still counted where it is used again
+    "(?:(?P<n>" + "abcdefghij" * 8 + "))(?:(?P<n>" + "abcdefghij" * 8 + "))",
+])
+def test_a_group_name_defined_twice_is_refused_like_python(pattern):
+    with pytest.raises(re.error) as want:
+        re.compile(pattern)
+    with pytest.raises(GrammarSyntaxError) as got:
+        parse_regex(pattern)
+    assert "redefinition of group name" in got.value.message
+    assert got.value.position == want.value.pos
+    parse_regex(pattern.replace("(?P<a>y)", "(?P<b>y)").replace("(?P<w>c)", "(?P<v>c)")
+                .replace("))(?:(?P<n>", "))(?:(?P<m>"))  # distinct names: fine

@@ -184,6 +184,10 @@ _PIECES_MAX = 50_000
 _PIECE_MIN = 12
 
 
+#: the opening of a named group (``(?P<`` or ``(?<`` not followed by ``=``/``!``)
+_NAMED_GROUP = re.compile(r"\(\?P?<(?![=!])")
+
+
 def _scan(pattern: str) -> tuple[dict[int, int], dict[int, int]]:
     """(class start -> index after its ``]``, ``(`` index -> matching ``)`` index), from one
     regex scan (C speed); unbalanced parentheses are left out (the parser reports them)."""
@@ -248,6 +252,7 @@ class _Parser:
         if self._cache_ok:
             self._classes, self._groups = _scan(pattern)
         self._pending: dict[int, tuple] = {}
+        self._names: dict[str, int] = {}  # group name -> position of its definition
 
     # -- errors -----------------------------------------------------------------------------------
     def err(self, msg: str, pos: int) -> GrammarSyntaxError:
@@ -287,7 +292,8 @@ class _Parser:
             if c == "(" and self.calls and p.startswith("(?&", i):
                 atom, i = self._call(i)
             elif c == "(" and self._cache_ok and p.startswith("(?:", i) and i in self._groups \
-                    and self._groups[i] - i >= _PIECE_MIN and not flags.verbose:
+                    and self._groups[i] - i >= _PIECE_MIN and not flags.verbose \
+                    and not _NAMED_GROUP.search(p, i, self._groups[i]):  # (names are checked by parsing)
                 key = (p[i:self._groups[i] + 1], flags.dotall, flags.ignorecase, flags.multiline, self.calls)
                 hit = _PIECES.get(key)
                 if hit is not None:
@@ -598,6 +604,9 @@ class _Parser:
             raise self.err("missing group name", j)
         if not name.isidentifier():
             raise self.err(f"bad character in group name {name!r}", j)
+        if name in self._names:  # as Python's re: a name names one group
+            raise self.err(f"redefinition of group name {name!r} (defined at position {self._names[name]})", j)
+        self._names[name] = j
         return k + 1
 
     # -- escapes -----------------------------------------------------------------------------------
