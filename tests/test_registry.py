@@ -106,6 +106,10 @@ def test_unsatisfiable_schema_is_named_as_such():
     ({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}, ["$ref cycle"]),
     ({"type": "object", "properties": {"a": {"type": "integer"}, "b": False}, "required": ["a"],
       "dependentRequired": {"a": ["b"]}}, ["/properties/b (false)"]),
+    # was "unsupported: minProperties ... (3 properties need 3 keys beyond the 0 listed ones ...)"
+    ({"type": "object", "minProperties": 3, "maxProperties": 1}, ["/ (maxProperties, minProperties, type)"]),
+    ({"type": "object", "properties": {"a": {"type": "object", "minProperties": 2, "maxProperties": 1}},
+      "required": ["a"]}, ["/properties/a (maxProperties, minProperties, type)"]),
 ])
 def test_unsatisfiable_schema_names_the_parts_that_admit_no_value(schema, parts, llama3_vocab):
     """Regression: an unsatisfiable schema said only "the grammar matches nothing: rule 'root'

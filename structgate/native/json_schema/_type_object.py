@@ -238,8 +238,8 @@ class ObjectMixin:
         n_req = sum(1 for _, _, req in listed if req)
         mx = self._count(schema, "maxProperties", where) if "maxProperties" in schema else None
         mn = self._count(schema, "minProperties", where) if "minProperties" in schema else 0
-        if mx is not None and mx < n_req:
-            return None
+        if mx is not None and (mx < n_req or mn > mx):
+            return None  # no object has that many properties: the subschema admits no object
         n_opt = len(listed) - n_req
         counted = None  # (minProperties, maxProperties | None): exact member-counting automaton
         extras_possible = extra_v is not None or bool(pprops)
