@@ -805,3 +805,16 @@ def test_python_unicode_class_sets_equal_the_str_predicates():
         assert md[cp] == ch.isdecimal(), hex(cp)
         assert mw[cp] == (ch.isalnum() or ch == "_"), hex(cp)
         assert ms[cp] == ch.isspace(), hex(cp)
+
+
+@pytest.mark.parametrize("pattern", ["^[z-a]+$", "x[a-cz-b]", "^[ab\\d-z]+$", "[\\w-a]"])
+def test_a_bad_range_in_a_pattern_is_pointed_at_its_start_like_python(pattern):
+    """Regression: the caret of a reversed range in a schema ``pattern`` stood under the ``]``
+    after it; Python's re (what jsonschema runs) points at the range's first character."""
+    from structgate.native.json_schema._pattern import parse_pattern
+
+    with pytest.raises(re.error) as want:
+        re.compile(pattern)
+    with pytest.raises(GrammarSyntaxError) as got:
+        parse_pattern(pattern, "/pattern")
+    assert got.value.position == want.value.pos, (got.value, want.value)

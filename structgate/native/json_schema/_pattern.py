@@ -332,14 +332,15 @@ class _Parser:
                 # such as jsonschema use) reads that ] as a literal member: refused, like {,n}
                 self.unsupported("character class [] / [^] (empty / any in ECMA-262, a literal ] in Python re)")
             first = False
+            a_pos = self.i  # a range's errors point at its start, as Python's re does
             a_lo, a_up, a_single = self._class_atom()
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
                 self.i += 1
                 b_lo, b_up, b_single = self._class_atom()
                 if a_single is None or b_single is None:
-                    self.err("invalid character class range (class escape as endpoint)")
+                    self.err("invalid character class range (class escape as endpoint)", a_pos)
                 if a_single > b_single:
-                    self.err("character class range out of order")
+                    self.err("character class range out of order", a_pos)
                 lower.append(((a_single, b_single),))
                 upper.append(((a_single, b_single),))
             else:
