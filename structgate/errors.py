@@ -127,19 +127,7 @@ class GrammarSyntaxError(StructgateError, ValueError):
         regex gives a two-line display, not the whole text). Control characters are shown escaped
         (``\\t``, ``\\x01``) so the caret stays under the character it points at.
         """
-        pos = self.position
-        if pos == len(self.pattern) and self.pattern.endswith("\n"):
-            # "unexpected end" of a text ending with a newline (most files): the empty last line
-            # says nothing; point just after the last line that has text
-            pos = len(self.pattern.rstrip("\r\n"))
-        start = self.pattern.rfind("\n", 0, pos) + 1
-        end = self.pattern.find("\n", pos)
-        line = self.pattern[start:] if end < 0 else self.pattern[start:end]
-        col = pos - start
-        lo, hi = max(0, col - self.CARET_CONTEXT), min(len(line), col + self.CARET_CONTEXT)
-        head = ("..." if lo > 0 else "") + _escape_controls(line[lo:col])
-        tail = _escape_controls(line[col:hi]) + ("..." if hi < len(line) else "")
-        return f"    {head}{tail}\n    {' ' * _width(head)}^"
+        return caret_display(self.pattern, self.position, self.CARET_CONTEXT)
 
     def __str__(self) -> str:
         loc = f" in {self.where}" if self.where else ""
@@ -149,6 +137,26 @@ class GrammarSyntaxError(StructgateError, ValueError):
         # json's messages end in "at" ("Unterminated string starting at"): no "at at position"
         sep = " " if self.message.endswith(" at") else " at "
         return f"{self.message}{sep}{at}{loc}:\n{self.caret()}"
+
+
+def caret_display(text: str, position: int, context: int = 60) -> str:
+    """Two indented lines: the line of ``text`` holding character ``position`` (at most
+    ``context`` characters each side of it, elided with ``...``; control characters escaped) and a
+    caret under that character, placed by terminal columns (:func:`_width`). A position at the end
+    of a text ending with a newline points after its last line with text."""
+    pos = max(0, min(position, len(text)))
+    if pos == len(text) and text.endswith("\n"):
+        # "unexpected end" of a text ending with a newline (most files): the empty last line
+        # says nothing; point just after the last line that has text
+        pos = len(text.rstrip("\r\n"))
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    line = text[start:] if end < 0 else text[start:end]
+    col = pos - start
+    lo, hi = max(0, col - context), min(len(line), col + context)
+    head = ("..." if lo > 0 else "") + _escape_controls(line[lo:col])
+    tail = _escape_controls(line[col:hi]) + ("..." if hi < len(line) else "")
+    return f"    {head}{tail}\n    {' ' * _width(head)}^"
 
 
 def _width(text: str) -> int:
@@ -178,19 +186,30 @@ class UnsupportedFeatureError(StructgateError, ValueError):
         The keyword or construct, e.g. ``"allOf"``, ``"$ref (recursive)"``, ``"lookahead (?=...)"``.
     where : str | None
         JSON pointer into the schema, or a pattern position description.
+    text, position : str | None, int | None
+        For a construct inside a pattern or grammar text: that text and the construct's 0-based
+        offset in it; the message then ends with the caret display of :class:`GrammarSyntaxError`
+        (:func:`caret_display`).
     """
 
     kind = "unsupported"
 
-    def __init__(self, feature: str, detail: str = "", where: str | None = None):
+    def __init__(self, feature: str, detail: str = "", where: str | None = None, *,
+                 text: str | None = None, position: int | None = None):
         feature, detail, where = clip(feature), clip(detail), clip(where)
         self.feature = feature
         self.detail = detail
         self.where = where
+        self.text = text
+        self.position = position
         loc = f" at {where}" if where else ""
         msg = f"unsupported: {feature}{loc}"
         if detail:
             msg += f" ({detail})"
+        #: the message without the caret display (as :attr:`GrammarSyntaxError.message`)
+        self.message = msg
+        if text is not None and position is not None:
+            msg += ":\n" + caret_display(text, position, GrammarSyntaxError.CARET_CONTEXT)
         super().__init__(msg)
 
 
@@ -310,7 +329,8 @@ def rebuilt(e: StructgateError, args: tuple | None = None, **attrs) -> Structgat
     state = {**e.__dict__, **attrs}
     if isinstance(e, UnsupportedFeatureError):
         new = cls.__new__(cls)
-        UnsupportedFeatureError.__init__(new, state["feature"], state["detail"], state["where"])
+        UnsupportedFeatureError.__init__(new, state["feature"], state["detail"], state["where"],
+                                         text=state.get("text"), position=state.get("position"))
         new.__dict__.update(state)
         return new
     new = _rebuild_error(cls, e.args if args is None else args, state)

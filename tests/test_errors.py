@@ -212,3 +212,26 @@ def test_default_validate_counts_eos_after_termination_without_rolling_back_real
     m.reset()
     assert m.validate([0, 1, 1]) == 3 and m.hist == []
     assert np.array_equal(m.allowed_token_ids(), [])
+
+
+@pytest.mark.parametrize("make,construct", [
+    (lambda pre: __import__("structgate.native.regex", fromlist=["parse_regex"]).parse_regex(pre + "(?=c)d"), "(?=c)d"),
+    (lambda pre: __import__("structgate.native.regex", fromlist=["parse_regex"]).parse_regex(pre + r"(x)\1"), r"\1"),
+    (lambda pre: __import__("structgate.native.json_schema._pattern", fromlist=["parse_pattern"])
+     .parse_pattern(pre + "(?<=b)c", "/pattern"), "(?<=b)c"),
+])
+@pytest.mark.parametrize("pre", ["ab", "a" * 5_000])
+def test_an_unsupported_construct_in_a_pattern_gets_a_caret(make, construct, pre):
+    """Regression: an unsupported construct in a regex or schema pattern was reported by position
+    in words only ('at position 2 of regex ...'); now with the caret display of a syntax error,
+    windowed the same way, and kept through pickling (errors cross process boundaries)."""
+    import pickle
+
+    with pytest.raises(UnsupportedFeatureError) as ei:
+        make(pre)
+    e = ei.value
+    assert _caret_points_at(e).startswith(construct[:4])
+    assert len(str(e).splitlines()[-2]) <= 2 * GrammarSyntaxError.CARET_CONTEXT + 10
+    assert "\n" not in e.message and e.message in str(e)
+    e2 = pickle.loads(pickle.dumps(e))
+    assert type(e2) is UnsupportedFeatureError and str(e2) == str(e) and e2.position == e.position

@@ -70,13 +70,13 @@ class UsageError(StructgateError):
 
 def describe_error(e: BaseException) -> str:
     """The message the CLI prints for a typed error: usage errors as their message alone, other
-    errors with their public class name; a syntax error also gets the error's line and a caret
-    (:meth:`structgate.errors.GrammarSyntaxError.caret`)."""
+    errors with their public class name; a syntax error, or an unsupported construct inside a
+    pattern, also gets the error's line and a caret (:func:`structgate.errors.caret_display`)."""
     from ..errors import GrammarSyntaxError
 
     if getattr(e, "kind", None) == "usage":
         return " ".join(str(e).split())
-    if isinstance(e, GrammarSyntaxError):
+    if isinstance(e, GrammarSyntaxError) or getattr(e, "text", None) is not None:  # (a caret display)
         return f"{type(e).__name__}: {e}"
     return f"{type(e).__name__}: {' '.join(str(e).split())}"
 

@@ -85,8 +85,10 @@ class _Parser:
         raise GrammarSyntaxError(f"invalid pattern: {msg}", self.p, self.i if pos is None else pos,
                                  self.where)
 
-    def unsupported(self, feature: str):
-        raise UnsupportedFeatureError(feature, f"in pattern {self.p!r} at position {self.i}", self.where)
+    def unsupported(self, feature: str, pos: int | None = None):
+        pos = self.i if pos is None else pos
+        raise UnsupportedFeatureError(feature, f"in pattern {self.p!r} at position {pos}", self.where,
+                                      text=self.p, position=pos)
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -214,9 +216,9 @@ class _Parser:
             if nxt == ":":
                 self.i += 2
             elif nxt in ("=", "!"):
-                self.unsupported("lookahead (?=...)/(?!...)")
+                self.unsupported("lookahead (?=...)/(?!...)", start)
             elif nxt == "<" and self.peek(2) in ("=", "!"):
-                self.unsupported("lookbehind (?<=...)/(?<!...)")
+                self.unsupported("lookbehind (?<=...)/(?<!...)", start)
             elif nxt == "<":
                 end = self.p.find(">", self.i)
                 name = self.p[self.i + 2:end] if end > 0 else ""
@@ -254,13 +256,13 @@ class _Parser:
         if c == "b":
             if in_class:
                 return ((8, 8),), ((8, 8),)
-            self.unsupported("word boundary \\b")
+            self.unsupported("word boundary \\b", self.i - 2)
         if c == "B":
-            self.unsupported("word boundary \\B")
+            self.unsupported("word boundary \\B", self.i - 2)
         if c == "0" and not self.peek().isdigit():
             return ((0, 0),), ((0, 0),)
         if c.isdigit():
-            self.unsupported("backreference or octal escape \\" + c)
+            self.unsupported("backreference or octal escape \\" + c, self.i - 2)
         if c == "x":
             cp = self._hex(2)
             return ((cp, cp),), ((cp, cp),)
@@ -294,9 +296,9 @@ class _Parser:
                 return ((cp, cp),), ((cp, cp),)
             self.err("invalid \\c escape")
         if c in "pP":
-            self.unsupported("Unicode property escape \\p{...}")
+            self.unsupported("Unicode property escape \\p{...}", self.i - 2)
         if c == "k":
-            self.unsupported("named backreference \\k<...>")
+            self.unsupported("named backreference \\k<...>", self.i - 2)
         if c.isascii() and c.isalnum():
             self.err(f"unknown escape \\{c}", self.i - 2)
         if c == "-" and not in_class:

@@ -262,7 +262,7 @@ class _Parser:
         loc = f"position {pos} of regex {self._short()}"
         if self.where:
             loc += f" in {self.where}"
-        return UnsupportedFeatureError(feature, detail, loc)
+        return UnsupportedFeatureError(feature, detail, loc, text=self.p, position=pos)
 
     def _short(self) -> str:
         return repr(self.p if len(self.p) <= 60 else self.p[:57] + "...")
