@@ -331,6 +331,7 @@ def rebuilt(e: StructgateError, args: tuple | None = None, **attrs) -> Structgat
         new = cls.__new__(cls)
         UnsupportedFeatureError.__init__(new, state["feature"], state["detail"], state["where"],
                                          text=state.get("text"), position=state.get("position"))
+        state.pop("message", None)  # derived by __init__ from the new fields, not copied
         new.__dict__.update(state)
         return new
     new = _rebuild_error(cls, e.args if args is None else args, state)

@@ -235,3 +235,17 @@ def test_an_unsupported_construct_in_a_pattern_gets_a_caret(make, construct, pre
     assert "\n" not in e.message and e.message in str(e)
     e2 = pickle.loads(pickle.dumps(e))
     assert type(e2) is UnsupportedFeatureError and str(e2) == str(e) and e2.position == e.position
+
+
+def test_a_relocated_unsupported_error_derives_its_message_again():
+    """Regression: errors.rebuilt copied the inner error's ``message`` over the one derived from the
+    new ``where``, so a nested error's ``message`` (what ``structgate check --json`` prints) still
+    named the inner location while ``str()`` named the outer one."""
+    from structgate.errors import nested_error
+
+    e = UnsupportedFeatureError("lookahead (?=...)", "d", "/pattern", text="a(?=b)", position=1)
+    n = nested_error(e, "structural_tag /format/json_schema")
+    assert n.where == "structural_tag /format/json_schema/pattern"
+    assert n.message == "unsupported: lookahead (?=...) at structural_tag /format/json_schema/pattern (d)"
+    assert str(n).startswith(n.message + ":\n") and n.position == 1
+    assert e.message == "unsupported: lookahead (?=...) at /pattern (d)"  # the inner error unchanged
