@@ -60,7 +60,7 @@ def test_rows_from_shared_walks_equal_the_direct_walk(llama3_vocab, monkeypatch)
     for rnd in range(2):  # the second round reads every walk the first one stored
         for s in SCHEMAS:
             pi = be.compile(Constraint("json_schema", s)).token_index
-            for _ in range(3):
+            for _ in range(2):  # each step is checked against a direct walk: ~1 s a walk
                 _walk_and_compare(pi, v, rng, prefer=stringy)
         if rnd == 0:
             assert shared.misses > 0 and len(shared._d) > 0
