@@ -56,6 +56,11 @@ def main(argv=None) -> None:
     ap.add_argument("--tokenizer", default="llama3")
     ap.add_argument("--methods", default="_compute,_walk,_descend,_compute_row,_allowed_row")
     a = ap.parse_args(argv)
+    if a.step < 1:
+        ap.error(f"--step must be >= 1, got {a.step}")
+    bad = [m for m in a.methods.split(",") if not callable(getattr(pushdown.PushdownIndex, m, None))]
+    if bad:
+        ap.error(f"--methods: not a PushdownIndex method: {', '.join(bad)}")
     items = [i for i in load_maskbench(a.corpus) if i.id.startswith(a.prefix)][:: a.step]
     vocab = _vocab.load_bench_vocabulary(a.tokenizer)
     tokenize_items(items, vocab)
