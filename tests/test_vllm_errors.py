@@ -29,7 +29,10 @@ def server(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("errors")
     srv = VllmServer("native", model=str(embedded_model_dir()), log_path=str(tmp / "server.log"),
-                     env={"STRUCTGATE_COMPILE_TIMEOUT_S": "1e-6"})
+                     # a generous validation budget: the tests below assert which process refused a
+                     # request (the API server's validation or the engine's compile); under load the
+                     # default 0.05 s can run out on a cold path and defer a bad request to the engine
+                     env={"STRUCTGATE_COMPILE_TIMEOUT_S": "1e-6", "STRUCTGATE_VALIDATE_BUDGET_S": "60"})
     # the README line: the plain `vllm` console script, not structgate's launcher
     vllm_bin = pathlib.Path(sys.executable).with_name("vllm")
     assert vllm_bin.exists()

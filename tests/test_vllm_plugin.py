@@ -32,6 +32,14 @@ def plugin():
     return p
 
 
+@pytest.fixture(autouse=True)
+def _validation_budget(monkeypatch):
+    """The request-validation tests here assert what the API server's validation finds, not its time
+    budget (tests/test_plugin_validation_budget.py): past the default 0.05 s, which a cold path under
+    load can reach, a bad request would be deferred to the engine's compile and raise nothing here."""
+    monkeypatch.setenv("STRUCTGATE_VALIDATE_BUDGET_S", "60")
+
+
 @pytest.fixture(scope="module")
 def hf_tokenizer():
     from transformers import AutoTokenizer
@@ -266,6 +274,15 @@ def test_config_rejects_unavailable_backend(plugin):
 
 
 # -- 4. CLI flag --------------------------------------------------------------------------------------
+def _local_model() -> str:
+    """The embedded model's folder: a local path, so that vLLM's argument handling never looks a
+    model name up on the Hugging Face Hub (the tests run offline, HF_HUB_OFFLINE=1 in conftest.py,
+    where vLLM raises LocalEntryNotFoundError for a name such as "m")."""
+    from structgate.plugin.model import embedded_model_dir
+
+    return str(embedded_model_dir())
+
+
 def _parse(argv):
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -276,7 +293,7 @@ def _parse(argv):
 
 
 def test_cli_flag_maps_to_config(plugin):
-    args, ea = _parse(["--model", "m", "--structured-output-backend", "native"])
+    args, ea = _parse(["--model", _local_model(), "--structured-output-backend", "native"])
     assert ea.structured_outputs_config.backend == "native"
     assert args.structured_outputs_config.backend == "native"  # written back for other processes
     ea2 = type(ea).from_cli_args(args)  # re-read (extra API servers): no conflict
@@ -286,28 +303,28 @@ def test_cli_flag_maps_to_config(plugin):
 def test_cli_disable_any_whitespace_with_structgate_backend(plugin):
     # the JSON config is validated on its own, before --structured-output-backend is merged: name the
     # backend inside it (as vLLM users do for xgrammar)
-    args, ea = _parse(["--model", "m", "--structured-outputs-config",
+    args, ea = _parse(["--model", _local_model(), "--structured-outputs-config",
                        '{"backend": "native", "disable_any_whitespace": true}'])
     so = ea.structured_outputs_config
     assert so.backend == "native" and so.disable_any_whitespace
 
 
 def test_cli_plain_config_flag(plugin):
-    _, ea = _parse(["--model", "m", "--structured-outputs-config.backend", "native"])
+    _, ea = _parse(["--model", _local_model(), "--structured-outputs-config.backend", "native"])
     assert ea.structured_outputs_config.backend == "native"
-    _, ea = _parse(["--model", "m"])
+    _, ea = _parse(["--model", _local_model()])
     assert ea.structured_outputs_config.backend == "auto"
 
 
 def test_cli_flag_conflict_is_an_error(plugin):
     with pytest.raises(SystemExit, match="conflicts with --structured-outputs-config.backend xgrammar"):
-        _parse(["--model", "m", "--structured-outputs-config.backend", "xgrammar",
+        _parse(["--model", _local_model(), "--structured-outputs-config.backend", "xgrammar",
                 "--structured-output-backend", "native"])
 
 
 def test_cli_flag_unknown_name(plugin, capsys):
     with pytest.raises(SystemExit) as ei:
-        _parse(["--model", "m", "--structured-output-backend", "nope"])
+        _parse(["--model", _local_model(), "--structured-output-backend", "nope"])
     assert ei.value.code == 2
     assert "unknown structured-output backend 'nope'" in capsys.readouterr().err
 
@@ -445,7 +462,7 @@ def test_structural_tag_errors_name_the_cause_on_a_structgate_server(plugin, hf_
 
     for argv in (["--structured-outputs-config.backend", "native"], ["--structured-output-backend", "native"]):
         monkeypatch.setattr(patches, "_served_backend", None)
-        _parse(["--model", "m", *argv])  # as `vllm serve` does, either spelling
+        _parse(["--model", _local_model(), *argv])  # as `vllm serve` does, either spelling
         assert patches.served_backend() == "native"
     payload = json.dumps(tag)
     proto.validate_structural_tag_payload(payload, parameter="structured_outputs")  # deferred to the engine
@@ -516,7 +533,7 @@ def test_structural_tag_front_end_unchanged_for_vllm_servers(plugin, monkeypatch
     from structgate.plugin import patches
 
     monkeypatch.setattr(patches, "_served_backend", None)
-    _parse(["--model", "m", "--structured-output-backend", "xgrammar"])
+    _parse(["--model", _local_model(), "--structured-output-backend", "xgrammar"])
     assert patches.served_backend() == "xgrammar"
     for served in ("xgrammar", None):  # a vLLM backend, or no server command line (offline LLM())
         monkeypatch.setattr(patches, "_served_backend", served)
