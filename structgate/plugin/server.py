@@ -71,6 +71,11 @@ class VllmServer:
         self.backend = backend
         self.model = model
         self.port = port or free_port()
+        # a port chosen here is only known free when chosen: another process (another server, a
+        # ZMQ socket of vLLM's) can bind it before vllm serve does; wait_ready then restarts the
+        # server on a new free port (at most port_retries times). A port the caller gave is kept.
+        self._auto_port = port is None
+        self.port_retries = 3
         self.served_model_name = served_model_name
         self.url = f"http://127.0.0.1:{self.port}"
         self.cmd = [sys.executable, "-m", "structgate.plugin.cli", "--plain", "serve", model,
@@ -94,6 +99,8 @@ class VllmServer:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> "VllmServer":
         """Launch the process (returns at once; call :meth:`wait_ready`)."""
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -101,6 +108,10 @@ class VllmServer:
 
     def wait_ready(self, timeout_s: float = 300.0, poll_s: float = 0.5, progress=None) -> float:
         """Poll ``/health`` until 200; returns the seconds waited.
+
+        When the port was chosen here (no ``port=``) and the server exited because another process
+        bound it first ("Address already in use"), the server is started again on a new free port
+        (:attr:`port` and :attr:`url` change), at most :attr:`port_retries` times.
 
         Raises
         ------
@@ -114,6 +125,8 @@ class VllmServer:
         while True:
             rc = self.proc.poll()
             if rc is not None:
+                if self._port_clash():
+                    continue
                 raise ServerStartError(f"vllm serve exited with status {rc} before it was ready", rc, self.log_tail())
             try:
                 r = httpx.get(self.url + "/health", timeout=2.0)
@@ -127,6 +140,21 @@ class VllmServer:
             if progress is not None:
                 progress(time.monotonic() - t0)
             time.sleep(poll_s)
+
+    def _port_clash(self) -> bool:
+        """After an early exit: if it lost its port to another process and may take a new one,
+        restart on a new free port and return True."""
+        if not self._auto_port or self.port_retries <= 0 or "--port" not in self.cmd:
+            return False
+        if "Address already in use" not in self.log_tail(20000):
+            return False
+        self.port_retries -= 1
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        i = self.cmd.index("--port")
+        self.cmd[i + 1] = str(self.port)
+        self.start()
+        return True
 
     def wait_exit(self, timeout_s: float = 300.0) -> int:
         """Wait for the process to exit by itself; returns its status (raises TimeoutExpired)."""
