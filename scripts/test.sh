@@ -7,5 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONHASHSEED=0
+# property tests on hypothesis' fixed example sequence (tests/conftest.py), whether or not CI is set
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 exec .venv/bin/python -m pytest -m "not slow" -p no:cacheprovider \
   -n "${STRUCTGATE_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import settings
 
 # CI runs the property tests on a fixed example sequence (a red CI means a regression, not a new
-# random find); locally they explore (HYPOTHESIS_PROFILE=explore or unset CI).
+# random find): scripts/test.sh sets HYPOTHESIS_PROFILE=ci, as does a set CI variable; plain pytest
+# runs explore (HYPOTHESIS_PROFILE=explore).
 # No per-example deadline: scripts/test.sh runs two workers on two cores, beside vLLM servers, so
 # wall time per example says nothing about the code.
 settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
