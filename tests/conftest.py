@@ -48,9 +48,9 @@ def pytest_collection_modifyitems(config, items):
     (``--dist loadfile --no-loadscope-reorder``): with the long modules first, the short ones fill
     the end and both workers finish close together. The order of tests inside a module is kept.
     """
-    long_modules = {item.module.__name__ for item in items
-                    if item.get_closest_marker("vllm") is not None and getattr(item, "module", None)}
-    first = [i for i in items if getattr(i, "module", None) and i.module.__name__ in long_modules]
-    if first:
-        rest = [i for i in items if not (getattr(i, "module", None) and i.module.__name__ in long_modules)]
-        items[:] = first + rest
+    def module(item):
+        m = getattr(item, "module", None)
+        return m.__name__ if m is not None else None
+
+    long_modules = {module(i) for i in items if i.get_closest_marker("vllm") is not None} - {None}
+    items.sort(key=lambda i: module(i) not in long_modules)  # stable: file order otherwise

@@ -49,7 +49,6 @@ def _occupied_port():
 def _fake(srv: VllmServer, port: int) -> VllmServer:
     """Point ``srv`` at the stand-in and at ``port`` (as if another process had just taken it)."""
     srv.port = port
-    srv.url = f"http://127.0.0.1:{port}"
     srv.cmd = [sys.executable, "-c", FAKE_SERVE, "--port", str(port)]
     return srv
 

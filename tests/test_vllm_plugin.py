@@ -4,6 +4,7 @@ bridge (oracle: Python ``re`` over the real Llama 3 vocabulary). No server is st
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import subprocess
@@ -274,6 +275,7 @@ def test_config_rejects_unavailable_backend(plugin):
 
 
 # -- 4. CLI flag --------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def _local_model() -> str:
     """The embedded model's folder: a local path, so that vLLM's argument handling never looks a
     model name up on the Hugging Face Hub (the tests run offline, HF_HUB_OFFLINE=1 in conftest.py,

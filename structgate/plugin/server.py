@@ -77,7 +77,6 @@ class VllmServer:
         self._auto_port = port is None
         self.port_retries = 3
         self.served_model_name = served_model_name
-        self.url = f"http://127.0.0.1:{self.port}"
         self.cmd = [sys.executable, "-m", "structgate.plugin.cli", "--plain", "serve", model,
                     "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", served_model_name,
                     "--max-model-len", str(max_model_len), "--enforce-eager", "--max-num-seqs", "16",
@@ -95,6 +94,11 @@ class VllmServer:
         self.log_path = pathlib.Path(log_path) if log_path else pathlib.Path(
             tempfile.mkstemp(prefix="structgate-vllm-", suffix=".log")[1])
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` of :attr:`port` (which :meth:`wait_ready` may change)."""
+        return f"http://127.0.0.1:{self.port}"
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> "VllmServer":
@@ -150,7 +154,6 @@ class VllmServer:
             return False
         self.port_retries -= 1
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         i = self.cmd.index("--port")
         self.cmd[i + 1] = str(self.port)
         self.start()
