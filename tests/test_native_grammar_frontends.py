@@ -18,7 +18,6 @@ import json
 import pathlib
 import random
 import re
-import time
 
 import pytest
 
@@ -344,13 +343,12 @@ def test_gbnf_errors_name_rule_and_position(text, at, words):
     assert e.pattern == text and "^" in str(e) and "line" in (e.where or "")
 
 
+@pytest.mark.timeout(60)  # a hang fails here
 def test_gbnf_left_recursion_is_a_typed_error_not_a_hang():
     for text in ('root ::= root "a" | "b"\n', 'root ::= a\na ::= b "x" | "y"\nb ::= "q"? a "z"\n',
                  'root ::= ("x"? root) "a" | "b"\n'):
-        t = time.perf_counter()
         with pytest.raises(GrammarSyntaxError, match="left recursion"):
             parse_gbnf(text)
-        assert time.perf_counter() - t < 1.0
 
 
 def test_gbnf_deep_nesting_is_typed():
@@ -677,8 +675,7 @@ def test_lark_unsupported_features_are_named(text, feature):
         assert "backreference" in ei.value.feature
 
 
+@pytest.mark.timeout(60)  # a hang fails here
 def test_lark_left_recursion_never_hangs():
-    t = time.perf_counter()
     with pytest.raises(GrammarSyntaxError, match="left recursion"):
         parse_lark('start: expr\n?expr: expr "+" term | term\nterm: "1"\n')
-    assert time.perf_counter() - t < 1.0

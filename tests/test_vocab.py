@@ -10,7 +10,6 @@ import gzip
 import json
 import pathlib
 import pickle
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -351,16 +350,20 @@ def test_padding_widens(llama3_vocab):
         llama3_vocab.with_vocab_size(100)
 
 
-def test_cached_load_is_fast(llama3_vocab):
-    t = time.perf_counter()
-    for name in ("llama3", "llama2", "cl100k"):
-        load_vocabulary(name)
-    load_vocabulary("llama3")
-    assert time.perf_counter() - t < 1.5  # first loads of llama2/cl100k included (~0.1 s each)
-    t = time.perf_counter()
-    for _ in range(100):
-        load_vocabulary("llama3")
-    assert time.perf_counter() - t < 0.05
+def test_cached_load_reads_nothing(llama3_vocab, monkeypatch):
+    """A second load of a spec is the cached object: no tokenizer file is read again."""
+    import structgate.tokenizers.bundled as B
+
+    first = {name: load_vocabulary(name) for name in ("llama3", "llama2", "cl100k")}
+    assert first["llama3"] is llama3_vocab
+
+    def no_read(*a, **k):
+        raise AssertionError("a cached vocabulary was read again")
+
+    monkeypatch.setattr(B, "read_spec", no_read)
+    for _ in range(3):
+        for name, v in first.items():
+            assert load_vocabulary(name) is v
 
 
 # -- errors --------------------------------------------------------------------------------------
