@@ -2401,6 +2401,8 @@ class PushdownIndex:
         by :meth:`_suffix_walk` below its roots not walked yet), appending ``(entry, group's
         first-level nodes)`` to ``pieces``; returns the first-level ``(alive, alive_v, dense)`` left
         to descend."""
+        if alive.size < self.SUFFIX_MIN_ROOTS:  # no group can have as many first bytes
+            return alive, alive_v, dense
         _root, mass = _root_info(trie)
         w = mass[alive]
         if int(w.sum()) < self.SUFFIX_MIN_NODES:
