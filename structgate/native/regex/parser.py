@@ -174,7 +174,9 @@ class _Flags:
 import re as _re
 
 #: one scan of a pattern: escapes (skipped), character classes, and parentheses
-_SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", _re.S)
+#: (a comment ``(?#...)`` is one token, its escapes read as units as Python's ``re`` reads them: its
+#: parentheses are not the pattern's)
+_SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#(?:\\.|[^)\\])*\)?|[()]", _re.S)
 #: parsed classes and ``(?:...)`` groups by their text and flags, shared by every parse: generated
 #: patterns (JSON Schema rules) repeat the same pieces hundreds of times
 _PIECES: dict[tuple, Node] = {}
@@ -581,8 +583,12 @@ class _Parser:
         if c == "(":
             raise self.unsupported("conditional group (?(...)...)", i)
         if c == "#":
-            k = p.find(")", j)
-            if k < 0:
+            # the comment ends at the first ")" that is not escaped (Python's re reads "\)" as
+            # one unit there too)
+            k, n = j, len(p)
+            while k < n and p[k] != ")":
+                k += 2 if p[k] == "\\" else 1
+            if k >= n:
                 raise self.err("missing ), unterminated comment", i)
             return k + 1, "skip", flags
         if c in _FLAG_LETTERS or c == "-":

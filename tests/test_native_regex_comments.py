@@ -1,0 +1,48 @@
+"""``(?#...)`` comments are read as Python's ``re`` reads them (oracle ``re``): escapes inside a
+comment are units (``\\)`` does not end it), and the parser's shared piece cache never sees a
+comment's parentheses as the pattern's (a group cached with a wrong extent made a later compile of
+a valid pattern fail, and a later invalid one compile)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.errors import GrammarSyntaxError
+
+
+@pytest.fixture(scope="module")
+def native(llama3_vocab):
+    return get_backend("native", llama3_vocab)
+
+
+def _accepts(native, vocab, pattern: str, text: str) -> bool:
+    m = native.compile(Constraint.regex(pattern)).matcher()
+    return m.is_accepting() if not text else (m.advance(vocab.encode(text)) and m.is_accepting())
+
+
+@pytest.mark.parametrize("pattern", [r"x(?#\)a(?#)y", r"x(?#a\)b)y", r"x(?#(a)y", r"(?:ab(?#(c)d)e", r"x(?#\\)y"])
+def test_comment_ends_where_re_says(native, llama3_vocab, pattern):
+    texts = ["xy", "xay", "xa", "x", "y", "abde", "abe", "ab", "e", "x\\y", ")y", "xby"]
+    ok = 0
+    for t in texts:
+        expect = re.fullmatch(pattern, t) is not None
+        assert _accepts(native, llama3_vocab, pattern, t) == expect, (pattern, t)
+        ok += expect
+    assert ok >= 1  # the pattern's language is exercised, not only refusals
+
+
+def test_comment_parens_never_reach_the_piece_cache(native, llama3_vocab):
+    # the comment is "(x": its first ")" ends it, so "defghijklmnop)" closes the (?: group
+    core = "((?:abc(?#(x)defghijklmnop)q)"  # >= 64 characters with the tails: the piece cache is used
+    for tail in ("z" * 40, "y" * 40):
+        pat = core + tail
+        assert re.compile(pat)
+        text = "abcdefghijklmnopq" + tail
+        assert _accepts(native, llama3_vocab, pat, text) == (re.fullmatch(pat, text) is not None) is True
+    bad = "((?:abc(?#(x)defghijklmnop)q)r)" + "w" * 40
+    with pytest.raises(re.error):
+        re.compile(bad)
+    with pytest.raises(GrammarSyntaxError):
+        native.compile(Constraint.regex(bad))
