@@ -139,6 +139,8 @@ class ObjectMixin:
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise GrammarSyntaxError("required must be an array of strings", json.dumps(required), 0,
                                      _ptr(where, "required"))
+        # a name listed twice is required once (validators check membership): never two keys
+        required = list(dict.fromkeys(required))
         has_addl = "additionalProperties" in schema
         addl = schema.get("additionalProperties", True)
         # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all;
