@@ -173,10 +173,14 @@ class _Flags:
 
 import re as _re
 
-#: one scan of a pattern: escapes (skipped), character classes, and parentheses
-#: (a comment ``(?#...)`` is one token, its escapes read as units as Python's ``re`` reads them: its
-#: parentheses are not the pattern's)
-_SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#(?:\\.|[^)\\])*\)?|[()]", _re.S)
+#: the text of a comment ``(?#...)`` after ``(?#``: escapes are units, as Python's ``re`` reads
+#: them (``\\)`` does not end it); the first other ``)`` does
+_COMMENT_BODY = r"(?:\\.|[^)\\])*"
+#: the rest of a comment after ``(?#``, its closing ``)`` included (:meth:`_Parser._group_open`)
+_COMMENT_REST = _re.compile(_COMMENT_BODY + r"\)", _re.S)
+#: one scan of a pattern: escapes (skipped), character classes, comments (one token: their
+#: parentheses are not the pattern's), and parentheses
+_SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY + r"\)?|[()]", _re.S)
 #: parsed classes and ``(?:...)`` groups by their text and flags, shared by every parse: generated
 #: patterns (JSON Schema rules) repeat the same pieces hundreds of times
 _PIECES: dict[tuple, Node] = {}
@@ -583,14 +587,10 @@ class _Parser:
         if c == "(":
             raise self.unsupported("conditional group (?(...)...)", i)
         if c == "#":
-            # the comment ends at the first ")" that is not escaped (Python's re reads "\)" as
-            # one unit there too)
-            k, n = j, len(p)
-            while k < n and p[k] != ")":
-                k += 2 if p[k] == "\\" else 1
-            if k >= n:
+            m = _COMMENT_REST.match(p, j)
+            if m is None:
                 raise self.err("missing ), unterminated comment", i)
-            return k + 1, "skip", flags
+            return m.end(), "skip", flags
         if c in _FLAG_LETTERS or c == "-":
             k, on, off, scoped = self._parse_flags(i)
             if not scoped:
