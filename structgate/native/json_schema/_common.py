@@ -82,34 +82,43 @@ def _is_num(v) -> bool:
 
 
 def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
-    """(bound, exclusive) for a number bound: an exclusive bound becomes the inclusive bound at the
-    next double toward ``toward`` when the bound is within float range (see the caller). An
-    inclusive integer bound that is not a double (|v| > 2**53, e.g. 9007199254740995) becomes the
-    nearest double on the inside: validators compare the parsed float of ``9007199254740995.0``
-    (9007199254740996.0) with the integer exactly, so the decimal bound alone would let it in."""
-    if not exclusive:
-        if isinstance(v, int) and not isinstance(v, bool):
-            try:
-                f = float(v)
-            except OverflowError:
-                return _dec(v), False
-            if f != v and math.isfinite(f):
-                if (f > v and toward < 0) or (f < v and toward > 0):
-                    f = math.nextafter(f, toward)
-                return Decimal(repr(f)), False
-        return _dec(v), False
+    """The inclusive decimal bound for literals *parsed as doubles* (those with a fraction part)
+    for the number bound ``v`` (an int or a finite float; ``exclusive``; ``toward`` is ``+inf``
+    for a lower bound, ``-inf`` for an upper one). Returns ``(bound, False)``.
+
+    Validators read such a literal ``x`` as the double ``round(x)`` and compare it exactly with
+    ``v``. Let ``g`` be the first double the bound admits (``v`` itself, the next double past an
+    exclusive ``v``, the nearest double inside an integer ``v`` that is no double, e.g.
+    9007199254740995). Rounding is monotonic, so ``x`` beyond ``repr(g)`` (which rounds to ``g``)
+    gives ``round(x)`` beyond ``g``: sound, and it loses only decimals that round onto ``v`` from
+    outside. With no finite double inside (a lower bound above the largest double), only literals
+    that round to infinity pass: ``|x| >= 2**1024``. Integer literals are compared exactly by the
+    caller (:func:`._type_number._integer_bounds`)."""
+    up = toward > 0
+    sign = Decimal(1) if up else Decimal(-1)
     try:
         f = float(v)
-    except OverflowError:
-        return _dec(v), True
-    if not math.isfinite(f):
-        return _dec(v), True
-    d = Decimal(repr(math.nextafter(f, toward)))
-    if d.adjusted() < -30:
-        # next to 0 the next double is subnormal (5e-324): its decimal has hundreds of digits.
-        # Keep the exclusive decimal bound there (documented: decimals so small that they
-        # underflow to the bound are the one residual case).
-        return _dec(v), True
+    except OverflowError:  # an int beyond the doubles
+        if (v > 0) == up:  # a lower bound above every double (or an upper one below every double)
+            return sign * Decimal(2 ** 1024), False
+        f = -math.inf if up else math.inf  # every finite double is inside: start at the extreme one
+        g = math.nextafter(f, toward)
+    else:
+        g = f
+        if (g < v if up else g > v) or (exclusive and g == v):
+            g = math.nextafter(g, toward)
+        if not math.isfinite(g):
+            return sign * Decimal(2 ** 1024), False
+        if g == v and isinstance(v, int) and not isinstance(v, bool):
+            return Decimal(v), False  # an integer bound that is a double: its own digits
+    d = Decimal(repr(g))
+    if g != v and d.adjusted() < -30:
+        # a bound moved next to 0 (exclusiveMinimum 0: the next double is subnormal, 5e-324)
+        # needs hundreds of fraction digits. Round it away from the bound to 31 fraction digits:
+        # a literal beyond that decimal still rounds beyond the bound (sound); only literals
+        # within 1e-31 of the bound are lost. (Keeping the exact exclusive bound let
+        # 0.000...01 in, which a parser reads as the bound itself.)
+        d = d.quantize(Decimal("1e-31"), rounding="ROUND_CEILING" if up else "ROUND_FLOOR")
     return d, False
 
 

@@ -263,8 +263,10 @@ def _frac_between(lo, hi) -> tuple[bool, str | None]:
     return empty_ok, alt(alts)
 
 
-def _mag_range(lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool) -> str | None:
-    """Unsigned JSON decimals ``(0|[1-9][0-9]*)(\\.[0-9]+)?`` with value in the interval."""
+def _mag_range(lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool,
+               fraction_required: bool = False) -> str | None:
+    """Unsigned JSON decimals ``(0|[1-9][0-9]*)(\\.[0-9]+)?`` with value in the interval (with the
+    fraction part mandatory when ``fraction_required``)."""
     if hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
         return None
     il, fl = _split(lo)
@@ -274,6 +276,7 @@ def _mag_range(lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool) ->
         if ipart is None:
             return
         empty_ok, ne = _frac_between(flo, fhi)
+        empty_ok = empty_ok and not fraction_required
         if ne is None:
             if empty_ok:
                 parts.append(ipart)
@@ -296,7 +299,8 @@ def _mag_range(lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool) ->
     return alt(parts)
 
 
-def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl: bool) -> str | None:
+def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl: bool,
+                 fraction_required: bool = False) -> str | None:
     """JSON decimals (no exponent, no ``-0``/``-0.0``) with value in the interval; None if empty.
 
     Parameters
@@ -305,6 +309,9 @@ def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl:
         Bounds (None = unbounded).
     lo_excl, hi_excl : bool
         Exclusive bound when True.
+    fraction_required : bool
+        Only literals with a fraction part (``1.0``, never ``1``): for callers that give integer
+        literals their own (exact) range.
     """
     if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
         return None
@@ -317,7 +324,7 @@ def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl:
         else:
             mlo, mlo_x = -hi, hi_excl
         mhi, mhi_x = (None, False) if lo is None else (-lo, lo_excl)
-        r = _mag_range(mlo, mlo_x, mhi, mhi_x)
+        r = _mag_range(mlo, mlo_x, mhi, mhi_x, fraction_required)
         if r is not None:
             parts.append("-" + _group(r))
     if hi is None or hi >= 0:
@@ -325,7 +332,7 @@ def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl:
             plo, plo_x = zero, False
         else:
             plo, plo_x = lo, lo_excl
-        r = _mag_range(plo, plo_x, hi, hi_excl)
+        r = _mag_range(plo, plo_x, hi, hi_excl, fraction_required)
         if r is not None:
             parts.append(r)
     return alt(parts)

@@ -64,9 +64,10 @@ class NumberMixin:
         if lo is None and hi is None:
             return JSON_NUMBER
         # Validators parse a number written with a fraction or exponent as a binary float, so
-        # 0.10000000000000001 "equals" 0.1. An exclusive bound b is therefore enforced as the
-        # inclusive bound nextafter(b) (shortest repr): x >= that decimal implies float(x) > b,
-        # by monotonic rounding — sound, and it only excludes decimals that round onto b.
+        # 0.10000000000000001 "equals" 0.1. Each bound becomes the inclusive decimal bound at the
+        # first double it admits (nextafter(b) for an exclusive b, shortest repr): x beyond that
+        # decimal gives float(x) beyond b, by monotonic rounding — sound, and it only excludes
+        # decimals that round onto b (see _exclusive_as_float).
         lo_d = lo_x = hi_d = hi_x = None
         if lo is not None:
             lo_d, lo_x = _exclusive_as_float(lo[0], lo[1], math.inf)
@@ -80,13 +81,18 @@ class NumberMixin:
                                         MAX_FRACTION_DIGITS, f"the number bound at {where or '#'} has too many "
                                         "fraction digits for the range construction; round it")
         rng = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
-        if any(b is not None and isinstance(b[0], int) and not isinstance(b[0], bool) and abs(b[0]) > 2 ** 53
-               for b in (lo, hi)):
-            # a bound beyond 2**53 was moved to a double for decimals (see _exclusive_as_float);
-            # integer literals are compared exactly by validators: keep them exact
-            ilo, ihi = _integer_bounds(lo, hi)
+        # Integer literals are read as exact integers and compared exactly with the bound's value
+        # (Python's json + jsonschema; a float bound is the double itself: 1e23 is
+        # 99999999999999991611392). The decimal bounds above are shortest spellings moved for
+        # decimals, so past 2**53 they can admit integer literals beyond the bound (maximum 1e23
+        # let 10**23 in) or miss ones inside it. Where the integers they admit are not exactly the
+        # exact integer range, integer literals get that range and the decimal range keeps only
+        # literals with a fraction part.
+        ilo, ihi = _integer_bounds(lo, hi)
+        if _integers_admitted(lo_d, bool(lo_x), hi_d, bool(hi_x)) != (ilo, ihi):
             ints = integer_range(ilo, ihi)
-            return alt([x for x in (ints, rng) if x is not None])
+            fracs = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x), fraction_required=True)
+            return alt([x for x in (ints, fracs) if x is not None])
         return rng
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
@@ -122,14 +128,29 @@ class NumberMixin:
 
 
 def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:
-    """Inclusive integer bounds from ``_bounds`` output."""
+    """Inclusive integer bounds from ``_bounds`` output, from each bound's exact value (a float
+    bound is the double itself, ``Decimal(1e23)`` = 99999999999999991611392, never its shortest
+    spelling): validators compare an integer instance with the bound exactly."""
     ilo = ihi = None
     if lo is not None:
-        d = _dec(lo[0])
+        d = Decimal(lo[0])
         ilo = int(d.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo[1] else \
             int(d.to_integral_value(rounding="ROUND_CEILING"))
     if hi is not None:
-        d = _dec(hi[0])
+        d = Decimal(hi[0])
         ihi = int(d.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi[1] else \
             int(d.to_integral_value(rounding="ROUND_FLOOR"))
+    return ilo, ihi
+
+
+def _integers_admitted(lo: Decimal | None, lo_x: bool, hi: Decimal | None, hi_x: bool
+                       ) -> tuple[int | None, int | None]:
+    """Inclusive (lowest, highest) integer in the decimal interval, None where unbounded."""
+    ilo = ihi = None
+    if lo is not None:
+        ilo = int(lo.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo_x else \
+            int(lo.to_integral_value(rounding="ROUND_CEILING"))
+    if hi is not None:
+        ihi = int(hi.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi_x else \
+            int(hi.to_integral_value(rounding="ROUND_FLOOR"))
     return ilo, ihi
