@@ -14,8 +14,9 @@ excludes ``\\n \\r \\u2028 \\u2029``.
 Unsupported (raise :class:`UnsupportedFeatureError`): lookaround, backreferences, ``\\b``/``\\B``,
 ``\\p{..}``, anchors other than a leading ``^`` / trailing ``$`` of a top-level alternative, and the
 escapes the two dialects read differently on every string: an escaped surrogate pair
-``\\uD83D\\uDE00`` (one character in ECMA-262, two lone surrogates in ``re``), ``\\u{...}`` and
-``\\cX`` (errors in ``re``).
+``\\uD83D\\uDE00`` (one character in ECMA-262, two lone surrogates in ``re``) and ``\\u{...}`` (a code
+point in ECMA-262's u-mode only, an error in ``re``). Where only ``re`` refuses a construct ECMA-262
+reads one way (``\\cX``, named groups ``(?<n>...)``), the ECMA-262 reading is taken.
 Malformed patterns raise :class:`GrammarSyntaxError` with ``where`` = the keyword's JSON pointer.
 """
 from __future__ import annotations
@@ -271,8 +272,10 @@ class _Parser:
             return ((cp, cp),), ((cp, cp),)
         if c == "u":
             if self.peek() == "{":
-                # ECMA-262 (u-mode) code point escape; Python's re (the validators' dialect) refuses it
-                self.unsupported("code point escape \\u{...} (ECMA-262 u-mode; an error in Python re)", self.i - 2)
+                # a code point in ECMA-262's u-mode, but "u" repeated in its default mode (Annex B),
+                # and an error in Python's re: no one reading
+                self.unsupported("code point escape \\u{...} (a code point only in ECMA-262's u-mode; an "
+                                 "error in Python re)", self.i - 2)
             cp = self._hex(4)
             if 0xD800 <= cp <= 0xDBFF and re.match(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}", self.p[self.i:self.i + 6]):
                 # \uD83D\uDE00 is one character (U+1F600) in ECMA-262 but two lone surrogates in Python's
@@ -282,8 +285,14 @@ class _Parser:
                                  "surrogates in Python re); write the character itself", self.i - 6)
             return ((cp, cp),), ((cp, cp),)
         if c == "c":
-            # control escape \cX: ECMA-262 only, an error in Python's re
-            self.unsupported("control escape \\c (ECMA-262; an error in Python re)", self.i - 2)
+            # control escape: ECMA-262 reads it alike in both modes; Python's re refuses it (so
+            # validators raise, and no reading of theirs is contradicted)
+            l = self.peek()
+            if l.isascii() and l.isalpha():
+                self.i += 1
+                cp = ord(l) % 32
+                return ((cp, cp),), ((cp, cp),)
+            self.err("invalid \\c escape")
         if c in "pP":
             self.unsupported("Unicode property escape \\p{...}", self.i - 2)
         if c == "k":
