@@ -274,10 +274,16 @@ def literals_ast(values):
     return alts[0] if len(alts) == 1 else Alt(alts) if alts else Chars(())
 
 
-def length_dfa(lmin: int, lmax: int | None, alphabet: CharSet = ANY) -> CPDFA:
+def length_dfa(lmin: int, lmax: int | None, alphabet: CharSet = ANY, *, max_states: int | None = None,
+               what: str = "length bounds", where: str = "") -> CPDFA:
     """Strings of ``lmin``..``lmax`` code points of ``alphabet`` (``lmax=None``: unbounded; the
-    counter saturates at ``lmin``)."""
+    counter saturates at ``lmin``): ``max(lmin, lmax) + 1`` states.
+
+    Raises ``CompileLimitError("max_product_states")`` when that exceeds ``max_states`` (before
+    anything is allocated: ``maxLength: 10**30`` must not exhaust memory)."""
     top = lmax if lmax is not None else lmin
+    if max_states is not None and top + 1 > max_states:
+        raise _limit("max_product_states", top + 1, max_states, what, where)
     delta = [[i + 1] if i < top else ([top] if lmax is None else [-1]) for i in range(top + 1)]
     accept = [lmin <= i and (lmax is None or i <= lmax) for i in range(top + 1)]
     return CPDFA([normalize(alphabet)], delta, accept)

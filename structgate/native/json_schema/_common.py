@@ -46,6 +46,13 @@ DEFAULT_MAX_AUTOMATON_RULES = 256
 #: ``CompileOptions.extra["max_multiple_of"]``)
 DEFAULT_MAX_MULTIPLE_OF = 1_000
 #: grammar mode: the rule names of the root and of "any JSON value"
+#: the largest count a ``minLength``/``maxLength``/``minItems``/``maxItems``/``minContains``/
+#: ``maxContains`` may give: counts become regex repetitions ``{m,n}``, bounded as in Python's re
+#: (below 2**32 - 1); beyond it ``CompileLimitError("max_count")`` names the keyword
+MAX_COUNT = 0xFFFFFFFE
+#: keywords whose value is a count rendered as a repetition
+REPEAT_COUNT_KW = ("minLength", "maxLength", "minItems", "maxItems", "minContains", "maxContains")
+
 ROOT_RULE = "root"
 JSON_VALUE_RULE = "json:value"
 

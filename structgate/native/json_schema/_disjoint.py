@@ -175,7 +175,8 @@ class DisjointMixin:
         lmax = s.get("maxLength")
         ok = _is_num(lmin) and float(lmin).is_integer() and lmin >= 0 and (
             lmax is None or (_is_num(lmax) and float(lmax).is_integer() and lmax >= 0))
-        if ok and (lmin or lmax is not None):
+        if ok and (lmin or lmax is not None) and max(lmin, lmax or 0) < cap:
+            # (bounds beyond the cap are left out: a superset still, without a huge counter)
             n = length_dfa(int(lmin), None if lmax is None else int(lmax))
             d = n if d is None else product(d, n, max_states=cap, what=what, where="")
         return d

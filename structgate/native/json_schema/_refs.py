@@ -109,10 +109,10 @@ class RefsMixin:
         top = lmax if lmax is not None else lmin
         cap = self.max_product_states
         if not self.grammar:
-            return self._emit_dfa(trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where)),
+            return self._emit_dfa(trim(product(d, length_dfa(lmin, lmax, max_states=cap, what=what, where=where), max_states=cap, what=what, where=where)),
                                   enc, what, where)
         if len(d.delta) * (top + 1) <= self.EAGER_PRODUCT_MAX:
-            p = trim(product(d, length_dfa(lmin, lmax), max_states=cap, what=what, where=where))
+            p = trim(product(d, length_dfa(lmin, lmax, max_states=cap, what=what, where=where), max_states=cap, what=what, where=where))
             if p is None:
                 return None
             try:  # inline, or at most max_automaton_rules right-linear rules

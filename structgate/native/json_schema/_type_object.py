@@ -462,7 +462,7 @@ class ObjectMixin:
             lmax = self._count(s, "maxLength", where) if "maxLength" in s else None
             if lmax is not None and lmin > lmax:
                 return False
-            parts.append(length_dfa(lmin, lmax))
+            parts.append(length_dfa(lmin, lmax, max_states=cap, what=what, where=where))
         if not parts:
             return None
         d = parts[0]

@@ -124,7 +124,7 @@ class StringMixin:
         a, k, b = shape
         what, cap = "format 'email' local part with maxLength", self.max_product_states
         d = from_ast(_format_ast(EMAIL_LOCAL), max_states=cap, what=what, where=where)
-        local = self._emit_dfa(trim(product(d, length_dfa(1, a), max_states=cap, what=what, where=where)),
+        local = self._emit_dfa(trim(product(d, length_dfa(1, a, max_states=cap, what=what, where=where), max_states=cap, what=what, where=where)),
                                _canonical_char, what, where)
         return f"(?:{local})@{email_domain_subset(k, b)}"
 

@@ -32,7 +32,8 @@ from ._charset import STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
                       DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
                       DEFAULT_REGEX_UNROLL_DEPTH,
-                      DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, NEVER, TYPES,
+                      DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
+                      REPEAT_COUNT_KW, TYPES,
                       _count_refs, _is_num, _json_equal, _load, _ptr)
 from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
@@ -263,6 +264,12 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
 
     def _value(self, schema, where: str) -> str | None:
         self._check_schema(schema, where)
+        if isinstance(schema, dict) and not schema.keys().isdisjoint(REPEAT_COUNT_KW):
+            for kw in REPEAT_COUNT_KW:
+                v = schema.get(kw)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v > MAX_COUNT:
+                    raise CompileLimitError("max_count", v, MAX_COUNT, f"{kw} at {_ptr(where, kw)}: counts are "
+                                            f"repetitions of at most {MAX_COUNT}")
         if schema is True or (isinstance(schema, dict) and not (schema.keys() - ANNOTATIONS)):
             return self.any_value()
         if schema is False:
