@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from typing import Any
 
 from ...backends.interface import CompileOptions
@@ -87,6 +88,10 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
     def __init__(self, root: Any, options: CompileOptions, grammar: bool = False):
         self.root = root
         self.opt = options
+        #: ``time.monotonic()`` past which :meth:`value` raises ``CompileLimitError("compile_timeout_s")``
+        #: (the backend checks the deadline again between stages; this keeps a long schema walk prompt)
+        lim = options.compile_timeout_s
+        self.deadline = time.monotonic() + lim if lim and lim > 0 else None
         #: grammar mode (:func:`schema_to_grammar`): unconstrained values, recursive and shared
         #: ``$ref``s become ``(?&rule)`` calls to the rules in :attr:`rules`; regex mode
         #: (:func:`schema_to_regex`): everything inline, recursion unrolled to :attr:`depth`
@@ -234,7 +239,12 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                                      json.dumps(s, default=str)[:200], 0, where)
 
     def value(self, schema, where: str) -> str | None:
-        """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing."""
+        """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing.
+
+        Raises ``CompileLimitError("compile_timeout_s")`` once :attr:`deadline` has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CompileLimitError("compile_timeout_s", self.opt.compile_timeout_s, self.opt.compile_timeout_s,
+                                    f"compiling the schema at {where or '#'}: raise compile_timeout_s or simplify it")
         r = self._value(schema, where)
         if r is None and not self.cut:
             self.empty.append((where, ("false",) if schema is False else

@@ -1,0 +1,41 @@
+"""``compile_timeout_s`` is enforced inside the JSON Schema walk, not only between compile stages
+(found by a helper: with a 2 s budget, a schema whose exact ``oneOf`` form grows exponentially with
+its nesting — ``{"oneOf": [X, {"type": "null"}]}`` nested 26 deep — compiled for 25 s before the
+deadline was looked at). The ``timeout`` mark is the hang guard: 30 levels take minutes without
+the check; the typed error must come first."""
+from __future__ import annotations
+
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.errors import CompileLimitError
+
+
+def _nested_nullable(depth: int) -> dict:
+    s: dict = {"type": "integer"}
+    for _ in range(depth):
+        s = {"oneOf": [s, {"type": "null"}]}
+    return s
+
+
+@pytest.mark.timeout(60)
+def test_deadline_reached_inside_the_schema_walk(llama3_vocab):
+    be = get_backend("native", llama3_vocab, compile_timeout_s=1.0)
+    with pytest.raises(CompileLimitError) as e:
+        be.compile(Constraint.json_schema(_nested_nullable(30)))
+    assert e.value.limit_name == "compile_timeout_s" and "/oneOf/" in str(e.value), e.value
+
+
+def test_shallow_nesting_still_compiles_exactly(llama3_vocab):
+    # 4 levels: null is valid at odd depth counts only (oneOf: exactly one branch may match)
+    import json
+
+    import jsonschema
+
+    schema = _nested_nullable(4)
+    g = get_backend("native", llama3_vocab, compile_timeout_s=30.0).compile(Constraint.json_schema(schema))
+    v = jsonschema.Draft202012Validator(schema)
+    for text in ("null", "1", '"a"', "1.5"):
+        m = g.matcher()
+        ok = m.advance(llama3_vocab.encode(text)) and m.is_accepting()
+        assert ok == v.is_valid(json.loads(text)), text
