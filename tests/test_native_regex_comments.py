@@ -46,3 +46,27 @@ def test_comment_parens_never_reach_the_piece_cache(native, llama3_vocab):
         re.compile(bad)
     with pytest.raises(GrammarSyntaxError):
         native.compile(Constraint.regex(bad))
+
+
+@pytest.mark.parametrize("pattern", ["ab(?#)*", "ab(?#x)+c", "a(?#c){2}", "[a](?#c)?b", "a(?#)(?#)*", "a(?#c)*?b",
+                                     "(?:ab)(?#)?c", "(?#x)(?i)abc", "(?#x)(?#y)(?s)a.c", "(?x)a (?#c) *b",
+                                     "[ab](?#c)*x" + "z" * 64])
+def test_quantifier_and_flags_around_comments_as_re(native, llama3_vocab, pattern):
+    # found by a helper: a quantifier after a comment applies to the item before it (re skips the
+    # comment), and global flags may follow leading comments; native refused both
+    texts = ["", "a", "ab", "abb", "abbb", "abc", "aa", "b", "ABC", "abbc", "a\nc", "aab", "c", "x", "abx",
+             "ab" + "z" * 64, "x" + "z" * 64, "aabx" + "z" * 64]
+    ok = 0
+    for t in texts:
+        expect = re.fullmatch(pattern, t) is not None
+        assert _accepts(native, llama3_vocab, pattern, t) == expect, (pattern, t)
+        ok += expect
+    assert ok >= 1
+
+
+@pytest.mark.parametrize("pattern", ["a*(?#)*", "^(?#)*", "a(?#)+(?#)?", "a(?#x)(?i)b", "a(?#"])
+def test_comment_does_not_hide_a_syntax_error(native, pattern):
+    with pytest.raises(re.error):
+        re.compile(pattern)
+    with pytest.raises(GrammarSyntaxError):
+        native.compile(Constraint.regex(pattern))

@@ -278,8 +278,14 @@ class _Parser:
         p, n = self.p, self.n
         flags = _Flags()
         i = 0
-        # leading global flags (?sxam)
-        while p.startswith("(?", i) and i + 2 < n and p[i + 2] in _FLAG_LETTERS + "-":
+        # leading global flags (?sxam), comments before or between them ignored as by Python's re
+        while p.startswith("(?#", i) or (p.startswith("(?", i) and i + 2 < n and p[i + 2] in _FLAG_LETTERS + "-"):
+            if p.startswith("(?#", i):
+                m = _COMMENT_REST.match(p, i + 3)
+                if m is None:
+                    break  # the main loop reports the unterminated comment
+                i = m.end()
+                continue
             j, on, off, scoped = self._parse_flags(i)
             if scoped:
                 break
@@ -369,7 +375,7 @@ class _Parser:
                         hit = _PIECES.get(pkey)
                         if hit is not None:
                             items.append(hit)
-                            i = j
+                            i = self._skip_ignored(j, flags)
                             if i < n and p[i] in _QUANT_START and self._try_quant(i) is not None:
                                 raise self.err("multiple repeat", i)
                             continue
@@ -402,8 +408,7 @@ class _Parser:
             if flags.ignorecase and isinstance(atom, Chars) and c not in "[.\\)":
                 atom = Chars(fold_ranges(atom.ranges))
             # quantifiers
-            if flags.verbose:
-                i = self._skip_verbose(i)
+            i = self._skip_ignored(i, flags)
             if i < n and p[i] in _QUANT_START:
                 q = self._try_quant(i)
                 if q is not None:
@@ -413,9 +418,7 @@ class _Parser:
                     elif j < n and p[j] == "+":
                         raise self.unsupported("possessive quantifier", j, "a*+ / a++ / a?+")
                     atom = _repeat(self.mk(atom), lo, hi)
-                    i = j
-                    if flags.verbose:
-                        i = self._skip_verbose(i)
+                    i = self._skip_ignored(j, flags)
                     if i < n and p[i] in _QUANT_START and self._try_quant(i) is not None:
                         raise self.err("multiple repeat", i)
             items.append(self.mk(atom))
@@ -442,8 +445,7 @@ class _Parser:
         return Ref(name), k + 1
 
     def _no_quant_after_anchor(self, i: int, flags: _Flags) -> None:
-        if flags.verbose:
-            i = self._skip_verbose(i)
+        i = self._skip_ignored(i, flags)
         if i < self.n and self.p[i] in _QUANT_START and self._try_quant(i) is not None:
             raise self.err("nothing to repeat", i)
 
@@ -459,6 +461,22 @@ class _Parser:
             else:
                 break
         return i
+
+    def _skip_ignored(self, i: int, flags: _Flags) -> int:
+        """Past what Python's ``re`` ignores between an item and its quantifier: ``(?#...)``
+        comments (``a(?#c)*`` is ``a*``) and, under ``(?x)``, whitespace and ``#`` comments. An
+        unterminated comment is left for the main loop to report."""
+        p = self.p
+        while True:
+            j = self._skip_verbose(i) if flags.verbose else i
+            if p.startswith("(?#", j):
+                m = _COMMENT_REST.match(p, j + 3)
+                if m is None:
+                    return j
+                j = m.end()
+            if j == i:
+                return i
+            i = j
 
     def mk(self, node: Node) -> Node:
         """:func:`intern_node`."""
