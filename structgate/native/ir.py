@@ -777,7 +777,14 @@ def _productive(n: Expr, prod: set[str], final: dict[int, bool] | None = None) -
     """Whether ``n`` matches at least one string (``prod``: the productive rules; ``final``: see
     :func:`_holds`)."""
     return _holds(n, lambda x: ((x.name in prod,) * 2) if isinstance(x, Ref) else
-                  (bool(x.ranges) if isinstance(x, (Chars, ByteSet)) else True, True), True, final)
+                  (_encodable(x.ranges) if isinstance(x, Chars) else bool(x.ranges) if isinstance(x, ByteSet)
+                   else True, True), True, final)
+
+
+def _encodable(ranges) -> bool:
+    """Whether code point ranges hold a Unicode scalar value (one with a UTF-8 encoding): a set of
+    surrogates only (U+D800..U+DFFF, a regex ``\\ud800``) matches no UTF-8 text."""
+    return any(not (0xD800 <= a and b <= 0xDFFF) for a, b in ranges)
 
 
 def _first_refs(n: Expr, null: set[str]) -> set[str]:
