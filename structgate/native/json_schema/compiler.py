@@ -254,6 +254,15 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             raise CompileLimitError("max_regex_size", len(r), self.max_size,
                                     f"the regex for {where or 'the schema'} is too large (deeply nested or "
                                     "heavily shared $refs); lower max_recursion_depth or simplify the schema")
+        if self.grammar and r is not None and len(r) > self.inline_max:
+            # a long value text becomes a rule named by its digest, the site a call: an emitter that
+            # writes a value twice (array items `X(,X)*`, extra property values) otherwise doubles
+            # the text per nesting level (arrays of arrays 20 deep: 6 MB, max_regex_size)
+            name = "__value_" + hashlib.blake2b(r.encode(), digest_size=8).hexdigest()
+            if name not in self.rules:
+                self.rules[name] = r
+                self.rule_where[name] = where or "#"
+            return f"(?&{name})"
         return r
 
     def empty_reason(self) -> str:
