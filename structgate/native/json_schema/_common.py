@@ -81,6 +81,12 @@ def _is_num(v) -> bool:
     return isinstance(v, float) and math.isfinite(v)
 
 
+def _is_whole(v) -> bool:
+    """A number (:func:`_is_num`) with no fractional part; exact for integers beyond float range
+    (``float(10**400)`` would raise ``OverflowError``)."""
+    return isinstance(v, int) or v.is_integer()
+
+
 def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
     """(bound, exclusive) for a number bound: an exclusive bound becomes the inclusive bound at the
     next double toward ``toward`` when the bound is within float range (see the caller). An

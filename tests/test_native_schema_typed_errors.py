@@ -1,0 +1,149 @@
+"""Malformed JSON Schemas get a typed error naming the keyword and its JSON pointer, never a bare
+Python exception or a silent acceptance (found by a helper's fuzzing; the fuzzer is
+``scripts/fuzz_schema_shapes.py``).
+
+* keyword values of the wrong shape (:mod:`structgate.native.json_schema._shape`): a
+  :class:`GrammarSyntaxError` whose ``where`` is the keyword's pointer, wherever the keyword sits
+  (under ``not``, ``if``, ``allOf``, ``propertyNames``, a ``$ref`` target under an unknown keyword);
+* an integer beyond float range where the compiler asked ``float(v).is_integer()``;
+"""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.cli import main
+from structgate.errors import GrammarSyntaxError, StructgateError
+from structgate.native.json_schema import check_schema, schema_to_regex
+from structgate.native.json_schema._shape import check_shapes
+
+HUGE = 10 ** 400
+
+#: (schema, JSON pointer of the bad value, words the message must hold); each raised a bare
+#: TypeError / IndexError / AttributeError, or compiled, before the shape check
+SHAPES = [
+    ({"type": "object", "dependentRequired": {"a": [1]}}, "/dependentRequired/a/0", "dependentRequired"),
+    ({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": [None]}},
+     "/dependentRequired/a/0", "dependentRequired"),
+    ({"$ref": []}, "/$ref", "$ref must be a string"),
+    ({"not": {"type": 5}}, "/not/type", "type"),
+    ({"if": {"type": 5}, "then": {}}, "/if/type", "type"),
+    ({"allOf": [{"type": 5}, {}]}, "/allOf/0/type", "type"),
+    ({"allOf": [{"required": 5}, {"type": "object"}]}, "/allOf/0/required", "required"),
+    ({"allOf": [{"type": "object", "required": [{"a": 1}]}, {"type": "object"}]}, "/allOf/0/required/0",
+     "required"),
+    ({"allOf": [{"prefixItems": 5}, {"type": "array"}]}, "/allOf/0/prefixItems", "prefixItems"),
+    ({"allOf": [{"type": "object", "properties": True}, {"properties": {"b": {}}}]}, "/allOf/0/properties",
+     "properties"),
+    ({"allOf": [{"properties": [1]}, {"required": ["x"]}]}, "/allOf/0/properties", "properties"),
+    ({"$defs": {"n": {"type": "object", "properties": [{"type": {}}]}}, "$ref": "#/$defs/n"},
+     "/$defs/n/properties", "properties"),
+    ({"propertyNames": {"type": 5}}, "/propertyNames/type", "type"),
+    ({"type": "object", "propertyNames": {"enum": 5}, "maxProperties": 2}, "/propertyNames/enum", "enum"),
+    ({"$schema": 5}, "/$schema", "$schema must be a string"),
+    ({"format": 5}, "/format", "format must be a string"),
+    ({"type": "string", "format": ["date"]}, "/format", "format must be a string"),
+    ({"type": ["string", "string"]}, "/type/1", "twice"),
+    ({"type": []}, "/type", "non-empty array"),
+    ({"type": "strin"}, "/type", "expected one of null, boolean"),
+    # a $ref target under a keyword the specification does not know (OpenAPI's components)
+    ({"components": {"schemas": {"A": {"type": 1e308}}}, "$ref": "#/components/schemas/A"},
+     "/components/schemas/A/type", "type"),
+    # a keyword of a later draft in a draft-4 document: the compiler reads it all the same
+    ({"$schema": "http://json-schema.org/draft-04/schema#",
+      "properties": {"s": {"propertyNames": {"type": 5}}}}, "/properties/s/propertyNames/type", "type"),
+    ({"type": "array", "items": [5]}, "/items/0", "schema must be a JSON object or a boolean"),
+    ({"type": "object", "dependencies": {"a": 5}}, "/dependencies/a", "dependencies"),
+    ({"uniqueItems": "yes"}, "/uniqueItems", "uniqueItems must be a boolean"),
+]
+
+
+@pytest.fixture(scope="module")
+def native(llama3_vocab):
+    return get_backend("native", llama3_vocab)
+
+
+@pytest.mark.parametrize("schema,where,words", SHAPES, ids=[json.dumps(s[0])[:60] for s in SHAPES])
+def test_wrong_keyword_shape_is_a_typed_error_naming_the_pointer(native, schema, where, words):
+    assert not _conforms(schema)  # the metaschema refuses each one too (the oracle)
+    with pytest.raises(GrammarSyntaxError) as ei:
+        native.compile(Constraint.json_schema(schema))
+    assert ei.value.where == where, str(ei.value)
+    assert words in ei.value.message
+    # the same error from the cheap check a server runs first, and from the flat-regex compiler
+    with pytest.raises(GrammarSyntaxError) as ei2:
+        native.validate(Constraint.json_schema(schema))
+    assert ei2.value.where == where
+    with pytest.raises(GrammarSyntaxError) as ei3:
+        schema_to_regex(schema)
+    assert ei3.value.where == where
+
+
+def _conforms(schema) -> bool:
+    if not isinstance(schema.get("$schema", ""), str):
+        return False  # (jsonschema's validator_for itself fails on it)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    ok = cls(cls.META_SCHEMA).is_valid(schema)
+    if ok and "components" in schema:  # the metaschema does not look under unknown keywords
+        ref = schema["$ref"].lstrip("#").split("/")[1:]
+        node = schema
+        for k in ref:
+            node = node[k]
+        return cls(cls.META_SCHEMA).is_valid(node)
+    if ok and schema.get("$schema", "").endswith("draft-04/schema#"):  # propertyNames is draft 6
+        return jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA).is_valid(
+            {k: v for k, v in schema.items() if k != "$schema"})
+    return ok
+
+
+#: odd but valid documents (the metaschemas accept them): they keep compiling
+LENIENT = [
+    {"type": "object", "required": ["a", "a"]},  # a name listed twice is required once
+    {"enum": [1, 1]},
+    {"type": "integer", "title": 5, "description": [], "examples": "x"},  # annotations are not read
+    {"type": "integer", "x-vendor": {"type": 5}, "unknownKeyword": []},  # unknown keywords are ignored
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 0, "exclusiveMinimum": True},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "string"}],
+     "additionalItems": False},
+    {"type": "object", "properties": {"a": {}}, "dependencies": {"a": {"required": ["b"]}, "c": ["a"]}},
+    {"type": "string", "minLength": 2.0},
+    {"properties": {"type": {"type": "string"}, "$ref": {"type": "integer"}, "enum": {}}},  # keywords as names
+]
+
+
+@pytest.mark.parametrize("schema", LENIENT, ids=range(len(LENIENT)))
+def test_odd_but_valid_documents_pass_the_shape_check(native, schema):
+    check_shapes(schema)
+    if "items" not in schema and "dependencies" not in schema:  # (tuple items, dependent schemas: unsupported)
+        native.compile(Constraint.json_schema(schema))
+
+
+@pytest.mark.parametrize("schema,bad", [
+    ({"type": "integer", "not": {"const": HUGE}}, HUGE),
+    ({"type": "integer", "not": {"enum": [1.5, -HUGE, 3]}}, 3),
+])
+def test_integer_beyond_float_range_in_a_negated_enum(llama3_vocab, native, schema, bad):
+    """``float(10**400)`` raised OverflowError in the ``not`` of an integer enum."""
+    g = native.compile(Constraint.json_schema(schema))
+    v = jsonschema.Draft202012Validator(schema)
+    for x in (5, 0, -7, bad, HUGE, -HUGE):
+        m = g.matcher()
+        ok = m.advance(llama3_vocab.encode(json.dumps(x))) and m.is_accepting()
+        assert ok == v.is_valid(x), x
+
+
+def test_cli_prints_one_error_for_a_malformed_schema(capsys):
+    assert main(["check", "--json-schema", json.dumps({"not": {"type": 5}}), "--text", "{}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("structgate check: error: GrammarSyntaxError: type must be")
+    assert "/not/type" in err and "Traceback" not in err
+
+
+def test_check_schema_names_the_pointer():
+    with pytest.raises(GrammarSyntaxError, match="format must be a string") as ei:
+        check_schema({"properties": {"d": {"type": "string", "format": 5}}})
+    assert ei.value.where == "/properties/d/format"
+    assert isinstance(ei.value, StructgateError) and isinstance(ei.value, ValueError)
