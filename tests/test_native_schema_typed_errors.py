@@ -6,6 +6,10 @@ Python exception or a silent acceptance (found by a helper's fuzzing; the fuzzer
   :class:`GrammarSyntaxError` whose ``where`` is the keyword's pointer, wherever the keyword sits
   (under ``not``, ``if``, ``allOf``, ``propertyNames``, a ``$ref`` target under an unknown keyword);
 * an integer beyond float range where the compiler asked ``float(v).is_integer()``;
+* a document nested deeper than ``json`` reads or writes within Python's recursion limit
+  (``Constraint.__post_init__``'s ``json.loads``, ``Constraint.cache_key``'s ``json.dumps``, the
+  compiler's own recursion): ``CompileLimitError("nesting_depth")``, as the compiler already said
+  for documents a little less deep;
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 
 from structgate import Constraint, get_backend
 from structgate.cli import main
-from structgate.errors import GrammarSyntaxError, StructgateError
+from structgate.errors import CompileLimitError, GrammarSyntaxError, StructgateError
 from structgate.native.json_schema import check_schema, schema_to_regex
 from structgate.native.json_schema._shape import check_shapes
 
@@ -147,3 +151,90 @@ def test_check_schema_names_the_pointer():
         check_schema({"properties": {"d": {"type": "string", "format": 5}}})
     assert ei.value.where == "/properties/d/format"
     assert isinstance(ei.value, StructgateError) and isinstance(ei.value, ValueError)
+
+
+# -- nesting deeper than json's recursion ------------------------------------------------------------
+def _nest(kw: str, n: int, leaf=None):
+    s = {} if leaf is None else leaf
+    for _ in range(n):
+        s = {kw: s} if kw != "anyOf" else {kw: [s]}
+    return s
+
+
+def _nest_text(kw: str, n: int) -> str:
+    return f'{{"{kw}": ' * n + "{}" + "}" * n
+
+
+DEEP = [("anyOf", 500), ("properties", 600), ("items", 1200), ("not", 5000),
+        ("items", 100_000)]
+
+
+@pytest.mark.parametrize("kw,n", DEEP, ids=[f"{k}-{n}" for k, n in DEEP])
+@pytest.mark.parametrize("form", ["dict", "text"])
+def test_too_deep_is_a_typed_limit_error(native, kw, n, form):
+    """600 levels raised RecursionError in Constraint.cache_key (json.dumps) or, for a JSON text,
+    in Constraint.__post_init__ (json.loads), before the compiler's own guard."""
+    if kw == "properties":
+        doc = {}
+        for _ in range(n):
+            doc = {"properties": {"a": doc}}
+        value = doc if form == "dict" else '{"properties": {"a": ' * n + "{}" + "}}" * n
+    else:
+        value = _nest(kw, n) if form == "dict" else (_nest_text(kw, n) if kw != "anyOf"
+                                                    else '{"anyOf": [' * n + "{}" + "]}" * n)
+    with pytest.raises(CompileLimitError) as ei:
+        native.compile(Constraint.json_schema(value))
+    assert ei.value.limit_name == "nesting_depth"
+    assert "nesting_depth" in str(ei.value)
+    with pytest.raises(CompileLimitError):
+        native.validate(Constraint.json_schema(value))
+
+
+def test_too_deep_names_the_depth_and_the_limit():
+    import sys
+
+    with pytest.raises(CompileLimitError) as ei:
+        Constraint.json_schema(_nest_text("items", 3000))
+    assert ei.value.given == "3001 nested arrays/objects" and ei.value.limit == sys.getrecursionlimit()
+    with pytest.raises(CompileLimitError) as ei:
+        Constraint.json_schema(_nest("not", 3000)).cache_key()
+    assert ei.value.given == "3001 nested arrays/objects"
+    # the compiler's public functions, called directly, say the same
+    with pytest.raises(CompileLimitError, match="nesting_depth"):
+        schema_to_regex(_nest_text("items", 3000))
+    with pytest.raises(CompileLimitError, match="nesting_depth"):
+        check_schema(_nest("not", 700))
+
+
+def test_a_value_that_is_not_json_is_a_typed_error():
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="not JSON"):
+        Constraint.json_schema({"const": {1, 2}}).cache_key()
+
+
+def test_plugin_paths_turn_too_deep_into_a_request_error():
+    """vLLM's engine side builds the constraint from the request's JSON text; the API server side
+    from its parameters: both now raise a StructgateError, which the plugin answers with HTTP 400
+    (patches.compile_error_reason / the sampling-validate patch), not a RecursionError (a 500)."""
+    from types import SimpleNamespace
+
+    from structgate.plugin.bridge import constraint_from_key, constraint_from_params
+    from structgate.plugin.patches import compile_error_reason
+
+    with pytest.raises(CompileLimitError) as ei:
+        constraint_from_key(SimpleNamespace(name="JSON"), _nest_text("items", 2000))
+    assert compile_error_reason(ei.value).startswith("structgate compile error: CompileLimitError(limit)")
+    so = SimpleNamespace(json=_nest_text("not", 2000), json_object=None, regex=None, choice=None, grammar=None,
+                         structural_tag=None)
+    with pytest.raises(CompileLimitError):
+        constraint_from_params(so)
+
+
+def test_cli_prints_one_error_for_a_too_deep_schema(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text(_nest_text("items", 1200))
+    assert main(["check", "--json-schema", str(path), "--text", "{}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("structgate check: error: CompileLimitError: compile limit exceeded: nesting_depth")
+    assert "Traceback" not in err

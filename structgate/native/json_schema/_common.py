@@ -157,4 +157,8 @@ def _load(schema):
             return json.loads(schema)
         except json.JSONDecodeError as e:
             raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
+        except RecursionError:
+            from ...backends.interface import _text_depth, _too_deep
+
+            raise _too_deep(_text_depth(schema), "JSON Schema") from None
     return schema

@@ -26,7 +26,7 @@ import json
 import math
 from typing import Any
 
-from ...backends.interface import CompileOptions
+from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
@@ -495,13 +495,13 @@ def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) 
     CompileLimitError
         ``max_regex_size``: the regex text would exceed ``options.extra["max_regex_size"]``
         characters (default 4,000,000; expansions of shared/recursive ``$ref`` can grow
-        exponentially).
+        exponentially); ``nesting_depth``: a schema nested too deeply for the compiler's recursion.
     """
     options = options or CompileOptions()
     schema = _load(schema)
     check_shapes(schema)
     c = _Compiler(schema, options)
-    r = c.value(schema, "")
+    r = _nesting_guard(lambda: c.value(schema, ""))
     if r is None:
         if c.cut:
             raise UnsupportedFeatureError("$ref (recursive)",
@@ -568,11 +568,21 @@ def _compile_texts(schema, options):
     c = _Compiler(schema, options, grammar=True)
     if isinstance(schema, dict) and (schema.keys() - ANNOTATIONS):
         # the root as the target of "#", so that a recursive "$ref": "#" calls the root's own rule
-        r = c._ref_value(schema, "", ["#"]) if "$ref" not in schema and "allOf" not in schema \
-            else c.value(schema, "")
+        r = _nesting_guard(lambda: c._ref_value(schema, "", ["#"]) if "$ref" not in schema and "allOf" not in schema
+                           else c.value(schema, ""))
     else:
-        r = c.value(schema, "")
+        r = _nesting_guard(lambda: c.value(schema, ""))
     return c, r
+
+
+def _nesting_guard(run):
+    """``run()``, with a ``RecursionError`` (a schema nested too deeply for the compiler's
+    recursion) turned into ``CompileLimitError("nesting_depth")``, as the native backend reports
+    it: the public functions are called directly too (the JSTS run, the structural-tag frontend)."""
+    try:
+        return run()
+    except RecursionError:
+        raise _nesting_limit() from None
 
 
 def check_schema(schema: dict | bool | str, options: CompileOptions | None = None) -> None:
