@@ -10,6 +10,11 @@ Python exception or a silent acceptance (found by a helper's fuzzing; the fuzzer
   (``Constraint.__post_init__``'s ``json.loads``, ``Constraint.cache_key``'s ``json.dumps``, the
   compiler's own recursion): ``CompileLimitError("nesting_depth")``, as the compiler already said
   for documents a little less deep;
+* a ``$ref`` cycle that never descends into the value (``{"$ref": "#"}``, ``allOf``/``anyOf``/
+  ``not``/``then`` of a ``$ref`` back to the schema itself): a ``GrammarSyntaxError`` naming the
+  cycle's ``$ref`` keywords (it compiled as "any value", or failed with a misleading message);
+  recursion through ``properties``/``items``/``prefixItems`` keeps compiling and accepting deep
+  values (oracle: ``jsonschema``).
 """
 from __future__ import annotations
 
@@ -238,3 +243,100 @@ def test_cli_prints_one_error_for_a_too_deep_schema(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("structgate check: error: CompileLimitError: compile limit exceeded: nesting_depth")
     assert "Traceback" not in err
+
+
+# -- $ref cycles that never descend into the value ----------------------------------------------------
+#: (schema, pointer of the first $ref of the cycle, pieces of the message, a value jsonschema never
+#: finishes validating)
+CYCLES = [
+    ({"$ref": "#"}, "/$ref", ['/$ref "#"'], 1),
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+     "/$defs/a/$ref", ['/$defs/a/$ref "#/$defs/b"', '/$defs/b/$ref "#/$defs/a"'], 1),
+    ({"allOf": [{"$ref": "#"}]}, "/allOf/0/$ref", ['/allOf/0/$ref "#"'], {}),
+    ({"allOf": [{"$ref": "#"}, {"type": "integer"}]}, "/allOf/0/$ref", ['/allOf/0/$ref "#"'], 1),
+    ({"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}}, "/properties/a/$ref",
+     ['/properties/a/$ref "#/properties/a"'], {"a": 1}),
+    ({"anyOf": [{"type": "null"}, {"$ref": "#"}]}, "/anyOf/1/$ref", ['/anyOf/1/$ref "#"'], 1),
+    ({"not": {"$ref": "#"}}, "/not/$ref", ['/not/$ref "#"'], 1),
+    ({"if": {"type": "string"}, "then": {"$ref": "#"}}, "/then/$ref", ['/then/$ref "#"'], "x"),
+    ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"oneOf": [{"$ref": "#/$defs/a"}]}},
+      "type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}},
+     "/$defs/a/allOf/0/$ref", ['"#/$defs/b"', '/$defs/b/oneOf/0/$ref "#/$defs/a"'], {"x": 1}),
+]
+
+
+@pytest.mark.parametrize("schema,where,pieces,value", CYCLES, ids=[json.dumps(c[0])[:50] for c in CYCLES])
+def test_ref_cycle_without_descent_is_a_typed_error(native, schema, where, pieces, value):
+    """Each compiled as "any value" (or failed with a message about left recursion or an
+    unsatisfiable schema); jsonschema recurses forever on it (the specification: undefined)."""
+    with pytest.raises(RecursionError):
+        jsonschema.Draft202012Validator(schema).is_valid(value)
+    with pytest.raises(GrammarSyntaxError) as ei:
+        native.compile(Constraint.json_schema(schema))
+    assert ei.value.message.startswith("$ref cycle")
+    assert ei.value.where == where
+    for piece in pieces:
+        assert piece in ei.value.message
+    with pytest.raises(GrammarSyntaxError, match=r"\$ref cycle"):
+        schema_to_regex(schema)
+
+
+def _nested(key: str, n: int, leaf, tag: bool = True):
+    """``n`` levels of ``{"v": i, key: ...}`` (``{key: ...}`` without ``tag``) around ``leaf``, keys
+    in the schemas' declared order (the native engine writes objects in that order)."""
+    v = leaf
+    for i in range(n):
+        v = {"v": i, key: v} if tag else {key: v}
+    return v
+
+
+def _chain(n: int, last=None):
+    d = {"v": 0, "next": last}
+    for i in range(1, n):
+        d = {"v": i, "next": d}
+    return d
+
+
+def _tree(n: int, leaf_value=0):
+    t = {"value": leaf_value}
+    for i in range(n):
+        t = {"value": i, "children": [t, {"value": -i}] if i % 3 == 0 else [t]}
+    return t
+
+
+def _deep_list(n: int, leaf=0):
+    v = [leaf]
+    for i in range(n):
+        v = [i, v]
+    return v
+
+
+#: (schema, a deep valid value, a deep invalid value): recursion that descends into the value
+RECURSIVE = [
+    ({"type": "object", "properties": {"v": {"type": "integer"}, "child": {"$ref": "#"}}},
+     _nested("child", 60, {"v": 0}), _nested("child", 60, {"v": "x"})),
+    ({"type": "object", "properties": {"v": {"type": "integer"},
+                                       "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+      "required": ["v", "next"], "additionalProperties": False}, _chain(60), _chain(60, last=1)),
+    ({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"}, "children": {
+        "type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["value"]}}, "$ref": "#/$defs/node"},
+     _tree(40), _tree(40, leaf_value="x")),
+    ({"anyOf": [{"type": "object", "properties": {"a": {"$ref": "#"}}, "additionalProperties": False},
+                {"type": "integer"}]}, _nested("a", 60, 5, tag=False), _nested("a", 60, "s", tag=False)),
+    ({"$defs": {"t": {"type": "array", "minItems": 1, "items": False,
+                      "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/t"}]}}, "$ref": "#/$defs/t"},
+     _deep_list(60), _deep_list(60, leaf="x")),
+    # a cycle among definitions the root never evaluates is no error (the metaschema accepts it too)
+    ({"type": "string", "$defs": {"a": {"$ref": "#/$defs/a"}}}, "s", 1),
+]
+
+
+@pytest.mark.parametrize("schema,good,bad", RECURSIVE, ids=range(len(RECURSIVE)))
+def test_recursion_through_a_descending_keyword_still_compiles(llama3_vocab, native, schema, good, bad):
+    v = jsonschema.Draft202012Validator(schema)
+    g = native.compile(Constraint.json_schema(schema))
+    for value in (good, bad):
+        m = g.matcher()
+        ok = m.advance(llama3_vocab.encode(json.dumps(value))) and m.is_accepting()
+        assert ok == v.is_valid(value), json.dumps(value)[:200]
+    assert v.is_valid(good) and not v.is_valid(bad)

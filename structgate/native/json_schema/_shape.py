@@ -22,6 +22,10 @@ Where the walk is deliberately more lenient than the metaschemas:
   keyword puts it at a schema position, or when a local ``$ref`` points at it.
 
 Integers may be written as floats with no fraction (``"minLength": 2.0``), as validators read them.
+
+The same walk records the in-place edges (``$ref`` and the keywords that apply a subschema to the
+same value) and refuses a cycle of them that the root reaches (:func:`_ref_cycle`): a schema that
+applies itself to the same value forever, which the compiler used to read as "any value".
 """
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ __all__ = ["check_shapes"]
 (_K_SCHEMA, _K_MAP, _K_LIST, _K_ITEMS, _K_COUNT, _K_NUMBER, _K_STRING, _K_TYPE, _K_STRINGS, _K_ENUM, _K_BOOL,
  _K_DEPS) = range(12)
 
+#: keywords that apply their subschema(s) to the same value (with ``$ref``: the edges of a cycle)
+_IN_PLACE = frozenset({"not", "if", "then", "else"})
 #: keywords whose value is one schema
 _SCHEMA = frozenset({"additionalProperties", "additionalItems", "unevaluatedItems", "unevaluatedProperties",
                      "contains", "propertyNames", "not", "if", "then", "else"})
@@ -143,9 +149,14 @@ def check_shapes(root) -> None:
         return
     seen = {id(root)}
     stack = [(root, ())]
+    #: id(schema) -> (its path, [(subschema, the $ref string or None), ...]): the in-place edges
+    #: (keywords that apply a subschema to the same value), for :func:`_ref_cycle`
+    graph: dict[int, tuple] = {}
+    refs = False
     while stack:
         s, w = stack.pop()
         subs: list[tuple] = []  # (subschema, path) in document order
+        inplace: list[tuple] = []
         for kw, v in s.items():
             kind = _KIND.get(kw) if isinstance(kw, str) else None
             if kind is None:
@@ -154,6 +165,8 @@ def check_shapes(root) -> None:
             if kind == _K_SCHEMA:
                 if isinstance(v, dict):
                     subs.append((v, p))
+                    if kw in _IN_PLACE:
+                        inplace.append((v, None))
                 elif not isinstance(v, bool):
                     _fail("a schema must be a JSON object or a boolean", v, p)
             elif kind == _K_MAP:
@@ -162,6 +175,8 @@ def check_shapes(root) -> None:
                 for k, x in v.items():
                     if isinstance(x, dict):
                         subs.append((x, (p, k)))
+                        if kw == "dependentSchemas":
+                            inplace.append((x, None))
                     elif not isinstance(x, bool):
                         _fail("a schema must be a JSON object or a boolean", x, (p, k))
                     if not isinstance(k, str):
@@ -173,6 +188,8 @@ def check_shapes(root) -> None:
                 for i, x in enumerate(v):
                     if isinstance(x, dict):
                         subs.append((x, (p, i)))
+                        if kind == _K_LIST and kw != "prefixItems":
+                            inplace.append((x, None))
                     elif not isinstance(x, bool):
                         _fail("a schema must be a JSON object or a boolean", x, (p, i))
             elif kind == _K_ITEMS:
@@ -194,9 +211,12 @@ def check_shapes(root) -> None:
                     _fail(f"{kw} must be a string", v, p)
                 if kw == "$ref":
                     hit = _target(root, v)
-                    if hit is not None and isinstance(hit[0], dict) and id(hit[0]) not in seen:
-                        seen.add(id(hit[0]))
-                        stack.append(hit)
+                    if hit is not None and isinstance(hit[0], dict):
+                        refs = True
+                        inplace.append((hit[0], v))
+                        if id(hit[0]) not in seen:
+                            seen.add(id(hit[0]))
+                            stack.append(hit)
             elif kind == _K_TYPE:
                 _type(v, p)
             elif kind == _K_STRINGS:
@@ -215,9 +235,98 @@ def check_shapes(root) -> None:
                 for k, x in v.items():
                     if isinstance(x, dict) and kw == "dependencies":
                         subs.append((x, (p, k)))
+                        inplace.append((x, None))
                     elif not (isinstance(x, bool) and kw == "dependencies"):
                         _strings(kw, x, (p, k))
+        if inplace:
+            graph[id(s)] = (w, inplace)
         for x in reversed(subs):
             if id(x[0]) not in seen:
                 seen.add(id(x[0]))
                 stack.append(x)
+    if refs:  # (without a $ref, in-place keywords only nest: no cycle)
+        _ref_cycle(root, graph)
+
+
+def _ref_cycle(root, graph: dict) -> None:
+    """Raise :class:`GrammarSyntaxError` for a cycle of ``$ref`` and in-place keywords (``allOf``,
+    ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else``, ``dependentSchemas``,
+    ``dependencies``) among the subschemas the root evaluates: ``{"$ref": "#"}``,
+    ``{"allOf": [{"$ref": "#"}]}``, ``#/$defs/a`` -> ``#/$defs/b`` -> ``#/$defs/a``. Such a schema
+    applies itself to the same value forever: a validator never finishes (``jsonschema`` recurses
+    until ``RecursionError``; the specification leaves it undefined), and the compiler used to
+    read it as "any value". Recursion through a keyword that descends into the value
+    (``properties``, ``items``, ``prefixItems``, ``additionalProperties``...) is legitimate and
+    not an edge here. The message names the cycle's ``$ref`` keywords; ``where`` is the first."""
+    cycle = _first_cycle(graph, None)
+    if cycle is None:
+        return
+    live = _evaluated(root)  # (rare: a cycle exists) only a cycle the root can reach is an error
+    cycle = _first_cycle(graph, live)
+    if cycle is None:
+        return
+    chain = " -> ".join(f"{_pointer((graph[n][0], '$ref'))} {json.dumps(r, ensure_ascii=False)}" for n, r in cycle)
+    first_node, first_ref = cycle[0]
+    raise GrammarSyntaxError(f"$ref cycle that never descends into the value (an infinite recursion; recurse "
+                             f"through properties, items...): {chain}", first_ref, 0,
+                             _pointer((graph[first_node][0], "$ref")))
+
+
+def _first_cycle(graph: dict, allowed: set | None) -> list | None:
+    """The first cycle of ``graph``'s edges (depth first, iterative) among the nodes in ``allowed``
+    (None: all), as its ``$ref`` edges ``[(node id, $ref string), ...]`` in order; None if none."""
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in graph:
+        if start in state or (allowed is not None and start not in allowed):
+            continue
+        state[start] = 1
+        trail, labels, its = [start], [None], [iter(graph[start][1])]
+        while its:
+            nxt = next(its[-1], None)
+            if nxt is None:
+                state[trail.pop()] = 2
+                labels.pop()
+                its.pop()
+                continue
+            child, ref = nxt
+            c = id(child)
+            if c not in graph or (allowed is not None and c not in allowed):
+                continue  # no in-place edge out of it: on no cycle
+            st = state.get(c)
+            if st == 1:
+                i = trail.index(c)
+                edges = [(trail[j], labels[j + 1]) for j in range(i, len(trail) - 1)] + [(trail[-1], ref)]
+                return [(n, r) for n, r in edges if r is not None]
+            if st is None:
+                state[c] = 1
+                trail.append(c)
+                labels.append(ref)
+                its.append(iter(graph[c][1]))
+    return None
+
+
+def _evaluated(root) -> set[int]:
+    """Ids of the subschemas validating a value against ``root`` can reach: every schema keyword
+    but ``$defs``/``definitions`` (reached only through ``$ref``), and local ``$ref`` targets.
+    Runs after the shape walk (the values have their shapes)."""
+    live, stack = {id(root)}, [root]
+    while stack:
+        s = stack.pop()
+        for kw, v in s.items():
+            kind = _KIND.get(kw) if isinstance(kw, str) else None
+            if kind in (_K_SCHEMA, _K_ITEMS):
+                kids = v if isinstance(v, list) else (v,)
+            elif kind == _K_MAP and kw not in ("$defs", "definitions"):
+                kids = v.values()
+            elif kind == _K_LIST or (kind == _K_DEPS and kw == "dependencies"):
+                kids = v if isinstance(v, list) else v.values()
+            elif kw == "$ref":
+                hit = _target(root, v)
+                kids = () if hit is None else (hit[0],)
+            else:
+                continue
+            for x in kids:
+                if isinstance(x, dict) and id(x) not in live:
+                    live.add(id(x))
+                    stack.append(x)
+    return live
