@@ -90,6 +90,8 @@ class Constraint:
                 raise InvalidConstraintError(f"JSON Schema bytes are not UTF-8: {e.reason} at byte {e.start}") from None
             except json.JSONDecodeError as e:
                 raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(self.value), e.pos)
+            except RecursionError:
+                raise _too_deep(_text_depth(self.value), "JSON Schema") from None
         if self.kind == "choice":
             choices = tuple(self.value or ())
             if not choices or not all(isinstance(c, str) for c in choices):
@@ -117,11 +119,92 @@ class Constraint:
         return cls("json_object", None)
 
     def cache_key(self) -> str:
-        """A stable string key for compile caches."""
+        """A stable string key for compile caches.
+
+        Raises
+        ------
+        CompileLimitError
+            ``nesting_depth``: the value nests arrays/objects deeper than Python's recursion
+            limit lets ``json`` write it (the compilers' own nesting limit, checked first here).
+        InvalidConstraintError
+            The value is not JSON (a ``set``, a ``float`` key next to string keys, a cycle).
+        """
         v = self.value
         if isinstance(v, (dict, list, bool)) or v is None:
-            v = json.dumps(v, sort_keys=True)
+            try:
+                v = json.dumps(v, sort_keys=True)
+            except RecursionError:
+                raise _too_deep(_value_depth(v), "JSON Schema" if self.kind == "json_schema"
+                                else f"{self.kind} constraint") from None
+            except (TypeError, ValueError) as e:
+                from ..errors import InvalidConstraintError
+
+                raise InvalidConstraintError(f"the {self.kind} constraint's value is not JSON: {e}") from None
         return f"{self.kind}\x00{self.grammar_format}\x00{v}"
+
+
+def _nesting_limit():
+    """The typed error for a constraint nested deeper than the compilers' recursion allows
+    (deeply nested schemas, numbers with hundreds of digits): never an untyped RecursionError.
+    (The native backend and the JSON Schema compiler's public functions raise it.)"""
+    import sys
+
+    from ..errors import CompileLimitError
+
+    return CompileLimitError("nesting_depth", f"> {sys.getrecursionlimit()} frames", sys.getrecursionlimit(),
+                             "the constraint is nested too deeply (schema nesting, anyOf chains, or number "
+                             "bounds with hundreds of digits); simplify it")
+
+
+def _too_deep(depth: int, what: str):
+    """The typed error for a constraint value nested deeper than ``json`` can read or write
+    within Python's recursion limit: ``CompileLimitError("nesting_depth")``, the limit every
+    compiler reports for a constraint nested too deeply (never an untyped RecursionError)."""
+    import sys
+
+    from ..errors import CompileLimitError
+
+    return CompileLimitError("nesting_depth", f"{depth} nested arrays/objects", sys.getrecursionlimit(),
+                             f"the {what} is nested too deeply to be read (Python's recursion limit, "
+                             "in frames); simplify it")
+
+
+def _value_depth(v) -> int:
+    """Deepest nesting of lists and dicts in ``v`` (iterative: any depth)."""
+    deepest, stack = 0, [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, (list, tuple)):
+            continue
+        deepest = max(deepest, d)
+        stack.extend((y, d + 1) for y in x if isinstance(y, (dict, list, tuple)))
+    return deepest
+
+
+def _text_depth(text: str | bytes) -> int:
+    """Deepest nesting of ``[``/``{`` in a JSON text, brackets inside strings not counted."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    deepest = depth = 0
+    in_str = esc = False
+    for c in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
 
 
 @dataclass(frozen=True)

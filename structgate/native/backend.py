@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from typing import Any, ClassVar
 
-from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions
+from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
 from ..errors import CompileLimitError
 from ..vocab import Vocabulary
 from .automaton import DFA
@@ -478,16 +478,6 @@ class NativeBackend(Backend):
     @property
     def cache_len(self) -> int:
         return len(self._cache)
-
-
-def _nesting_limit() -> CompileLimitError:
-    """The typed error for a constraint nested deeper than the compilers' recursion allows
-    (deeply nested schemas, numbers with hundreds of digits): never an untyped RecursionError."""
-    import sys
-
-    return CompileLimitError("nesting_depth", f"> {sys.getrecursionlimit()} frames", sys.getrecursionlimit(),
-                             "the constraint is nested too deeply (schema nesting, anyOf chains, or number "
-                             "bounds with hundreds of digits); simplify it")
 
 
 ENV_COMPILE_PROCESSES = "STRUCTGATE_COMPILE_PROCESSES"

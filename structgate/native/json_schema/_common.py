@@ -88,6 +88,12 @@ def _is_num(v) -> bool:
     return isinstance(v, float) and math.isfinite(v)
 
 
+def _is_whole(v) -> bool:
+    """A number (:func:`_is_num`) with no fractional part; exact for integers beyond float range
+    (``float(10**400)`` would raise ``OverflowError``)."""
+    return isinstance(v, int) or v.is_integer()
+
+
 def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
     """The inclusive decimal bound for literals *parsed as doubles* (those with a fraction part)
     for the number bound ``v`` (an int or a finite float; ``exclusive``; ``toward`` is ``+inf``
@@ -167,4 +173,8 @@ def _load(schema):
             return json.loads(schema)
         except json.JSONDecodeError as e:
             raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
+        except RecursionError:
+            from ...backends.interface import _text_depth, _too_deep
+
+            raise _too_deep(_text_depth(schema), "JSON Schema") from None
     return schema

@@ -29,7 +29,7 @@ from fractions import Fraction
 from math import ceil, floor
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
-from ._common import ANNOTATIONS, _is_num
+from ._common import ANNOTATIONS, _is_num, _is_whole
 
 _ERRORS = (UnsupportedFeatureError, GrammarSyntaxError, CompileLimitError, RecursionError, ValueError,
            TypeError, KeyError)
@@ -173,8 +173,8 @@ class DisjointMixin:
                 d = None
         lmin = s.get("minLength", 0)
         lmax = s.get("maxLength")
-        ok = _is_num(lmin) and float(lmin).is_integer() and lmin >= 0 and (
-            lmax is None or (_is_num(lmax) and float(lmax).is_integer() and lmax >= 0))
+        ok = _is_num(lmin) and _is_whole(lmin) and lmin >= 0 and (
+            lmax is None or (_is_num(lmax) and _is_whole(lmax) and lmax >= 0))
         if ok and (lmin or lmax is not None) and max(lmin, lmax or 0) < cap:
             # (bounds beyond the cap are left out: a superset still, without a huge counter)
             n = length_dfa(int(lmin), None if lmax is None else int(lmax))
@@ -260,7 +260,7 @@ def _required(s) -> list[str]:
 
 def _count(s, kw, default):
     v = s.get(kw, default)
-    if _is_num(v) and float(v).is_integer() and v >= 0:
+    if _is_num(v) and _is_whole(v) and v >= 0:
         return int(v)
     return default
 

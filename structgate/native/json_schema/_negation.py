@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _ptr
+from ._common import _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
 
 
 class NegationMixin:
@@ -104,7 +104,7 @@ class NegationMixin:
                 elif isinstance(v, str):
                     rest[_NOT_STR] = list(dict.fromkeys(rest.get(_NOT_STR, []) + [v]))
                 elif _is_num(v) and _integers_only(rest):
-                    if float(v).is_integer():  # a non-integer value excludes no integer
+                    if _is_whole(v):  # a non-integer value excludes no integer
                         rest[_NOT_INT] = sorted(set(rest.get(_NOT_INT, [])) | {int(v)})
                 else:
                     raise UnsupportedFeatureError("not", "not enum/const of a number, array or object", w)

@@ -9,7 +9,7 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ..regex.parser import parse_regex
 from ._automata import complement, from_ast, length_dfa, literals_ast, matches, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
-from ._common import _NOT_STR, _is_num, _ptr
+from ._common import _NOT_STR, _is_num, _is_whole, _ptr
 from ._formats import (EMAIL_LOCAL, FORMAT_LENGTH, email_domain_subset, email_subset_shape, format_length_implied,
                        hostname_subset)
 from ._numeric import alt
@@ -23,7 +23,7 @@ class StringMixin:
         for kw in ("minLength", "maxLength"):
             if kw in schema and not (isinstance(schema[kw], int) and not isinstance(schema[kw], bool)
                                      and schema[kw] >= 0):
-                if _is_num(schema[kw]) and float(schema[kw]).is_integer() and schema[kw] >= 0:
+                if _is_num(schema[kw]) and _is_whole(schema[kw]) and schema[kw] >= 0:
                     continue
                 raise GrammarSyntaxError(f"{kw} must be a non-negative integer", json.dumps(schema[kw]), 0,
                                          _ptr(where, kw))

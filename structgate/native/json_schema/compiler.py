@@ -27,7 +27,7 @@ import math
 import time
 from typing import Any
 
-from ...backends.interface import CompileOptions
+from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
@@ -35,13 +35,14 @@ from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMA
                       DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
                       REPEAT_COUNT_KW, TYPES,
-                      _count_refs, _is_num, _json_equal, _load, _ptr)
+                      _count_refs, _is_num, _is_whole, _json_equal, _load, _ptr)
 from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
 from ._negation import NegationMixin
 from ._numeric import JSON_NUMBER, alt
 from ._refs import RefsMixin
+from ._shape import check_shapes
 from ._type_array import ArrayMixin
 from ._type_number import NumberMixin
 from ._type_object import ObjectMixin
@@ -481,7 +482,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
 
     def _count(self, schema, kw, where):
         v = schema[kw]
-        if _is_num(v) and float(v).is_integer() and v >= 0:
+        if _is_num(v) and _is_whole(v) and v >= 0:
             return int(v)
         raise GrammarSyntaxError(f"{kw} must be a non-negative integer", json.dumps(v), 0, _ptr(where, kw))
 
@@ -511,19 +512,22 @@ def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) 
     Raises
     ------
     GrammarSyntaxError
-        Malformed schema or ``pattern`` (``where`` = JSON pointer of the keyword).
+        Malformed schema or ``pattern`` (``where`` = JSON pointer of the keyword): a keyword value
+        of the wrong shape anywhere in the document (:func:`._shape.check_shapes`), before anything
+        is compiled.
     UnsupportedFeatureError
         A keyword that cannot be enforced exactly (``where`` = its JSON pointer), or a recursive
         schema whose unrolling to ``max_recursion_depth`` leaves no valid value.
     CompileLimitError
         ``max_regex_size``: the regex text would exceed ``options.extra["max_regex_size"]``
         characters (default 4,000,000; expansions of shared/recursive ``$ref`` can grow
-        exponentially).
+        exponentially); ``nesting_depth``: a schema nested too deeply for the compiler's recursion.
     """
     options = options or CompileOptions()
     schema = _load(schema)
+    check_shapes(schema)
     c = _Compiler(schema, options)
-    r = c.value(schema, "")
+    r = _nesting_guard(lambda: c.value(schema, ""))
     if r is None:
         if c.cut:
             raise UnsupportedFeatureError("$ref (recursive)",
@@ -586,14 +590,25 @@ def _compile_texts(schema, options):
     """The compiler pass of :func:`schema_to_grammar`: (compiler holding the rule texts, root text)."""
     options = options or CompileOptions()
     schema = _load(schema)
+    check_shapes(schema)
     c = _Compiler(schema, options, grammar=True)
     if isinstance(schema, dict) and (schema.keys() - ANNOTATIONS):
         # the root as the target of "#", so that a recursive "$ref": "#" calls the root's own rule
-        r = c._ref_value(schema, "", ["#"]) if "$ref" not in schema and "allOf" not in schema \
-            else c.value(schema, "")
+        r = _nesting_guard(lambda: c._ref_value(schema, "", ["#"]) if "$ref" not in schema and "allOf" not in schema
+                           else c.value(schema, ""))
     else:
-        r = c.value(schema, "")
+        r = _nesting_guard(lambda: c.value(schema, ""))
     return c, r
+
+
+def _nesting_guard(run):
+    """``run()``, with a ``RecursionError`` (a schema nested too deeply for the compiler's
+    recursion) turned into ``CompileLimitError("nesting_depth")``, as the native backend reports
+    it: the public functions are called directly too (the JSTS run, the structural-tag frontend)."""
+    try:
+        return run()
+    except RecursionError:
+        raise _nesting_limit() from None
 
 
 def check_schema(schema: dict | bool | str, options: CompileOptions | None = None) -> None:
