@@ -249,3 +249,16 @@ def test_a_relocated_unsupported_error_derives_its_message_again():
     assert n.message == "unsupported: lookahead (?=...) at structural_tag /format/json_schema/pattern (d)"
     assert str(n).startswith(n.message + ":\n") and n.position == 1
     assert e.message == "unsupported: lookahead (?=...) at /pattern (d)"  # the inner error unchanged
+
+
+@pytest.mark.parametrize("value", ["yes", b"yes"])
+def test_choice_of_a_bare_string_is_refused(value):
+    # found by a helper: Constraint.choice("abc") was the three choices "a", "b", "c"
+    from structgate import Constraint
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="list of strings"):
+        Constraint.choice(value)
+    with pytest.raises(InvalidConstraintError, match="list of strings"):
+        Constraint("choice", value)
+    assert Constraint.choice(["yes"]).value == ("yes",)

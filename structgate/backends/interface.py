@@ -93,6 +93,10 @@ class Constraint:
             except RecursionError:
                 raise _too_deep(_text_depth(self.value), "JSON Schema") from None
         if self.kind == "choice":
+            if isinstance(self.value, (str, bytes)):
+                # tuple("yes") would be the three choices "y", "e", "s"
+                raise InvalidConstraintError(f"a choice constraint needs a list of strings, got the string "
+                                             f"{self.value[:60]!r}; write [{self.value[:60]!r}] for one choice")
             choices = tuple(self.value or ())
             if not choices or not all(isinstance(c, str) for c in choices):
                 raise InvalidConstraintError("a choice constraint needs a non-empty list of strings")
@@ -108,7 +112,9 @@ class Constraint:
 
     @classmethod
     def choice(cls, choices: Iterable[str]) -> "Constraint":
-        return cls("choice", tuple(choices))
+        """One of ``choices`` exactly. Raises InvalidConstraintError for an empty list, an item
+        that is not a string, or a bare string (which is not a list of choices)."""
+        return cls("choice", choices if isinstance(choices, (str, bytes)) else tuple(choices))
 
     @classmethod
     def grammar(cls, text: str, grammar_format: str | None = None) -> "Constraint":
