@@ -39,3 +39,19 @@ def test_shallow_nesting_still_compiles_exactly(llama3_vocab):
         m = g.matcher()
         ok = m.advance(llama3_vocab.encode(text)) and m.is_accepting()
         assert ok == v.is_valid(json.loads(text)), text
+
+
+def test_validate_is_not_bounded_by_the_compile_timeout(llama3_vocab):
+    # validate() is the cheap check a server runs before queueing a request; compile_timeout_s
+    # limits the compile only (the vLLM plugin bounds validation with its own budget): a valid
+    # schema validates even with a 1 µs compile time limit, and its compile then fails typed
+    from structgate import CompileOptions
+    from structgate.native.json_schema import check_schema
+
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    be = get_backend("native", llama3_vocab, compile_timeout_s=1e-6)
+    be.validate(Constraint.json_schema(schema))
+    check_schema(schema, CompileOptions(compile_timeout_s=1e-6))
+    with pytest.raises(CompileLimitError) as e:
+        be.compile(Constraint.json_schema(schema))
+    assert e.value.limit_name == "compile_timeout_s"

@@ -586,12 +586,15 @@ def schema_to_grammar(schema: dict | bool | str, options: CompileOptions | None 
     return _grammar(c, NEVER if r is None else r, "#")
 
 
-def _compile_texts(schema, options):
-    """The compiler pass of :func:`schema_to_grammar`: (compiler holding the rule texts, root text)."""
+def _compile_texts(schema, options, deadline: bool = True):
+    """The compiler pass of :func:`schema_to_grammar`: (compiler holding the rule texts, root text);
+    ``deadline=False``: ``compile_timeout_s`` is not checked (validation, which its caller bounds)."""
     options = options or CompileOptions()
     schema = _load(schema)
     check_shapes(schema)
     c = _Compiler(schema, options, grammar=True)
+    if not deadline:
+        c.deadline = None
     if isinstance(schema, dict) and (schema.keys() - ANNOTATIONS):
         # the root as the target of "#", so that a recursive "$ref": "#" calls the root's own rule
         r = _nesting_guard(lambda: c._ref_value(schema, "", ["#"]) if "$ref" not in schema and "allOf" not in schema
@@ -614,7 +617,9 @@ def _nesting_guard(run):
 def check_schema(schema: dict | bool | str, options: CompileOptions | None = None) -> None:
     """Raise what :func:`schema_to_grammar` raises for the schema's keywords, without parsing the
     generated rule texts into the IR (about a tenth of the cost): the cheap check a server runs on
-    a request before queueing it. An unsatisfiable schema is found only by the full compile.
+    a request before queueing it (``compile_timeout_s`` is not checked here: it limits the compile;
+    a server bounds this check with its own budget). An unsatisfiable schema is found only by the
+    full compile.
 
     Raises
     ------
@@ -625,7 +630,7 @@ def check_schema(schema: dict | bool | str, options: CompileOptions | None = Non
         names the smallest subschemas that admit none. A schema that admits none only through
         recursion (a required self-reference) is found by the full compile.
     """
-    c, r = _compile_texts(schema, options)
+    c, r = _compile_texts(schema, options, deadline=False)  # compile_timeout_s is the compile's limit
     if r is None or any(w == "" for w, _ in c.empty):
         raise InvalidConstraintError(c.empty_reason())
 
