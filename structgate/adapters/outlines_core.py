@@ -165,18 +165,14 @@ def _disjoint_branches(branches: list) -> bool:
 
 def _resolve_local_ref(schema: Any, root: Any, hops: int = 16) -> Any:
     """``schema`` with local ``$ref`` chains (``#/...``, nothing beside them) followed, else itself."""
+    from ..native.json_schema._common import _pointer_target
+
     while hops and isinstance(schema, dict) and set(schema) == {"$ref"} and isinstance(schema["$ref"], str) \
             and schema["$ref"].startswith("#"):
-        node = root
-        for part in [p for p in schema["$ref"][1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return schema
-        schema, hops = node, hops - 1
+        hit = _pointer_target(root, "".join("/" + p for p in schema["$ref"][1:].split("/") if p))
+        if hit is None:
+            return schema
+        schema, hops = hit[0], hops - 1
     return schema
 
 

@@ -135,6 +135,23 @@ def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, boo
     return d, False
 
 
+def _pointer_target(root, frag: str):
+    """``(node, tokens)`` at the JSON pointer ``frag`` (RFC 6901, percent-decoded; ``""`` = the
+    root) in the document ``root``, with the pointer's unescaped tokens; None when it points
+    nowhere."""
+    node, tokens = root, []
+    for tok in frag.split("/")[1:] if frag else []:
+        tok = tok.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and tok in node:
+            node = node[tok]
+        elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
+            node = node[int(tok)]
+        else:
+            return None
+        tokens.append(tok)
+    return node, tokens
+
+
 def _dec(v) -> Decimal:
     return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
 

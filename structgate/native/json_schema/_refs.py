@@ -8,7 +8,7 @@ from urllib.parse import unquote
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._automata import LengthProduct, emit, length_dfa, minimize, product, trim
-from ._common import ANNOTATIONS, MAX_REF_NESTING, NEVER, ROOT_RULE, _ptr
+from ._common import ANNOTATIONS, MAX_REF_NESTING, NEVER, ROOT_RULE, _pointer_target, _ptr
 
 
 class RefsMixin:
@@ -24,15 +24,10 @@ class RefsMixin:
         if frag and not frag.startswith("/"):
             raise UnsupportedFeatureError("$ref (anchor)", f"plain-name fragments are not supported: {ref!r}",
                                           where)
-        node = self.root
-        for tok in frag.split("/")[1:] if frag else []:
-            tok = tok.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and tok in node:
-                node = node[tok]
-            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
-                node = node[int(tok)]
-            else:
-                raise GrammarSyntaxError(f"$ref target not found: {ref}", ref, 0, where)
+        hit = _pointer_target(self.root, frag)
+        if hit is None:
+            raise GrammarSyntaxError(f"$ref target not found: {ref}", ref, 0, where)
+        node = hit[0]
         if not isinstance(node, (dict, bool)):
             raise GrammarSyntaxError(f"$ref target is not a schema: {ref}", ref, 0, where)
         return node

@@ -33,7 +33,7 @@ import json
 from urllib.parse import unquote
 
 from ...errors import GrammarSyntaxError
-from ._common import TYPES, _is_num, _is_whole, _ptr
+from ._common import TYPES, _is_num, _is_whole, _pointer_target, _ptr
 
 __all__ = ["check_shapes"]
 
@@ -123,15 +123,11 @@ def _target(root, ref: str):
     frag = unquote(ref[1:])
     if frag and not frag.startswith("/"):
         return None
-    node, path = root, ()
-    for tok in frag.split("/")[1:] if frag else []:
-        tok = tok.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and tok in node:
-            node = node[tok]
-        elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
-            node = node[int(tok)]
-        else:
-            return None
+    hit = _pointer_target(root, frag)
+    if hit is None:
+        return None
+    node, path = hit[0], ()
+    for tok in hit[1]:
         path = (path, tok)
     return node, path
 
