@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from decimal import Decimal
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
@@ -48,6 +49,8 @@ class NumberMixin:
             mo = schema["multipleOf"]
             if mo <= 0:
                 raise GrammarSyntaxError("multipleOf must be > 0", json.dumps(mo), 0, _ptr(where, "multipleOf"))
+            if isinstance(mo, float):
+                return self._float_multiple_of(mo, integer, lo, hi, where)
             trivial = integer and (Decimal(1) / _dec(mo)) == (Decimal(1) / _dec(mo)).to_integral_value()
             if not trivial:
                 if not _dec(mo) == _dec(mo).to_integral_value():
@@ -94,6 +97,47 @@ class NumberMixin:
             fracs = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x), fraction_required=True)
             return alt([x for x in (ints, fracs) if x is not None])
         return rng
+
+    def _float_multiple_of(self, mo: float, integer: bool, lo, hi, where: str) -> str | None:
+        """Integer literals valid against a *float* ``multipleOf`` as validators test it:
+        ``jsonschema`` computes the double ``n / mo`` and asks whether it is integral (the exact
+        ``Fraction`` test only when that overflows), so ``1`` is not a multiple of ``1e-05``
+        (``1 / 1e-05`` is 99999.99999999999) and ``9007199254740993`` not one of ``3.0`` (the
+        dividend rounds to ``2**53``). Exact or sound cases, else ``UnsupportedFeatureError``:
+
+        * ``mo = 2**-j`` (``1.0``, ``0.5``): ``n / mo = n * 2**j`` is integral: every integer;
+        * ``mo = 2**j`` (``4.0``): multiples of ``2**j`` (rounding a multiple of ``2**j`` to a double
+          keeps it one);
+        * another integral ``mo`` (``3.0``): its multiples (dividend and quotient are exact while
+          ``|n| <= 2**53``);
+        * ``mo < 1`` whose reciprocal ``k`` is an integer in decimal (``0.1``, ``0.01``) and whose
+          double is within ``2**-54`` (relative) of that decimal: the quotient rounds to ``n * k``
+          (the half-ulp of a double is over ``2**-54`` of it), so every integer whose quotient
+          stays finite.
+
+        In every case only integers with ``|n| <= 2**53`` (and ``|n / mo|`` finite) are produced:
+        beyond, the rounded dividend decides, an overflowing quotient falls to the exact test, and
+        a dividend past the doubles makes ``jsonschema`` raise. Left out: sound.
+        """
+        from fractions import Fraction
+
+        w = _ptr(where, "multipleOf")
+        mant, _ = math.frexp(mo)
+        big = 2 ** 53
+        if mo < 1:  # the quotient n / mo must stay finite
+            big = min(big, int(Fraction(sys.float_info.max) * Fraction(mo)))
+        capped = (max(lo, (-big, False), key=lambda b: Decimal(b[0])) if lo is not None else (-big, False),
+                  min(hi, (big, False), key=lambda b: Decimal(b[0])) if hi is not None else (big, False))
+        if mo.is_integer():
+            return self._multiple_of(int(mo), *capped, w)
+        if integer:
+            k = Decimal(1) / _dec(mo)
+            if mant == 0.5 or (k == k.to_integral_value()
+                               and abs(Fraction(mo) - 1 / Fraction(int(k))) < Fraction(mo) / 2 ** 54):
+                return integer_range(*_integer_bounds(*capped))
+        raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point, and "
+                                      "only integral values, powers of two and decimal reciprocals whose double "
+                                      "is exact enough (0.1, 0.01) are compiled", w)
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
