@@ -15,6 +15,8 @@ Sets are tuples of inclusive ``(lo, hi)`` code-point ranges, sorted and non-over
 """
 from __future__ import annotations
 
+import re
+
 from functools import lru_cache
 
 from ._numeric import alt, fixed_width_range
@@ -214,9 +216,20 @@ JSON_CHAR: str = json_char_regex(ANY)
 STRING: str = r'"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 
 
+#: a high surrogate code point followed by a low one, as two characters of a Python ``str``
+_SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
 def literal_string_regex(value: str) -> str:
     """Regex of JSON encodings of exactly the string ``value`` (quotes included): printable ASCII
-    characters spelled plainly, every other character in any of its encodings."""
+    characters spelled plainly, every other character in any of its encodings. A value holding a
+    high surrogate followed by a low one (two lone surrogates, possible in a Python ``str``) is the
+    decoded value of no JSON text (a decoder joins the escaped pair into one character): a regex
+    that matches nothing."""
+    if _SPLIT_PAIR.search(value):
+        from ._common import NEVER
+
+        return NEVER
     out = ['"']
     for ch in value:
         cp = ord(ch)

@@ -8,7 +8,7 @@ import re
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._automata import CPDFA, complement, from_ast, length_dfa, literals_ast, product, trim
-from ._charset import json_char_regex, literal_string_regex
+from ._charset import _SPLIT_PAIR, json_char_regex, literal_string_regex
 from ._common import ANNOTATIONS
 from ._common import _ptr
 from ._numeric import alt
@@ -141,6 +141,8 @@ class ObjectMixin:
                                      _ptr(where, "required"))
         # a name listed twice is required once (validators check membership): never two keys
         required = list(dict.fromkeys(required))
+        if any(_SPLIT_PAIR.search(r) for r in required):
+            return None  # a required name no JSON text decodes to (see literal_string_regex): no object
         has_addl = "additionalProperties" in schema
         addl = schema.get("additionalProperties", True)
         # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all;

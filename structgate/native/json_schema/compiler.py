@@ -29,7 +29,7 @@ from typing import Any
 
 from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
-from ._charset import STRING, literal_string_regex
+from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
                       DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
                       DEFAULT_REGEX_UNROLL_DEPTH,
@@ -394,8 +394,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
 
     def _values_regex(self, vals: list, where) -> str | None:
         """The alternation of the JSON values ``vals`` (their :meth:`const` spellings; :func:`alt`
-        drops repeats); None for no value."""
-        return alt(self.const(c, where) for c in vals)
+        drops repeats); None for no value. A value no JSON text decodes to (a string or key of a
+        Python value holding a split surrogate pair, see :func:`literal_string_regex`) is left out."""
+        return alt(self.const(c, where) for c in vals if not _has_split_pair(c))
 
     def _finite_values(self, schema, where) -> list:
         """The candidate values of a schema with ``const``/``enum`` (both: the const if listed)."""
@@ -657,3 +658,21 @@ def json_object_regex(options: CompileOptions | None = None) -> str:
     opt = options or CompileOptions()
     c = _Compiler(True, opt)
     return c._object_of(STRING, c.any_value(c.depth))
+
+
+def _has_split_pair(v) -> bool:
+    """Whether a JSON value (as Python) holds, in a string or an object key, a high surrogate
+    followed by a low one: no JSON text decodes to it (iterative walk)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            if _SPLIT_PAIR.search(x):
+                return True
+        elif isinstance(x, list):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x)
+            stack.extend(x.values())
+    return False
+
