@@ -65,3 +65,16 @@ def test_shared_escapes_still_compile_and_agree(llama3_vocab, pattern, texts):
             assert v.is_valid(json.loads(t)), t
         elif "\\ud83d" not in t:
             assert not v.is_valid(json.loads(t)), t
+
+
+@pytest.mark.parametrize("pattern,pos", [("a{1099511627776}", 2), ("^ab{2,10000000000000}$", 6), ("a{4294967295,}", 2)])
+def test_huge_repeat_in_pattern_is_refused_at_the_pattern(llama3_vocab, pattern, pos):
+    # found by a helper: the error pointed into the generated regex ("at position 224 in #");
+    # re refuses these too (its repeat bound is below 2**32 - 1)
+    from structgate.errors import GrammarSyntaxError
+
+    with pytest.raises((re.error, OverflowError)):
+        re.compile(pattern)
+    with pytest.raises(GrammarSyntaxError) as e:
+        get_backend("native", llama3_vocab).compile(Constraint.json_schema({"type": "string", "pattern": pattern}))
+    assert "/pattern" in str(e.value) and f"at position {pos} " in str(e.value), e.value

@@ -148,6 +148,12 @@ class _Parser:
         finally:
             self.i = save
 
+    def _check_repeat(self, n: int, pos: int) -> None:
+        """A repeat count past Python re's bound (below 2**32 - 1), which the generated regex
+        shares: the error at the pattern's own position, not inside the generated text."""
+        if n >= 0xFFFFFFFF:
+            self.err("the repetition number is too large", pos)
+
     def _brace_quantifier(self):
         """Parse {m}, {m,}, {m,n} at self.i; None (position unchanged) if not a quantifier."""
         j = self.i + 1
@@ -167,6 +173,7 @@ class _Parser:
             return None
         lo = int(p[j:k])
         if k < len(p) and p[k] == "}":
+            self._check_repeat(lo, j)
             self.i = k + 1
             return lo, lo
         if k >= len(p) or p[k] != ",":
@@ -180,6 +187,9 @@ class _Parser:
         hi = int(p[k:m]) if m > k else INF
         if hi < lo:
             self.err("numbers out of order in {} quantifier", self.i)
+        self._check_repeat(lo, j)
+        if hi != INF:
+            self._check_repeat(hi, k)
         self.i = m + 1
         return lo, hi
 
