@@ -70,3 +70,14 @@ def test_comment_does_not_hide_a_syntax_error(native, pattern):
         re.compile(pattern)
     with pytest.raises(GrammarSyntaxError):
         native.compile(Constraint.regex(pattern))
+
+
+def test_quantifier_after_comment_with_the_class_piece_cached(native, llama3_vocab):
+    # found by the CI run (order-dependent): once "[ab]" was in the parser's process-wide piece cache
+    # (a >= 64-character pattern with the class unquantified), "[ab](?#c)*" took the cached piece
+    # and then read its quantifier as a multiple repeat
+    warm = "[ab]x" + "y" * 64
+    assert _accepts(native, llama3_vocab, warm, "ax" + "y" * 64)
+    pattern = "[ab](?#c)*x" + "z" * 64
+    for text in ("x" + "z" * 64, "abbax" + "z" * 64, "cx" + "z" * 64):
+        assert _accepts(native, llama3_vocab, pattern, text) == (re.fullmatch(pattern, text) is not None), text

@@ -370,7 +370,11 @@ class _Parser:
                         elif q == "{":
                             k = p.find("}", j)
                             j = k + 1 if k > 0 else j
-                    if j >= n or (p[j] != "?" and p[j] != "+"):  # not lazy / possessive
+                    if j == end:  # no quantifier right after the class: one after a comment is its own
+                        k = self._skip_ignored(end, flags)
+                        if k > end and k < n and p[k] in _QUANT_START and self._try_quant(k) is not None:
+                            j = -1  # not a piece: the general path below applies that quantifier
+                    if j >= n or (j >= 0 and p[j] != "?" and p[j] != "+"):  # not lazy / possessive
                         pkey = ("[q", p[i:j], flags.ignorecase)
                         hit = _PIECES.get(pkey)
                         if hit is not None:
