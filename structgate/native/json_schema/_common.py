@@ -7,6 +7,7 @@ import math
 from decimal import Decimal
 
 from ...errors import GrammarSyntaxError
+from ..regex.parser import MAX_REPEAT
 
 
 #: a regex that matches nothing (a class over no code point) — returned for unsatisfiable schemas
@@ -49,7 +50,7 @@ DEFAULT_MAX_MULTIPLE_OF = 1_000
 #: the largest count a ``minLength``/``maxLength``/``minItems``/``maxItems``/``minContains``/
 #: ``maxContains`` may give: counts become regex repetitions ``{m,n}``, bounded as in Python's re
 #: (below 2**32 - 1); beyond it ``CompileLimitError("max_count")`` names the keyword
-MAX_COUNT = 0xFFFFFFFE
+MAX_COUNT = MAX_REPEAT
 #: keywords whose value is a count rendered as a repetition
 REPEAT_COUNT_KW = ("minLength", "maxLength", "minItems", "maxItems", "minContains", "maxContains")
 
@@ -94,10 +95,10 @@ def _is_whole(v) -> bool:
     return isinstance(v, int) or v.is_integer()
 
 
-def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, bool]:
+def _decimal_bound(v, exclusive: bool, toward: float) -> Decimal:
     """The inclusive decimal bound for literals *parsed as doubles* (those with a fraction part)
     for the number bound ``v`` (an int or a finite float; ``exclusive``; ``toward`` is ``+inf``
-    for a lower bound, ``-inf`` for an upper one). Returns ``(bound, False)``.
+    for a lower bound, ``-inf`` for an upper one): always an inclusive bound.
 
     Validators read such a literal ``x`` as the double ``round(x)`` and compare it exactly with
     ``v``. Let ``g`` be the first double the bound admits (``v`` itself, the next double past an
@@ -113,7 +114,7 @@ def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, boo
         f = float(v)
     except OverflowError:  # an int beyond the doubles
         if (v > 0) == up:  # a lower bound above every double (or an upper one below every double)
-            return sign * Decimal(2 ** 1024), False
+            return sign * Decimal(2 ** 1024)
         f = -math.inf if up else math.inf  # every finite double is inside: start at the extreme one
         g = math.nextafter(f, toward)
     else:
@@ -121,9 +122,9 @@ def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, boo
         if (g < v if up else g > v) or (exclusive and g == v):
             g = math.nextafter(g, toward)
         if not math.isfinite(g):
-            return sign * Decimal(2 ** 1024), False
+            return sign * Decimal(2 ** 1024)
         if g == v and isinstance(v, int) and not isinstance(v, bool):
-            return Decimal(v), False  # an integer bound that is a double: its own digits
+            return Decimal(v)  # an integer bound that is a double: its own digits
     d = Decimal(repr(g))
     if g != v and d.adjusted() < -30:
         # a bound moved next to 0 (exclusiveMinimum 0: the next double is subnormal, 5e-324)
@@ -132,7 +133,7 @@ def _exclusive_as_float(v, exclusive: bool, toward: float) -> tuple[Decimal, boo
         # within 1e-31 of the bound are lost. (Keeping the exact exclusive bound let
         # 0.000...01 in, which a parser reads as the bound itself.)
         d = d.quantize(Decimal("1e-31"), rounding="ROUND_CEILING" if up else "ROUND_FLOOR")
-    return d, False
+    return d
 
 
 def _pointer_target(root, frag: str):

@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
 from ._charset import ANY, CharSet, complement, intersect, json_char_regex, normalize, union
+from ._common import MAX_COUNT
 
 __all__ = ["parse_pattern", "pattern_body_regex", "pattern_ast", "ast_length_bounds", "INF"]
 
@@ -149,9 +150,10 @@ class _Parser:
             self.i = save
 
     def _check_repeat(self, n: int, pos: int) -> None:
-        """A repeat count past Python re's bound (below 2**32 - 1), which the generated regex
-        shares: the error at the pattern's own position, not inside the generated text."""
-        if n >= 0xFFFFFFFF:
+        """A repeat count past :data:`._common.MAX_COUNT` (the regex parser's bound, as Python's
+        re's), which the generated regex shares: the error at the pattern's own position, not
+        inside the generated text."""
+        if n > MAX_COUNT:
             self.err("the repetition number is too large", pos)
 
     def _brace_quantifier(self):

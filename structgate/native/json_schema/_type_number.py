@@ -10,7 +10,7 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ..regex.parser import parse_regex
 from ._automata import from_ast, product, remainder_dfa, trim
 from ._charset import class_text
-from ._common import _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _exclusive_as_float, _ptr
+from ._common import _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _decimal_bound, _ptr
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
 #: a number bound with more fraction digits than this is refused (CompileLimitError "nesting_depth")
@@ -70,12 +70,9 @@ class NumberMixin:
         # 0.10000000000000001 "equals" 0.1. Each bound becomes the inclusive decimal bound at the
         # first double it admits (nextafter(b) for an exclusive b, shortest repr): x beyond that
         # decimal gives float(x) beyond b, by monotonic rounding — sound, and it only excludes
-        # decimals that round onto b (see _exclusive_as_float).
-        lo_d = lo_x = hi_d = hi_x = None
-        if lo is not None:
-            lo_d, lo_x = _exclusive_as_float(lo[0], lo[1], math.inf)
-        if hi is not None:
-            hi_d, hi_x = _exclusive_as_float(hi[0], hi[1], -math.inf)
+        # decimals that round onto b (see _decimal_bound).
+        lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
+        hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
         for d in (lo_d, hi_d):
             # a bound with hundreds of fraction digits (1e-250): the range construction recurses
             # once per digit; refused with the typed limit, whatever the Python stack has left
@@ -83,7 +80,6 @@ class NumberMixin:
                 raise CompileLimitError("nesting_depth", f"{d}: over {MAX_FRACTION_DIGITS} fraction digits",
                                         MAX_FRACTION_DIGITS, f"the number bound at {where or '#'} has too many "
                                         "fraction digits for the range construction; round it")
-        rng = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x))
         # Integer literals are read as exact integers and compared exactly with the bound's value
         # (Python's json + jsonschema; a float bound is the double itself: 1e23 is
         # 99999999999999991611392). The decimal bounds above are shortest spellings moved for
@@ -92,11 +88,12 @@ class NumberMixin:
         # exact integer range, integer literals get that range and the decimal range keeps only
         # literals with a fraction part.
         ilo, ihi = _integer_bounds(lo, hi)
-        if _integers_admitted(lo_d, bool(lo_x), hi_d, bool(hi_x)) != (ilo, ihi):
+        admitted = _integer_bounds(None if lo_d is None else (lo_d, False), None if hi_d is None else (hi_d, False))
+        if admitted != (ilo, ihi):
             ints = integer_range(ilo, ihi)
-            fracs = number_range(lo_d, bool(lo_x), hi_d, bool(hi_x), fraction_required=True)
+            fracs = number_range(lo_d, False, hi_d, False, fraction_required=True)
             return alt([x for x in (ints, fracs) if x is not None])
-        return rng
+        return number_range(lo_d, False, hi_d, False)
 
     def _float_multiple_of(self, mo: float, integer: bool, lo, hi, where: str) -> str | None:
         """Integer literals valid against a *float* ``multipleOf`` as validators test it:
@@ -172,9 +169,10 @@ class NumberMixin:
 
 
 def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:
-    """Inclusive integer bounds from ``_bounds`` output, from each bound's exact value (a float
-    bound is the double itself, ``Decimal(1e23)`` = 99999999999999991611392, never its shortest
-    spelling): validators compare an integer instance with the bound exactly."""
+    """Inclusive integer bounds from ``(value, exclusive)`` pairs (``_bounds`` output, or decimal
+    bounds), from each bound's exact value (a float bound is the double itself, ``Decimal(1e23)`` =
+    99999999999999991611392, never its shortest spelling): validators compare an integer instance
+    with the bound exactly."""
     ilo = ihi = None
     if lo is not None:
         d = Decimal(lo[0])
@@ -186,15 +184,3 @@ def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:
             int(d.to_integral_value(rounding="ROUND_FLOOR"))
     return ilo, ihi
 
-
-def _integers_admitted(lo: Decimal | None, lo_x: bool, hi: Decimal | None, hi_x: bool
-                       ) -> tuple[int | None, int | None]:
-    """Inclusive (lowest, highest) integer in the decimal interval, None where unbounded."""
-    ilo = ihi = None
-    if lo is not None:
-        ilo = int(lo.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo_x else \
-            int(lo.to_integral_value(rounding="ROUND_CEILING"))
-    if hi is not None:
-        ihi = int(hi.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi_x else \
-            int(hi.to_integral_value(rounding="ROUND_FLOOR"))
-    return ilo, ihi

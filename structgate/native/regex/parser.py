@@ -173,6 +173,8 @@ class _Flags:
 
 import re as _re
 
+#: the largest repeat count ``{m,n}`` takes, as in Python's ``re`` (its bound is 2**32 - 1, exclusive)
+MAX_REPEAT = 0xFFFFFFFE
 #: the text of a comment ``(?#...)`` after ``(?#``: escapes are units, as Python's ``re`` reads
 #: them (``\\)`` does not end it); the first other ``)`` does
 _COMMENT_BODY = r"(?:\\.|[^)\\])*"
@@ -531,7 +533,7 @@ class _Parser:
         hi = int(hi_s) if hi_s else None
         if hi is not None and hi < lo:
             raise self.err("min repeat greater than max repeat", i)
-        if lo >= 0xFFFFFFFF or (hi is not None and hi >= 0xFFFFFFFF):
+        if lo > MAX_REPEAT or (hi is not None and hi > MAX_REPEAT):
             raise self.err("the repetition number is too large", i)
         return lo, hi, k + 1
 
