@@ -40,6 +40,7 @@ from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
 from ._negation import NegationMixin
+from ._normalize import normalize
 from ._numeric import JSON_NUMBER, alt
 from ._refs import RefsMixin
 from ._shape import check_shapes
@@ -84,10 +85,38 @@ class _CheckedValidator:
                                      self._where or "#") from None
 
 
+_VALIDATOR_CLASSES: dict = {}
+
+
+def _validator_class(draft: int):
+    """The ``jsonschema`` validator class for a document whose root declares ``draft`` (4, 6, 7,
+    2019, 2020; 0: none): Draft 2020-12 for 2020 and none; for an older draft that draft's class
+    with the 2020-12 ``prefixItems`` and ``items``, since the normalised document (:mod:`._normalize`)
+    writes its array-form ``items`` so. The older draft's other readings (draft 4's ``2.0`` is no
+    integer, boolean ``exclusiveMaximum``, ``dependencies``) still decide which ``enum`` values
+    beside the root's ``$schema`` are kept."""
+    cls = _VALIDATOR_CLASSES.get(draft)
+    if cls is None:
+        import jsonschema
+        from jsonschema import Draft202012Validator, validators
+
+        base = {4: jsonschema.Draft4Validator, 6: jsonschema.Draft6Validator, 7: jsonschema.Draft7Validator,
+                2019: jsonschema.Draft201909Validator}.get(draft)
+        if base is None:
+            cls = Draft202012Validator
+        else:
+            new = {k: Draft202012Validator.VALIDATORS[k] for k in ("prefixItems", "items")}
+            cls = validators.extend(base, new)
+        cls = _VALIDATOR_CLASSES[draft] = cls
+    return cls
+
+
 class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, StringMixin, ArrayMixin,
                 ObjectMixin):
-    def __init__(self, root: Any, options: CompileOptions, grammar: bool = False):
+    def __init__(self, root: Any, options: CompileOptions, grammar: bool = False, draft: int = 0):
         self.root = root
+        #: the draft the document's root declares (:func:`._normalize.normalize`; 0: none)
+        self.draft = draft
         self.opt = options
         #: ``time.monotonic()`` past which :meth:`value` raises ``CompileLimitError("compile_timeout_s")``
         #: (the backend checks the deadline again between stages; this keeps a long schema walk prompt)
@@ -354,17 +383,26 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                                            {"allOf": [{"not": cond}, schema.get("else", True)]}]}]}
 
     def _validator_for(self, schema, where: str = ""):
-        """A jsonschema (Draft 2020-12) validator of ``schema`` with references resolved in the root
-        document; its ``is_valid`` raises :class:`GrammarSyntaxError` (naming ``where``) instead of
-        jsonschema's own exceptions when the schema cannot be evaluated (an unknown ``type``, a
+        """A jsonschema validator of ``schema`` with references resolved in the root document
+        (normalised: :mod:`._normalize`): Draft 2020-12, or for a schema carrying the root's
+        ``$schema`` (the root's keywords) the class of the draft it declares
+        (:func:`_validator_class`, which reads the normalised ``prefixItems``); its ``is_valid``
+        raises :class:`GrammarSyntaxError` (naming ``where``) instead of jsonschema's own exceptions when the schema cannot be evaluated (an unknown ``type``, a
         ``$ref`` to nowhere, an invalid pattern: every caller's request then fails with a typed
         error, never an untyped one)."""
         from jsonschema import Draft202012Validator
 
         if self._validator is None:
             root = self.root if isinstance(self.root, (dict, bool)) else {}
+            if isinstance(root, dict) and "$schema" in root:
+                root = {k: v for k, v in root.items() if k != "$schema"}
             self._validator = Draft202012Validator(root)
-        return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
+            self._declared = _validator_class(self.draft)(root)
+        v = self._validator
+        if isinstance(schema, dict) and "$schema" in schema:  # the root's keywords: its draft
+            v = self._declared
+            schema = {k: x for k, x in schema.items() if k != "$schema"}
+        return _CheckedValidator(v.evolve(schema=schema), schema, where)
 
     def _merged_values(self, schema, merged, where):
         """When merging ``$ref``/``allOf`` left finitely many values (``enum``/``const`` in
@@ -525,9 +563,9 @@ def schema_to_regex(schema: dict | bool, options: CompileOptions | None = None) 
         exponentially); ``nesting_depth``: a schema nested too deeply for the compiler's recursion.
     """
     options = options or CompileOptions()
-    schema = _load(schema)
+    schema, draft = normalize(_load(schema))
     check_shapes(schema)
-    c = _Compiler(schema, options)
+    c = _Compiler(schema, options, draft=draft)
     r = _nesting_guard(lambda: c.value(schema, ""))
     if r is None:
         if c.cut:
@@ -591,9 +629,9 @@ def _compile_texts(schema, options, deadline: bool = True):
     """The compiler pass of :func:`schema_to_grammar`: (compiler holding the rule texts, root text);
     ``deadline=False``: ``compile_timeout_s`` is not checked (validation, which its caller bounds)."""
     options = options or CompileOptions()
-    schema = _load(schema)
+    schema, draft = normalize(_load(schema))
     check_shapes(schema)
-    c = _Compiler(schema, options, grammar=True)
+    c = _Compiler(schema, options, grammar=True, draft=draft)
     if not deadline:
         c.deadline = None
     if isinstance(schema, dict) and (schema.keys() - ANNOTATIONS):

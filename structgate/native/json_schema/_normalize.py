@@ -1,0 +1,231 @@
+"""Normalisation: the document the compiler reads, as draft 2020-12 with root-relative references.
+
+One walk before the shape check (:func:`._shape.check_shapes`) and the compiler, so that the
+translations below are made once and every later stage (shape walk, ``allOf`` merge, ``not``,
+``contains``, ``uniqueItems``, the ``jsonschema`` checks of ``enum`` values) reads one form:
+
+* **Array-form ``items``** (drafts 4 to 2019-09: one schema per position) becomes ``prefixItems``,
+  and ``additionalItems`` (the schema of the items after them; default: any) becomes ``items``
+  (``additionalItems: false`` caps the length). ``additionalItems`` beside a schema ``items`` or
+  none is ignored by every draft and dropped. In a resource declared draft 2020-12 (``$schema``
+  ``https://json-schema.org/draft/2020-12/schema``) an array ``items`` is not a schema:
+  ``GrammarSyntaxError`` at ``/items``. Errors raised later inside a positional schema name it
+  ``/prefixItems/<i>`` (the compiler's form), not ``/items/<i>``.
+* **References** are resolved against the base URI of the schema that holds them (RFC 3986
+  joining, :func:`urllib.parse.urljoin`): a ``$id`` (draft 4: ``id``) under a schema keyword starts
+  an embedded resource, ``$anchor``/``$dynamicAnchor`` and plain-name ``$id`` fragments
+  (``"$id": "#foo"``, drafts 6/7) name a location. Every ``$ref`` whose target is in the document
+  (``#/definitions/B`` inside a resource with its own ``$id``, ``other.json#/definitions/B``,
+  ``http://example.com/other.json``, ``#foo``) is rewritten to the JSON pointer of the target in the
+  whole document (``#/definitions/A/definitions/B``), and the ``$id``/``id``/``$anchor`` keywords
+  are removed: references then resolve from the root, as the compiler (and its rule keys, the
+  canonical JSON of a schema) assume. A reference to a resource the document does not hold is left
+  as written: the compiler refuses it (``UnsupportedFeatureError("$ref (non-local)")``); nothing is
+  fetched. In drafts 4 to 7 a ``$id`` beside ``$ref`` is ignored, as those drafts ignore every
+  sibling of ``$ref``.
+* **``$schema``** is removed but at the root; :func:`normalize` returns the draft the root
+  declares. The compiler's ``jsonschema`` checks of ``enum`` values read a schema that carries the
+  root's ``$schema`` (the root's own keywords) with that draft's validator, reading
+  ``prefixItems``/``items`` as 2020-12 does (:func:`compiler._validator_class`), every other one
+  with Draft 2020-12, as before. An embedded resource's own ``$schema`` decides only how its
+  ``items`` are read here.
+
+The walk only follows schema keywords (values of ``enum``, ``const``, ``default``... are data and
+are never rewritten); the values of keywords unknown to every draft are walked as schemas whose
+``$id`` is not registered (``#/components/schemas/A`` may be a ``$ref`` target: its references are
+rewritten, but an ``$id`` there names nothing, as in ``jsonschema``). A value of the wrong shape is
+left as written for the shape walk to report at its own pointer. The input is never modified:
+changed schemas are copies, unchanged subtrees are shared. Iterative (no ``RecursionError``).
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import quote, urldefrag, urljoin
+
+from ...errors import GrammarSyntaxError, UnsupportedFeatureError
+from ._common import KNOWN, _ptr
+
+__all__ = ["normalize"]
+
+#: the base URI of a document without a ``$id`` (hierarchical, so relative ``$id``/``$ref`` join)
+DEFAULT_BASE = "https://structgate.invalid/schema.json"
+
+#: keywords whose value is one schema, an object of schemas, an array of schemas
+_ONE = frozenset({"additionalProperties", "additionalItems", "unevaluatedItems", "unevaluatedProperties",
+                  "contains", "propertyNames", "not", "if", "then", "else", "items"})
+_MAP = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
+_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+
+
+def _draft(uri: str, inherited: int) -> int:
+    """The draft a ``$schema`` URI declares (4, 6, 7, 2019, 2020), ``inherited`` when unknown."""
+    for mark, d in (("draft-04/", 4), ("draft-06/", 6), ("draft-07/", 7), ("draft/2019-09/", 2019),
+                    ("draft/2020-12/", 2020), ("draft/next/", 2020)):
+        if mark in uri:
+            return d
+    return inherited
+
+
+def _is_schema(v) -> bool:
+    return isinstance(v, (dict, bool))
+
+
+def _pointer(path: tuple) -> str:
+    return _ptr("", *path)
+
+
+def _fragment(path: tuple) -> str:
+    """``#`` + the JSON pointer of ``path``, percent-encoded as a URI fragment (the compiler
+    percent-decodes a ``$ref`` fragment before reading the pointer)."""
+    return "#" + quote(_pointer(path), safe="/~!$&'()*+,;=:@")
+
+
+def normalize(root) -> tuple:
+    """``(document, draft)``: the document ``root`` in the compiler's form (see the module
+    docstring; ``root`` itself when nothing changes) and the draft its root's ``$schema`` declares
+    (4, 6, 7, 2019, 2020; 0 when none or unknown). Raises :class:`GrammarSyntaxError` for an array ``items`` in a draft
+    2020-12 resource, :class:`UnsupportedFeatureError` for an array ``items`` beside
+    ``prefixItems``."""
+    if not isinstance(root, dict):
+        return root, 0
+    top = _draft(root["$schema"], 0) if isinstance(root.get("$schema"), str) else 0
+    resources: dict[str, tuple] = {DEFAULT_BASE: ()}  # absolute URI (no fragment) -> path of its root
+    anchors: dict[str, tuple] = {}  # absolute URI + "#name" -> path
+    refs: list[tuple] = []  # (path of the schema holding $ref, its base URI, path of its resource)
+    edits: list[tuple] = []  # (path of a schema to rewrite, its draft, whether at a schema position)
+    # (node, path, base URI, path of the resource, draft, at a schema position: False under unknown keywords)
+    stack = [(root, (), DEFAULT_BASE, (), 0, True)]
+    seen: set = set()
+    while stack:
+        s, path, base, res, draft, known = stack.pop()
+        if not isinstance(s, dict) or (id(s), base) in seen:
+            continue
+        seen.add((id(s), base))
+        if isinstance(s.get("$schema"), str):
+            draft = _draft(s["$schema"], draft)
+        id_kw = "id" if draft == 4 else "$id"
+        sid = s.get(id_kw)
+        if isinstance(sid, str) and not (draft in (4, 6, 7) and "$ref" in s):
+            uri, frag = urldefrag(urljoin(base, sid))
+            if uri and uri != base:
+                base, res = uri, path
+                if known:
+                    resources.setdefault(uri, path)
+            if known and frag and not frag.startswith("/"):
+                anchors.setdefault(f"{base}#{frag}", path)
+        for kw in ("$anchor", "$dynamicAnchor"):
+            if known and isinstance(s.get(kw), str):
+                anchors.setdefault(f"{base}#{s[kw]}", path)
+        if isinstance(s.get("$ref"), str):
+            refs.append((path, base, res))
+        if isinstance(sid, str) or "$schema" in s or "$anchor" in s or "additionalItems" in s or isinstance(
+                s.get("items"), list):
+            edits.append((path, draft, known, id_kw))
+        kids = []
+        for kw, v in s.items():
+            if not isinstance(kw, str):
+                continue
+            if kw in _LIST and isinstance(v, list):
+                kids += [(x, (*path, kw, i), known) for i, x in enumerate(v)]
+            elif kw in _ONE:
+                kids.append((v, (*path, kw), known))
+            elif kw in _MAP and isinstance(v, dict):
+                kids += [(x, (*path, kw, k), known) for k, x in v.items()]
+            elif kw not in KNOWN and kw != id_kw and isinstance(v, (dict, list)):
+                # an unknown keyword: its objects may be $ref targets (#/components/schemas/A)
+                todo = [(v, (*path, kw))]
+                while todo:
+                    x, p = todo.pop()
+                    if isinstance(x, list):
+                        todo += [(y, (*p, i)) for i, y in enumerate(x)]
+                    elif isinstance(x, dict):
+                        kids.append((x, p, False))
+        for x, p, k in reversed(kids):
+            stack.append((x, p, base, res, draft, k))
+    if not refs and not edits:
+        return root, top
+    new = _Rewriter(root)
+    for path, base, res in refs:
+        ref = _get(root, path)["$ref"]
+        target = _target(ref, base, res, resources, anchors)
+        if target is not None and target != ref:
+            new.node(path)["$ref"] = target
+    for path, draft, known, id_kw in reversed(edits):  # a schema's subschemas before itself (items moves)
+        _edit(new.node(path), path, draft, known, id_kw)
+    return new.root, top
+
+
+def _target(ref: str, base: str, res: tuple, resources: dict, anchors: dict) -> str | None:
+    """The root-relative ``#<pointer>`` of ``ref``, read in the resource at path ``res`` whose URI
+    is ``base``; None when its target is not in the document (the ``$ref`` is left as written)."""
+    if ref.startswith("#"):
+        uri, frag, path = base, ref[1:], res
+    else:
+        uri, frag = urldefrag(urljoin(base, ref))
+        path = resources.get(uri)
+    if not frag or frag.startswith("/"):
+        if path is None:
+            return None
+        return (_fragment(path) if path else "#") + frag
+    path = anchors.get(f"{uri}#{frag}")
+    return None if path is None else _fragment(path)
+
+
+def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str) -> None:
+    """Rewrite one schema (a copy) in place: identifiers and (but at the root) ``$schema`` out,
+    array ``items`` in the 2020-12 form."""
+    for kw in ("$schema", id_kw, "$anchor") if path else (id_kw, "$anchor"):
+        if isinstance(s.get(kw), str):  # (a value of the wrong shape stays for the shape walk)
+            del s[kw]
+    items = s.get("items")
+    if isinstance(items, list):
+        if draft == 2020:
+            if not known:
+                return  # data under an unknown keyword, unless a $ref makes it a schema (then refused there)
+            raise GrammarSyntaxError("items must be a schema in draft 2020-12 (one schema per position is "
+                                     "prefixItems)", json.dumps(items, default=repr)[:200], 0,
+                                     _ptr(_pointer(path), "items"))
+        if "prefixItems" in s:
+            raise UnsupportedFeatureError("items (array form)", "beside prefixItems (which drafts 4 to 2019-09 do "
+                                          "not know): the positional schemas are ambiguous", _ptr(_pointer(path), "items"))
+        extra = s.get("additionalItems", True)
+        if items and all(_is_schema(x) for x in items) and _is_schema(extra):
+            s.pop("additionalItems", None)
+            s["prefixItems"] = items
+            if extra is True:
+                del s["items"]
+            else:
+                s["items"] = extra
+        elif not items and _is_schema(extra):  # no position: additionalItems applies to every item
+            s.pop("additionalItems", None)
+            s["items"] = extra
+    elif _is_schema(s.get("additionalItems")):
+        del s["additionalItems"]  # ignored beside a schema items (or none), in every draft
+
+
+def _get(root, path: tuple):
+    for tok in path:
+        root = root[tok]
+    return root
+
+
+class _Rewriter:
+    """Copy-on-write view of a document: :meth:`node` returns a private copy of the container at
+    ``path`` (its ancestors copied too), shared with the input everywhere else."""
+
+    def __init__(self, root) -> None:
+        self.root = dict(root)
+        self._copied: dict[tuple, object] = {(): self.root}
+
+    def node(self, path: tuple):
+        cur = self.root
+        for i, tok in enumerate(path):
+            here = path[:i + 1]
+            nxt = self._copied.get(here)
+            if nxt is None:
+                nxt = cur[tok]
+                nxt = dict(nxt) if isinstance(nxt, dict) else list(nxt)
+                cur[tok] = nxt
+                self._copied[here] = nxt
+            cur = nxt
+        return cur
