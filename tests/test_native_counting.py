@@ -209,16 +209,21 @@ def test_counter_frames_do_not_use_up_the_depth_bound(lazy, llama3_vocab):
     ({"type": "string", "minLength": 40}, "é"),                     # low, then the saturated count
     ({"type": "array", "items": {"type": "integer"}, "minItems": 40, "maxItems": 90}, "1,"),
 ])
-@pytest.mark.parametrize("max_checks", [PushdownIndex.ALIAS_MAX_CHECKS, 0])
-def test_every_row_around_the_bounds_equals_the_direct_walk(schema, unit, max_checks, llama3_vocab, monkeypatch):
+@pytest.mark.parametrize("max_checks,column_min", [(PushdownIndex.ALIAS_MAX_CHECKS, 0),
+                                                    (PushdownIndex.ALIAS_MAX_CHECKS, 10**9), (0, 0)],
+                         ids=["columns", "token-by-token", "walk"])
+def test_every_row_around_the_bounds_equals_the_direct_walk(schema, unit, max_checks, column_min, llama3_vocab,
+                                                            monkeypatch):
     """The row of the configuration after every prefix of ``unit * n`` (n around both bounds) is
     the direct walk's: a "low" count, which cannot end, serves a row only where no token is longer
     than its slack (tokens such as ``..."`` end the string past ``minLength``), a "mid" one with
     the long tokens it allows checked; ``ALIAS_MIN_SLACK`` 1 puts the check next to the bound;
-    ``ALIAS_MAX_CHECKS`` 0 sends every row that needs a check to the walk instead."""
+    ``ALIAS_MAX_CHECKS`` 0 sends every row that needs a check to the walk instead; the long tokens
+    are checked column by column (``ALIAS_COLUMN_MIN`` 0) or one by one."""
     v = llama3_vocab
     monkeypatch.setattr(PushdownIndex, "ALIAS_MIN_SLACK", 1)
     monkeypatch.setattr(PushdownIndex, "ALIAS_MAX_CHECKS", max_checks)
+    monkeypatch.setattr(PushdownIndex, "ALIAS_COLUMN_MIN", column_min)
     pi = _json_index(schema, v, lazy_counters=True)
     assert pi.gnfa.dyn_node
     lo = schema.get("minLength", schema.get("minItems"))

@@ -3035,11 +3035,14 @@ class PushdownIndex:
     #: tokens are allowed next to the bound): caps of 64, 256 and 1,024 were all slower than
     #: none (a walk there costs 10-15 ms), so this only guards against the pathological
     ALIAS_MAX_CHECKS = 4096
+    #: past this many long tokens an aliased row checks them column by column (:meth:`_suffix_ok`)
+    ALIAS_COLUMN_MIN = 16
 
     def _aliased_row(self, state: int, alias: int, slack: int) -> int | None:
         """Store the row of ``state`` from its count-free alias's (:meth:`_count_alias`): the
         alias allows a superset; tokens longer than ``slack`` bytes it allows are checked exactly
-        (:meth:`step_bytes` from ``state``). None (nothing stored) when there are more than
+        from ``state`` (:meth:`step_bytes` each, or past :attr:`ALIAS_COLUMN_MIN` of them all at
+        once, :meth:`_suffix_ok`). None (nothing stored) when there are more than
         :attr:`ALIAS_MAX_CHECKS` of them: the caller walks ``state`` itself."""
         sl = self._slot_of(alias)
         row = self._rows[sl].copy()
@@ -3054,14 +3057,18 @@ class PushdownIndex:
             check = cand[on.astype(bool)]
             if check.size > self.ALIAS_MAX_CHECKS:
                 return None
-            if check.size:
+            if check.size > self.ALIAS_COLUMN_MIN:
                 # every checked token at once, one byte column per step (one step_bytes call per
-                # token cost ~60 µs: 12 % of MaskBench mask time went here)
+                # token costs ~60 µs; a column step ~10 µs, up to the longest token's length)
                 bad = check[~self._suffix_ok(state, check, np.zeros(check.shape[0], dtype=np.int64),
                                              cells=self.gnfa._dynamic)]
-                if bad.size:
-                    np.bitwise_and.at(u, bad >> 5, ~(np.uint32(1) << (bad & 31).astype(np.uint32)))
-                    n_non_eos -= int(bad.shape[0])
+            else:
+                tb = self.vocab.token_bytes
+                bad = np.asarray([t for t in check.tolist() if self.step_bytes(state, tb[t]) == DEAD],
+                                 dtype=np.int64)
+            if bad.size:
+                np.bitwise_and.at(u, bad >> 5, ~(np.uint32(1) << (bad & 31).astype(np.uint32)))
+                n_non_eos -= int(bad.shape[0])
         n_allowed = n_non_eos
         if self._accepting[state]:
             self._set_eos(row)
