@@ -10,6 +10,11 @@ from ._common import ANNOTATIONS, _json_equal, _ptr
 from ._numeric import alt
 
 
+#: in grammar mode, the optional ``prefixItems`` positions nest in the regex text at most this deep
+#: before the rest becomes a rule (1,000 positions nested 1,000 deep: ``nesting_depth``)
+PREFIX_CHUNK = 64
+
+
 class ArrayMixin:
     """Arrays (part of ``compiler._Compiler``)."""
 
@@ -59,18 +64,29 @@ class ArrayMixin:
             return None
         ws, comma = self.ws, self.comma
 
-        def rest(j: int) -> str:
-            """Elements from position j on, j >= 1 elements already written."""
+        def tail(j: int) -> str:
+            """Elements from position ``j >= len(pre)`` on (``j >= 1`` elements already written)."""
             if cap is not None and j >= cap:
                 return ""
-            if j < len(pre):
-                e = comma + pre[j] + rest(j + 1)
-                return e if j < mn else f"(?:{e})?"
             lo = max(mn - j, 0)
             hi = None if cap is None else cap - j
             if item is None or hi == 0:
                 return ""
             return self._rep(comma + item, lo, hi)
+
+        def rest(j0: int) -> str:
+            """Elements from position ``j0 >= 1`` on: each optional one nests the next, built from
+            the last (no recursion: thousands of positions); in grammar mode every
+            :data:`PREFIX_CHUNK` positions the text so far becomes a rule, so the nesting of the
+            regex text stays bounded too."""
+            end = len(pre) if cap is None else min(len(pre), cap)
+            r = tail(len(pre)) if end == len(pre) else ""
+            for j in range(end - 1, j0 - 1, -1):
+                e = comma + pre[j] + r
+                r = e if j < mn else f"(?:{e})?"
+                if self.grammar and j > j0 and (end - j) % PREFIX_CHUNK == 0:
+                    r = self.as_rule(r, _ptr(where, "prefixItems", j))
+            return r
 
         if cap == 0:
             ne = None
@@ -79,8 +95,7 @@ class ArrayMixin:
         elif item is None:
             ne = None
         else:
-            ne = item + rest(1)
-        rest = None  # noqa: F841  (the closure refers to itself: no cycle left for the collector)
+            ne = item + tail(1)
         if ne is None:
             return rf"\[{ws}\]" if mn == 0 else None
         if mn == 0:

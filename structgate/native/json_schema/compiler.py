@@ -288,12 +288,17 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             # a long value text becomes a rule named by its digest, the site a call: an emitter that
             # writes a value twice (array items `X(,X)*`, extra property values) otherwise doubles
             # the text per nesting level (arrays of arrays 20 deep: 6 MB, max_regex_size)
-            name = "__value_" + hashlib.blake2b(r.encode(), digest_size=8).hexdigest()
-            if name not in self.rules:
-                self.rules[name] = r
-                self.rule_where[name] = where or "#"
-            return f"(?&{name})"
+            return self.as_rule(r, where)
         return r
+
+    def as_rule(self, r: str, where: str) -> str:
+        """A call of a rule (named by the digest of its text, ``__value_<hex>``) whose body is the
+        regex text ``r``, for ``where`` (the JSON pointer named by its errors); grammar mode only."""
+        name = "__value_" + hashlib.blake2b(r.encode(), digest_size=8).hexdigest()
+        if name not in self.rules:
+            self.rules[name] = r
+            self.rule_where[name] = where or "#"
+        return f"(?&{name})"
 
     def empty_reason(self) -> str:
         """Why the schema admits no value, for :class:`~structgate.errors.InvalidConstraintError`:
