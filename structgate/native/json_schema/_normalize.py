@@ -23,12 +23,26 @@ translations below are made once and every later stage (shape walk, ``allOf`` me
   as written: the compiler refuses it (``UnsupportedFeatureError("$ref (non-local)")``); nothing is
   fetched. In drafts 4 to 7 a ``$id`` beside ``$ref`` is ignored, as those drafts ignore every
   sibling of ``$ref``.
+* **Declared drafts** (per resource: the ``$schema`` of the nearest enclosing schema that has one).
+  A keyword the resource's draft does not define is no keyword there (its validator ignores it):
+  removed (``_DRAFT_KW``: ``const``/``contains``/``propertyNames``/``if`` in draft 4, ``if`` in draft
+  6, ``dependentRequired``/``unevaluated*``/``minContains``... before 2019-09, ``dependencies`` from
+  2019-09 on, ``prefixItems``/``$dynamicRef`` before 2020-12, ``additionalItems``/``$recursiveRef``
+  in 2020-12), and so is every sibling of ``$ref`` in drafts 4 to 7 (annotations and unknown
+  keywords stay: ``definitions`` beside ``$ref`` holds targets). A ``$ref`` into a removed keyword
+  is ``UnsupportedFeatureError("$ref")``. Draft 4's ``exclusiveMaximum``/``exclusiveMinimum`` (a
+  flag of ``maximum``/``minimum``, read by truthiness as its validator does; also a boolean in an
+  undeclared document) become the 2020-12 numeric bound; a boolean in a draft 6+ resource is
+  ``GrammarSyntaxError`` (its validator would read ``true`` as the bound 1). An undeclared document
+  keeps every keyword. Draft 4 reads ``1.0`` as no integer, the others as one, and the compiler
+  reads a document one way (the root's draft): a resource whose ``$schema`` differs from the root's
+  on that is refused (``UnsupportedFeatureError("$schema")``).
+* **``$recursiveRef``** (2019-09 and undeclared) ``"#"`` becomes the ``$ref`` to the root of its own
+  resource (:func:`_recursive_ref`), or is refused when another schema than the root has
+  ``$recursiveAnchor: true``.
 * **``$schema``** is removed but at the root; :func:`normalize` returns the draft the root
-  declares. The compiler's ``jsonschema`` checks of ``enum`` values read a schema that carries the
-  root's ``$schema`` (the root's own keywords) with that draft's validator, reading
-  ``prefixItems``/``items`` as 2020-12 does (:func:`compiler._validator_class`), every other one
-  with Draft 2020-12, as before. An embedded resource's own ``$schema`` decides only how its
-  ``items`` are read here.
+  declares, which selects the class of the compiler's ``jsonschema`` checks
+  (:func:`compiler._validator_class`).
 
 The walk only follows schema keywords (values of ``enum``, ``const``, ``default``... are data and
 are never rewritten); the values of keywords unknown to every draft are walked as schemas whose
