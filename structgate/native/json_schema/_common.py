@@ -60,7 +60,8 @@ JSON_VALUE_RULE = "json:value"
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 ANNOTATIONS = frozenset({
-    "$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "$defs", "definitions",
+    "$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs",
+    "definitions",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "contentEncoding", "contentMediaType", "contentSchema",
 })
@@ -72,7 +73,7 @@ OBJECT_KW = frozenset({"properties", "required", "additionalProperties", "patter
 ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains", "minContains",
                       "maxContains", "uniqueItems", "unevaluatedItems", "additionalItems"})
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
-                        "then", "else", "$dynamicRef"})
+                        "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
     "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers"}
 

@@ -23,12 +23,26 @@ translations below are made once and every later stage (shape walk, ``allOf`` me
   as written: the compiler refuses it (``UnsupportedFeatureError("$ref (non-local)")``); nothing is
   fetched. In drafts 4 to 7 a ``$id`` beside ``$ref`` is ignored, as those drafts ignore every
   sibling of ``$ref``.
+* **Declared drafts** (per resource: the ``$schema`` of the nearest enclosing schema that has one).
+  A keyword the resource's draft does not define is no keyword there (its validator ignores it):
+  removed (``_DRAFT_KW``: ``const``/``contains``/``propertyNames``/``if`` in draft 4, ``if`` in draft
+  6, ``dependentRequired``/``unevaluated*``/``minContains``... before 2019-09, ``dependencies`` from
+  2019-09 on, ``prefixItems``/``$dynamicRef`` before 2020-12, ``additionalItems``/``$recursiveRef``
+  in 2020-12), and so is every sibling of ``$ref`` in drafts 4 to 7 (annotations and unknown
+  keywords stay: ``definitions`` beside ``$ref`` holds targets). A ``$ref`` into a removed keyword
+  is ``UnsupportedFeatureError("$ref")``. Draft 4's ``exclusiveMaximum``/``exclusiveMinimum`` (a
+  flag of ``maximum``/``minimum``, read by truthiness as its validator does; also a boolean in an
+  undeclared document) become the 2020-12 numeric bound; a boolean in a draft 6+ resource is
+  ``GrammarSyntaxError`` (its validator would read ``true`` as the bound 1). An undeclared document
+  keeps every keyword. Draft 4 reads ``1.0`` as no integer, the others as one, and the compiler
+  reads a document one way (the root's draft): a resource whose ``$schema`` differs from the root's
+  on that is refused (``UnsupportedFeatureError("$schema")``).
+* **``$recursiveRef``** (2019-09 and undeclared) ``"#"`` becomes the ``$ref`` to the root of its own
+  resource (:func:`_recursive_ref`), or is refused when another schema than the root has
+  ``$recursiveAnchor: true``.
 * **``$schema``** is removed but at the root; :func:`normalize` returns the draft the root
-  declares. The compiler's ``jsonschema`` checks of ``enum`` values read a schema that carries the
-  root's ``$schema`` (the root's own keywords) with that draft's validator, reading
-  ``prefixItems``/``items`` as 2020-12 does (:func:`compiler._validator_class`), every other one
-  with Draft 2020-12, as before. An embedded resource's own ``$schema`` decides only how its
-  ``items`` are read here.
+  declares, which selects the class of the compiler's ``jsonschema`` checks
+  (:func:`compiler._validator_class`).
 
 The walk only follows schema keywords (values of ``enum``, ``const``, ``default``... are data and
 are never rewritten); the values of keywords unknown to every draft are walked as schemas whose
@@ -40,10 +54,10 @@ changed schemas are copies, unchanged subtrees are shared. Iterative (no ``Recur
 from __future__ import annotations
 
 import json
-from urllib.parse import quote, urldefrag, urljoin
+from urllib.parse import quote, unquote, urldefrag, urljoin
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import KNOWN, _ptr
+from ._common import KNOWN, _is_num, _ptr
 
 __all__ = ["normalize"]
 
@@ -55,6 +69,30 @@ _ONE = frozenset({"additionalProperties", "additionalItems", "unevaluatedItems",
                   "contains", "propertyNames", "not", "if", "then", "else", "items"})
 _MAP = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
 _LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_EXCLUSIVE = ("exclusiveMaximum", "exclusiveMinimum")
+
+
+#: assertion and applicator keywords (the native compiler's, :data:`._common.KNOWN`) that each draft
+#: defines (``jsonschema``'s validator classes: ``Draft4Validator.VALIDATORS``...; ``minContains``/
+#: ``maxContains`` are read by 2019-09's ``contains``, draft 4's boolean ``exclusive*`` by its
+#: ``maximum``/``minimum``). In a resource that declares a draft, the others are not keywords
+#: there: its validator ignores them, and so does the compiler (:func:`_edit` removes them).
+_COMMON_KW = frozenset({"$ref", "additionalProperties", "allOf", "anyOf", "enum", "format", "items", "maxItems",
+                        "maxLength", "maxProperties", "maximum", "minItems", "minLength", "minProperties",
+                        "minimum", "multipleOf", "not", "oneOf", "pattern", "patternProperties", "properties",
+                        "required", "type", "uniqueItems"})
+_DRAFT_KW = {
+    4: _COMMON_KW | {"additionalItems", "dependencies", "exclusiveMaximum", "exclusiveMinimum"},
+    6: _COMMON_KW | {"additionalItems", "dependencies", "exclusiveMaximum", "exclusiveMinimum", "const",
+                     "contains", "propertyNames"},
+}
+_DRAFT_KW[7] = _DRAFT_KW[6] | {"if", "then", "else"}
+_DRAFT_KW[2019] = (_DRAFT_KW[7] - {"dependencies"}) | {"dependentRequired", "dependentSchemas", "minContains",
+                                                       "maxContains", "unevaluatedItems", "unevaluatedProperties",
+                                                       "$recursiveRef"}
+_DRAFT_KW[2020] = (_DRAFT_KW[2019] - {"additionalItems", "$recursiveRef"}) | {"prefixItems", "$dynamicRef"}
+#: keywords a declared draft may not know (removed there); annotations and unknown keywords stay
+_ASSERTING = frozenset().union(*_DRAFT_KW.values())
 
 
 def _draft(uri: str, inherited: int) -> int:
@@ -92,7 +130,11 @@ def normalize(root) -> tuple:
     resources: dict[str, tuple] = {DEFAULT_BASE: ()}  # absolute URI (no fragment) -> path of its root
     anchors: dict[str, tuple] = {}  # absolute URI + "#name" -> path
     refs: list[tuple] = []  # (path of the schema holding $ref, its base URI, path of its resource)
-    edits: list[tuple] = []  # (path of a schema to rewrite, its draft, whether at a schema position)
+    recursive: list[tuple] = []  # the same for $recursiveRef (draft 2019-09, undeclared)
+    anchored: list[tuple] = []  # paths of schemas but the root with "$recursiveAnchor": true
+    dropped: list[str] = []  # pointers of the keywords removed (their resource's draft ignores them)
+    # (path of a schema to rewrite, its draft, whether at a schema position, its id keyword, keywords to remove)
+    edits: list[tuple] = []
     # (node, path, base URI, path of the resource, draft, at a schema position: False under unknown keywords)
     stack = [(root, (), DEFAULT_BASE, (), 0, True)]
     seen: set = set()
@@ -103,6 +145,11 @@ def normalize(root) -> tuple:
         seen.add((id(s), base))
         if isinstance(s.get("$schema"), str):
             draft = _draft(s["$schema"], draft)
+            if path and known and (draft == 4) != (top == 4):
+                raise UnsupportedFeatureError("$schema", f"{s['$schema']!r} in a document whose root declares "
+                                              f"{root.get('$schema', 'no draft')!r}: draft 4 reads 1.0 as no integer, "
+                                              "later drafts as one, and the compiler reads the whole document one way",
+                                              _ptr(_pointer(path), "$schema"))
         id_kw = "id" if draft == 4 else "$id"
         sid = s.get(id_kw)
         if isinstance(sid, str) and not (draft in (4, 6, 7) and "$ref" in s):
@@ -118,9 +165,19 @@ def normalize(root) -> tuple:
                 anchors.setdefault(f"{base}#{s[kw]}", path)
         if isinstance(s.get("$ref"), str):
             refs.append((path, base, res))
+        drop: tuple = ()
+        if draft:
+            # keywords the resource's draft does not define; in drafts 4 to 7 every one beside $ref
+            keep = {"$ref"} if draft <= 7 and "$ref" in s else _DRAFT_KW[draft]
+            drop = tuple(k for k in s if k in _ASSERTING and k not in keep)
+            dropped += [_pointer((*path, k)) for k in drop]
+        if "$recursiveRef" in s and draft in (0, 2019) and "$recursiveRef" not in drop:
+            recursive.append((path, base, res))
+        if path and s.get("$recursiveAnchor") is True:
+            anchored.append(path)
         if isinstance(sid, str) or "$schema" in s or "$anchor" in s or "additionalItems" in s or isinstance(
-                s.get("items"), list):
-            edits.append((path, draft, known, id_kw))
+                s.get("items"), list) or drop or any(isinstance(s.get(k), bool) or (draft == 4 and k in s) for k in _EXCLUSIVE):
+            edits.append((path, draft, known, id_kw, drop))
         kids = []
         for kw, v in s.items():
             if not isinstance(kw, str):
@@ -142,17 +199,55 @@ def normalize(root) -> tuple:
                         kids.append((x, p, False))
         for x, p, k in reversed(kids):
             stack.append((x, p, base, res, draft, k))
-    if not refs and not edits:
+    if not refs and not edits and not recursive:
         return root, top
     new = _Rewriter(root)
     for path, base, res in refs:
+        if _inside(_pointer(path), dropped):
+            continue  # removed with its keyword
         ref = _get(root, path)["$ref"]
         target = _target(ref, base, res, resources, anchors)
+        if target is not None and _inside(unquote(target[1:]), dropped):
+            raise UnsupportedFeatureError("$ref", f"{ref!r} points into a keyword that its resource's draft "
+                                          "does not define (or that drafts 4 to 7 ignore beside $ref), which "
+                                          "the compiler does not read", _ptr(_pointer(path), "$ref"))
         if target is not None and target != ref:
             new.node(path)["$ref"] = target
-    for path, draft, known, id_kw in reversed(edits):  # a schema's subschemas before itself (items moves)
-        _edit(new.node(path), path, draft, known, id_kw)
+    for path, base, res in recursive:
+        if _inside(_pointer(path), dropped):
+            continue
+        _recursive_ref(new.node(path), path, _target("#", base, res, resources, anchors), anchored)
+    for path, draft, known, id_kw, drop in reversed(edits):  # a schema's subschemas before itself (items moves)
+        _edit(new.node(path), path, draft, known, id_kw, drop)
     return new.root, top
+
+
+def _inside(pointer: str, prefixes: list[str]) -> bool:
+    """Whether the JSON pointer ``pointer`` is one of ``prefixes`` or below one."""
+    return any(pointer == p or pointer.startswith(p + "/") for p in prefixes)
+
+
+def _recursive_ref(s: dict, path: tuple, target: str, anchored: list[tuple]) -> None:
+    """Rewrite ``$recursiveRef`` (draft 2019-09, core §8.2.4.2) in ``s`` (a copy) as the ``$ref``
+    it statically is: its initial target is the root of its own resource (``"#"`` against its base
+    URI, ``target``); only when that root has ``"$recursiveAnchor": true`` does the outermost
+    resource of the dynamic scope with it replace the target, and evaluation starts at the document
+    root, so with no schema but the root holding ``$recursiveAnchor: true`` the target is the
+    initial one either way (the root itself when it is the root). Otherwise, or for a value other
+    than ``"#"``, :class:`UnsupportedFeatureError` naming the keyword's pointer."""
+    where = _ptr(_pointer(path), "$recursiveRef")
+    value = s.pop("$recursiveRef")
+    if value != "#":
+        raise UnsupportedFeatureError("$recursiveRef", f"{json.dumps(value)[:100]}: only \"#\" is defined", where)
+    if anchored:
+        raise UnsupportedFeatureError("$recursiveRef", f"{_pointer(anchored[0])} also has \"$recursiveAnchor\": "
+                                      "true, so the target depends on the dynamic scope", where)
+    if "$ref" not in s:
+        s["$ref"] = target
+    elif isinstance(s.get("allOf"), list) or "allOf" not in s:
+        s["allOf"] = [*s.get("allOf", []), {"$ref": target}]
+    else:  # a malformed allOf beside it: the shape walk reports it
+        s["$ref"] = target
 
 
 def _target(ref: str, base: str, res: tuple, resources: dict, anchors: dict) -> str | None:
@@ -171,12 +266,27 @@ def _target(ref: str, base: str, res: tuple, resources: dict, anchors: dict) -> 
     return None if path is None else _fragment(path)
 
 
-def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str) -> None:
+def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str, drop: tuple = ()) -> None:
     """Rewrite one schema (a copy) in place: identifiers and (but at the root) ``$schema`` out,
-    array ``items`` in the 2020-12 form."""
+    the keywords ``drop`` (which its draft does not define) out, draft 4's boolean
+    ``exclusiveMaximum``/``exclusiveMinimum`` (also undeclared) in the 2020-12 form, array ``items``
+    in the 2020-12 form."""
     for kw in ("$schema", id_kw, "$anchor") if path else (id_kw, "$anchor"):
         if isinstance(s.get(kw), str):  # (a value of the wrong shape stays for the shape walk)
             del s[kw]
+    for kw in drop:
+        del s[kw]
+    for kw, bound in zip(_EXCLUSIVE, ("maximum", "minimum")):
+        ex = s.get(kw)
+        if draft == 4 and _is_num(ex):
+            ex = bool(ex)  # not draft 4's form, read as its validator reads it: true when non-zero
+        if isinstance(ex, bool):
+            if draft not in (0, 4) and known:  # (under an unknown keyword: data, read as draft 4)
+                raise GrammarSyntaxError(f"{kw} must be a number in draft 6 and later (a boolean is draft 4's "
+                                         "form)", json.dumps(ex), 0, _ptr(_pointer(path), kw))
+            del s[kw]  # draft 4: a flag of the bound beside it (none: no meaning)
+            if ex and _is_num(s.get(bound)):
+                s[kw] = s.pop(bound)
     items = s.get("items")
     if isinstance(items, list):
         if draft == 2020:

@@ -43,8 +43,9 @@ class RefsMixin:
                 return False
             s = dict(s)
             head = len(out)
-            if "$dynamicRef" in s:
-                raise UnsupportedFeatureError("$dynamicRef", "", _ptr(w, "$dynamicRef"))
+            for kw in ("$dynamicRef", "$recursiveRef"):  # ($recursiveRef: where the normalisation left it)
+                if kw in s:
+                    raise UnsupportedFeatureError(kw, "", _ptr(w, kw))
             if "$ref" in s:
                 ref = s.pop("$ref")
                 rw = _ptr(w, "$ref")

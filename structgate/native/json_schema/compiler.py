@@ -89,26 +89,52 @@ _VALIDATOR_CLASSES: dict = {}
 
 
 def _validator_class(draft: int):
-    """The ``jsonschema`` validator class for a document whose root declares ``draft`` (4, 6, 7,
-    2019, 2020; 0: none): Draft 2020-12 for 2020 and none; for an older draft that draft's class
-    with the 2020-12 ``prefixItems`` and ``items``, since the normalised document (:mod:`._normalize`)
-    writes its array-form ``items`` so. The older draft's other readings (draft 4's ``2.0`` is no
-    integer, boolean ``exclusiveMaximum``, ``dependencies``) still decide which ``enum`` values
-    beside the root's ``$schema`` are kept."""
+    """The ``jsonschema`` validator class of the compiler's checks (``enum`` values against their
+    siblings, finite branches, disjointness) in a normalised document (:mod:`._normalize`) whose
+    root declares ``draft`` (4, 6, 7, 2019, 2020; 0: none). The normalisation has already written
+    the document in 2020-12 form (``prefixItems``, numeric ``exclusive*``, ``$recursiveRef`` as
+    ``$ref``) and removed, per resource, the keywords that resource's draft does not define
+    (``const`` in draft 4, ``dependencies`` in 2019-09 and later, every sibling of ``$ref`` in drafts 4
+    to 7), so the checks read it with Draft 2020-12, plus:
+
+    * ``dependencies`` (draft 7's: arrays of names or a schema), which stays only in a resource of a
+      draft that defines it, or undeclared (where the compiler enforces it too);
+    * for a draft-4 root, draft 4's type checker: an integral float (``2.0``) is no ``integer``, the
+      one reading that 2020-12 keywords cannot express (the rest of the compiler writes integers as
+      integer literals, and in such a document spells an ``enum`` value with the type it has:
+      :meth:`_Compiler.const`). An embedded resource whose draft reads integers otherwise than the
+      root's is refused by the normalisation."""
     cls = _VALIDATOR_CLASSES.get(draft)
     if cls is None:
         import jsonschema
         from jsonschema import Draft202012Validator, validators
 
-        base = {4: jsonschema.Draft4Validator, 6: jsonschema.Draft6Validator, 7: jsonschema.Draft7Validator,
-                2019: jsonschema.Draft201909Validator}.get(draft)
-        if base is None:
-            cls = Draft202012Validator
+        extra = {"dependencies": jsonschema.Draft7Validator.VALIDATORS["dependencies"]}
+        if draft == 4:
+            cls = validators.extend(Draft202012Validator, extra, type_checker=jsonschema.Draft4Validator.TYPE_CHECKER)
         else:
-            new = {k: Draft202012Validator.VALIDATORS[k] for k in ("prefixItems", "items")}
-            cls = validators.extend(base, new)
+            cls = validators.extend(Draft202012Validator, extra)
         cls = _VALIDATOR_CLASSES[draft] = cls
     return cls
+
+
+def _retyped(v, to):
+    """``v`` with every number that has an exact twin of type ``to`` (``int`` for an integral
+    float, ``float`` for an int a double holds exactly) replaced by it; None when nothing changes."""
+    if isinstance(v, bool):
+        return None
+    if to is int and isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+        return int(v)
+    if to is float and isinstance(v, int) and abs(v) <= 2 ** 53:
+        return float(v)
+    if isinstance(v, list):
+        new = [_retyped(x, to) for x in v]
+        return None if all(x is None for x in new) else [x if n is None else n for x, n in zip(v, new)]
+    if isinstance(v, dict):
+        new = {k: _retyped(x, to) for k, x in v.items()}
+        return None if all(x is None for x in new.values()) else {k: v[k] if n is None else n
+                                                                   for k, n in new.items()}
+    return None
 
 
 class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, StringMixin, ArrayMixin,
@@ -162,6 +188,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         self.empty: list[tuple[str, tuple[str, ...]]] = []
         self._any: dict[int, str] = {}
         self._validator = None
+        #: draft 4 (the root's): ``1`` and ``1.0`` are different instances (only the first is an
+        #: ``integer``), so an ``enum``/``const`` number is spelled with its own type
+        self.int_strict = draft == 4
         #: regex text size limit, characters (``options.extra["max_regex_size"]``)
         self.max_size = int(options.extra.get("max_regex_size", DEFAULT_MAX_REGEX_SIZE))
         #: product automata (:mod:`._automata`): state bound, inline-text bound, texts by key
@@ -339,7 +368,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 vals = self._finite_values(fin, _ptr(where, "allOf", str(i)))
                 ok = self._validator_for(schema, where).is_valid
                 return self._values_regex([c for c in vals if ok(c)], where)
-        if "$ref" in schema or "allOf" in schema or "$dynamicRef" in schema:
+        if "$ref" in schema or "allOf" in schema or "$dynamicRef" in schema or "$recursiveRef" in schema:
             refs: list[str] = []
             flat = self.flatten([(schema, where)], where, refs, set())
             if flat is False:
@@ -389,25 +418,19 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
 
     def _validator_for(self, schema, where: str = ""):
         """A jsonschema validator of ``schema`` with references resolved in the root document
-        (normalised: :mod:`._normalize`): Draft 2020-12, or for a schema carrying the root's
-        ``$schema`` (the root's keywords) the class of the draft it declares
-        (:func:`_validator_class`, which reads the normalised ``prefixItems``); its ``is_valid``
+        (normalised: :mod:`._normalize`), read as the root's draft reads it wherever it sits
+        (:func:`_validator_class`); its ``is_valid``
         raises :class:`GrammarSyntaxError` (naming ``where``) instead of jsonschema's own exceptions when the schema cannot be evaluated (an unknown ``type``, a
         ``$ref`` to nowhere, an invalid pattern: every caller's request then fails with a typed
         error, never an untyped one)."""
-        from jsonschema import Draft202012Validator
-
         if self._validator is None:
             root = self.root if isinstance(self.root, (dict, bool)) else {}
             if isinstance(root, dict) and "$schema" in root:
                 root = {k: v for k, v in root.items() if k != "$schema"}
-            self._validator = Draft202012Validator(root)
-            self._declared = _validator_class(self.draft)(root)
-        v = self._validator
-        if isinstance(schema, dict) and "$schema" in schema:  # the root's keywords: its draft
-            v = self._declared
+            self._validator = _validator_class(self.draft)(root)
+        if isinstance(schema, dict) and "$schema" in schema:  # (evolve would pick the class it names)
             schema = {k: x for k, x in schema.items() if k != "$schema"}
-        return _CheckedValidator(v.evolve(schema=schema), schema, where)
+        return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
 
     def _merged_values(self, schema, merged, where):
         """When merging ``$ref``/``allOf`` left finitely many values (``enum``/``const`` in
@@ -442,12 +465,18 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         return alt(self.const(c, where) for c in vals if not _has_split_pair(c))
 
     def _finite_values(self, schema, where) -> list:
-        """The candidate values of a schema with ``const``/``enum`` (both: the const if listed)."""
+        """The candidate values of a schema with ``const``/``enum`` (both: the const if listed).
+        In a draft-4 document (:attr:`int_strict`) each value with integral numbers comes with its
+        twins (all of them as ints, all as floats: ``2.0`` and ``2``), equal to it for ``enum`` and
+        ``const`` but not for ``type: integer``: the callers keep those the validator accepts, each
+        spelled with its own type (:meth:`const`)."""
         if "enum" in schema and not isinstance(schema["enum"], list):
             raise GrammarSyntaxError("enum must be an array", json.dumps(schema["enum"]), 0, _ptr(where, "enum"))
         cands = [schema["const"]] if "const" in schema else list(schema["enum"])
         if "const" in schema and "enum" in schema:
             cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
+        if self.int_strict:
+            cands = [t for c in cands for t in (c, _retyped(c, int), _retyped(c, float)) if t is not None]
         return cands
 
     def enum(self, schema, where):
@@ -472,6 +501,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, int):
+            if self.int_strict:  # draft 4: 1.0 is another instance (no integer)
+                return str(v) if v != 0 else "-?0"
             # 1 and 1.0 are the same JSON Schema number (only where a float parser keeps it exact)
             if abs(v) > 2**1000 or float(v) != v:  # "v.0" would parse to a different float
                 return str(v)
@@ -481,6 +512,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 raise GrammarSyntaxError("non-finite number in const/enum", repr(v), 0, where)
             if v.is_integer() and abs(v) < 1e16:
                 i = int(v)
+                if self.int_strict:  # draft 4: the float's spellings only ("2" is the integer 2)
+                    return f"{i}\\.0+" if i != 0 else "-?0\\.0+"
                 return self.const(i, where)
             return repr(v).replace(".", r"\.").replace("+", r"\+")
         if isinstance(v, str):
