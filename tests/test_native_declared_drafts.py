@@ -46,6 +46,14 @@ CASES = [
       "properties": {"a": {"allOf": [{"$ref": "#/definitions/i"}], "enum": [3, 2.0]}}}, OBJS, None),
     ({"$schema": D4, "items": {"type": "integer"}, "enum": [[1], [1.0, 2]]}, OBJS, None),
     ({"$schema": D4, "type": "integer", "multipleOf": 1}, NUMS, None),
+    # an embedded resource of another draft than the root's, one of them draft 4: read as draft 4
+    # reads integers (jsonschema switches to the resource's draft below its $schema)
+    ({"$schema": D2020, "$defs": {"a": {"$schema": D4, "type": "integer", "enum": [2.0, 3]}},
+      "properties": {"a": {"$ref": "#/$defs/a"}}}, OBJS, ['{"a": 2}', '{"a": 3}']),
+    ({"$defs": {"a": {"$schema": D4, "enum": [2.0, 3], "const": 7}}, "$ref": "#/$defs/a"}, NUMS,
+     ["2", "2.0", "3", "3.0"]),
+    ({"$schema": D4, "definitions": {"a": {"$schema": D7, "type": "integer", "enum": [2.0, 3]}},
+      "properties": {"a": {"$ref": "#/definitions/a"}}}, OBJS, ['{"a": 2}', '{"a": 3}']),
     # draft-4 boolean exclusive bounds, also where the enum checks and not read them
     ({"$schema": D4, "properties": {"a": {"enum": [3, 2], "maximum": 3, "exclusiveMaximum": True}}}, OBJS, None),
     ({"$schema": D4, "type": "number", "not": {"maximum": 2, "exclusiveMaximum": True}}, NUMS, None),
@@ -130,11 +138,6 @@ REFUSED = [
     ({"$schema": D7, "definitions": {"x": {}},
       "properties": {"a": {"$ref": "#/properties/b/not"}, "b": {"$ref": "#/definitions/x", "not": {"type": "string"}}}},
      "$ref", "/properties/a/$ref"),
-    # draft 4 reads integers otherwise than the root's draft
-    ({"$schema": D2020, "$defs": {"a": {"$schema": D4, "type": "integer"}}, "$ref": "#/$defs/a"},
-     "$schema", "/$defs/a/$schema"),
-    ({"$schema": D4, "definitions": {"a": {"$schema": D7, "type": "integer"}}, "$ref": "#/definitions/a"},
-     "$schema", "/definitions/a/$schema"),
 ]
 
 

@@ -35,8 +35,8 @@ translations below are made once and every later stage (shape walk, ``allOf`` me
   undeclared document) become the 2020-12 numeric bound; a boolean in a draft 6+ resource is
   ``GrammarSyntaxError`` (its validator would read ``true`` as the bound 1). An undeclared document
   keeps every keyword. Draft 4 reads ``1.0`` as no integer, the others as one, and the compiler
-  reads a document one way (the root's draft): a resource whose ``$schema`` differs from the root's
-  on that is refused (``UnsupportedFeatureError("$schema")``).
+  reads a document one way: where any resource declares draft 4, draft 4's way (stricter than the
+  later drafts' in their resources, never looser).
 * **``$recursiveRef``** (2019-09 and undeclared) ``"#"`` becomes the ``$ref`` to the root of its own
   resource (:func:`_recursive_ref`), or is refused when another schema than the root has
   ``$recursiveAnchor: true``.
@@ -121,7 +121,8 @@ def _fragment(path: tuple) -> str:
 def normalize(root) -> tuple:
     """``(document, draft)``: the document ``root`` in the compiler's form (see the module
     docstring; ``root`` itself when nothing changes) and the draft its root's ``$schema`` declares
-    (4, 6, 7, 2019, 2020; 0 when none or unknown). Raises :class:`GrammarSyntaxError` for an array ``items`` in a draft
+    (4, 6, 7, 2019, 2020; 0 when none or unknown), 4 when an embedded resource declares draft 4
+    (the draft of the compiler's integer reading). Raises :class:`GrammarSyntaxError` for an array ``items`` in a draft
     2020-12 resource, :class:`UnsupportedFeatureError` for an array ``items`` beside
     ``prefixItems``."""
     if not isinstance(root, dict):
@@ -137,6 +138,7 @@ def normalize(root) -> tuple:
     edits: list[tuple] = []
     # (node, path, base URI, path of the resource, draft, at a schema position: False under unknown keywords)
     stack = [(root, (), DEFAULT_BASE, (), 0, True)]
+    any4 = False  # an embedded resource declares draft 4
     seen: set = set()
     while stack:
         s, path, base, res, draft, known = stack.pop()
@@ -145,11 +147,8 @@ def normalize(root) -> tuple:
         seen.add((id(s), base))
         if isinstance(s.get("$schema"), str):
             draft = _draft(s["$schema"], draft)
-            if path and known and (draft == 4) != (top == 4):
-                raise UnsupportedFeatureError("$schema", f"{s['$schema']!r} in a document whose root declares "
-                                              f"{root.get('$schema', 'no draft')!r}: draft 4 reads 1.0 as no integer, "
-                                              "later drafts as one, and the compiler reads the whole document one way",
-                                              _ptr(_pointer(path), "$schema"))
+            if path and known and draft == 4:
+                any4 = True
         id_kw = "id" if draft == 4 else "$id"
         sid = s.get(id_kw)
         if isinstance(sid, str) and not (draft in (4, 6, 7) and "$ref" in s):
@@ -199,8 +198,12 @@ def normalize(root) -> tuple:
                         kids.append((x, p, False))
         for x, p, k in reversed(kids):
             stack.append((x, p, base, res, draft, k))
+    # an embedded draft-4 resource: integers are read as draft 4 reads them everywhere (an integral
+    # float such as 2.0 is no integer), stricter than later drafts, never looser: the compiler's
+    # checks use one reading for the whole document
+    checks = 4 if any4 else top
     if not refs and not edits and not recursive:
-        return root, top
+        return root, checks
     new = _Rewriter(root)
     for path, base, res in refs:
         if _inside(_pointer(path), dropped):
@@ -219,7 +222,7 @@ def normalize(root) -> tuple:
         _recursive_ref(new.node(path), path, _target("#", base, res, resources, anchors), anchored)
     for path, draft, known, id_kw, drop in reversed(edits):  # a schema's subschemas before itself (items moves)
         _edit(new.node(path), path, draft, known, id_kw, drop)
-    return new.root, top
+    return new.root, checks
 
 
 def _inside(pointer: str, prefixes: list[str]) -> bool:

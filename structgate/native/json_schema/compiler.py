@@ -99,11 +99,11 @@ def _validator_class(draft: int):
 
     * ``dependencies`` (draft 7's: arrays of names or a schema), which stays only in a resource of a
       draft that defines it, or undeclared (where the compiler enforces it too);
-    * for a draft-4 root, draft 4's type checker: an integral float (``2.0``) is no ``integer``, the
+    * for a draft-4 document (root or embedded resource), draft 4's type checker: an integral float (``2.0``) is no ``integer``, the
       one reading that 2020-12 keywords cannot express (the rest of the compiler writes integers as
       integer literals, and in such a document spells an ``enum`` value with the type it has:
-      :meth:`_Compiler.const`). An embedded resource whose draft reads integers otherwise than the
-      root's is refused by the normalisation."""
+      :meth:`_Compiler.const`). The normalisation reports draft 4 when any resource declares it: the
+      whole document's integers are then read that way (stricter elsewhere, never looser)."""
     cls = _VALIDATOR_CLASSES.get(draft)
     if cls is None:
         import jsonschema
