@@ -16,6 +16,8 @@ from structgate.bitmask import allocate_bitmask
 from structgate.errors import (BackendNotFoundError, CompileLimitError, ConstraintKindError, GrammarSyntaxError,
                                InvalidConstraintError, UnsupportedFeatureError)
 
+from _matching import accepts as _accepts
+
 pytestmark = pytest.mark.engines
 
 #: a schema the native engine refuses (multipleOf that does not divide 1) and llguidance enforces
@@ -38,11 +40,6 @@ def vocab(llama3_vocab):
 @pytest.fixture(scope="module")
 def auto(vocab):
     return get_backend("structgate-auto", vocab)
-
-
-def _accepts(g, vocab, text):
-    m = g.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 def test_registered_with_alias_and_default_chain(auto):

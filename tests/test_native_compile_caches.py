@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from structgate.native.json_schema import _charset as cs
 from structgate.native.regex import parser as rp
 from structgate.native.regex.parser import parse_regex
+from _matching import accepts as _accepts
 
 TOP = cs.MAX_CP
 # a small universe of code points, with the ends of the real range: the oracle is a Python set
@@ -106,11 +107,6 @@ def test_class_and_quantifier_pieces_parse_as_without_the_cache():
     # a second quantifier after a cached piece is still an error
     assert _cached(pad + r"[ab]{2}[ab]{2}{3}").startswith("GrammarSyntaxError")
     assert _cached(pad + r"[ab]{2}[ab]{2}*").startswith("GrammarSyntaxError")
-
-
-def _accepts(grammar, vocab, text: str) -> bool:
-    m = grammar.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 def test_cached_pieces_match_what_re_matches(llama3_vocab):

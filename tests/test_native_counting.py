@@ -29,6 +29,7 @@ from structgate.native.json_schema import schema_to_grammar
 from structgate.native.pushdown import PushdownIndex, build_grammar_nfa, count_large_repeats
 from structgate.native.regex import parse_regex
 from structgate.native.regex.parser import Repeat
+from _matching import accepts as _accepts
 
 
 def _ids(row, vocab):
@@ -123,11 +124,6 @@ def test_counted_masks_equal_the_expanded_grammar(schema, lazy, min_slack, llama
     if lazy:
         assert aliased, "no row came from a count-free alias"
         assert min_slack != 1 or min(aliased) < 8  # the long-token check ran close to a bound
-
-
-def _accepts(g, vocab, text: str) -> bool:
-    m = g.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 @pytest.mark.parametrize("lo,hi", [(0, 1_000_000), (40, 65_535), (5, 32_767), (1000, None)])

@@ -23,6 +23,7 @@ import pytest
 
 from structgate import Constraint, get_backend
 from structgate.errors import GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+from _matching import accepts as _accepts
 
 D4, D6, D7 = ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
               "http://json-schema.org/draft-07/schema#")
@@ -99,11 +100,6 @@ CASES = [
     ({"$schema": D7, "properties": {"a": {"$recursiveRef": "#", "type": "integer"}}}, OBJS, ['{"a": 1}']),  # none
     ({"$schema": D2020, "properties": {"a": {"$recursiveRef": "#", "type": "integer"}}}, OBJS, None),
 ]
-
-
-def _accepts(grammar, vocab, text: str) -> bool:
-    m = grammar.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 @pytest.fixture(scope="module")

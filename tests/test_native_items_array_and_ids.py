@@ -22,6 +22,7 @@ import pytest
 
 from structgate import Constraint, get_backend
 from structgate.errors import GrammarSyntaxError, UnsupportedFeatureError
+from _matching import accepts as _accepts
 
 D4, D6, D7 = ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
               "http://json-schema.org/draft-07/schema#")
@@ -59,11 +60,6 @@ ITEMS = list(_items_schemas())
 def _oracle(schema):
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     return cls(schema)
-
-
-def _accepts(grammar, vocab, text: str) -> bool:
-    m = grammar.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 @pytest.fixture(scope="module")

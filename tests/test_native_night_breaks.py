@@ -23,6 +23,7 @@ import pytest
 import regex
 
 from structgate import Constraint, get_backend
+from _matching import accepts as _accepts
 
 # -- JSON Schema: key exclusions -----------------------------------------------------------------
 
@@ -38,11 +39,6 @@ NAME_SETS = {
     "astral": ["é", "日本", "😀", "😀😀", "😁", "a😀", "😀a"],
     "mixed": ['q"uote', "back\\slash", "sl/ash", "tab\tx", "nl\n", "\x01ctl", "id", "idx", "i", ""],
 }
-
-
-def _accepts(g, vocab, text: str) -> bool:
-    m = g.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 def _near_keys(names):

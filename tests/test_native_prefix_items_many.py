@@ -15,13 +15,9 @@ import pytest
 
 from structgate import Constraint, get_backend
 from structgate.native.json_schema import _type_array
+from _matching import accepts as _accepts
 
 PREFIX_CHUNK = getattr(_type_array, "PREFIX_CHUNK", 64)  # (absent before the fix: the test still runs)
-
-
-def _accepts(grammar, vocab, text: str) -> bool:
-    m = grammar.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 @pytest.fixture(scope="module")

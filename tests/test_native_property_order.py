@@ -16,6 +16,7 @@ import pytest
 from structgate import Constraint, get_backend
 from structgate.backends.interface import CompileOptions
 from structgate.errors import InvalidConstraintError
+from _matching import accepts as _accepts
 
 VALUES = {"a": 1, "b": "x", "c": True, "d": None, "e": [1]}
 SCHEMAS = [
@@ -33,11 +34,6 @@ SCHEMAS = [
         "type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
         "required": ["a", "b"]}}, "required": ["a", "c"]},
 ]
-
-
-def _accepts(g, vocab, text: str) -> bool:
-    m = g.matcher()
-    return m.advance(vocab.encode(text)) and m.is_accepting()
 
 
 def _documents(schema):
