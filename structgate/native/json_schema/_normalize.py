@@ -61,15 +61,30 @@ from ._common import KNOWN, _is_num, _ptr
 
 __all__ = ["normalize"]
 
-#: the base URI of a document without a ``$id`` (hierarchical, so relative ``$id``/``$ref`` join)
-DEFAULT_BASE = "https://structgate.invalid/schema.json"
+#: the base URI of a document without a ``$id`` (hierarchical, so relative ``$id``/``$ref`` join; a
+#: name no schema writes, so that an embedded ``"$id": "schema.json"`` is a resource of its own)
+DEFAULT_BASE = "https://structgate.invalid/0f9b3c7e-document-root"
 
 #: keywords whose value is one schema, an object of schemas, an array of schemas
 _ONE = frozenset({"additionalProperties", "additionalItems", "unevaluatedItems", "unevaluatedProperties",
-                  "contains", "propertyNames", "not", "if", "then", "else", "items"})
+                  "contains", "propertyNames", "not", "if", "then", "else", "items", "contentSchema"})
 _MAP = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
 _LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _EXCLUSIVE = ("exclusiveMaximum", "exclusiveMinimum")
+
+#: per draft, the keywords whose schemas are subschemas of the resource (``referencing``'s
+#: specifications, which ``jsonschema`` resolves with: ``items`` either form in drafts 4 to 2019-09,
+#: the schema values of ``dependencies`` in drafts 4 to 7). A ``$id`` elsewhere (under an unknown
+#: keyword, or ``$defs`` in draft 7) names no resource and moves no base: a schema there is reached
+#: by a JSON pointer only, in its enclosing resource. Undeclared documents: any draft's.
+_SUBSCHEMA_KW = {4: frozenset({"not", "additionalItems", "additionalProperties", "items", "allOf", "anyOf", "oneOf",
+                               "definitions", "patternProperties", "properties", "dependencies"})}
+_SUBSCHEMA_KW[6] = _SUBSCHEMA_KW[4] | {"contains", "propertyNames"}
+_SUBSCHEMA_KW[7] = _SUBSCHEMA_KW[6] | {"if", "then", "else"}
+_SUBSCHEMA_KW[2019] = (_SUBSCHEMA_KW[7] - {"dependencies"}) | {"contentSchema", "unevaluatedItems",
+                                                               "unevaluatedProperties", "$defs", "dependentSchemas"}
+_SUBSCHEMA_KW[2020] = (_SUBSCHEMA_KW[2019] - {"additionalItems"}) | {"prefixItems"}
+_SUBSCHEMA_KW[0] = frozenset().union(*_SUBSCHEMA_KW.values())
 
 
 #: assertion and applicator keywords (the native compiler's, :data:`._common.KNOWN`) that each draft
@@ -139,6 +154,7 @@ def normalize(root) -> tuple:
     # (node, path, base URI, path of the resource, draft, at a schema position: False under unknown keywords)
     stack = [(root, (), DEFAULT_BASE, (), 0, True)]
     any4 = False  # an embedded resource declares draft 4
+    moves: dict[tuple, dict] = {}  # path of a schema whose array items move -> segment renames
     seen: set = set()
     while stack:
         s, path, base, res, draft, known = stack.pop()
@@ -151,13 +167,12 @@ def normalize(root) -> tuple:
                 any4 = True
         id_kw = "id" if draft == 4 else "$id"
         sid = s.get(id_kw)
-        if isinstance(sid, str) and not (draft in (4, 6, 7) and "$ref" in s):
+        if isinstance(sid, str) and known and not (draft in (4, 6, 7) and "$ref" in s):
             uri, frag = urldefrag(urljoin(base, sid))
-            if uri and uri != base:
+            if uri and (uri != base or path):  # (an embedded resource, even under its parent's URI)
                 base, res = uri, path
-                if known:
-                    resources.setdefault(uri, path)
-            if known and frag and not frag.startswith("/"):
+                resources.setdefault(uri, path)
+            if frag and not frag.startswith("/"):
                 anchors.setdefault(f"{base}#{frag}", path)
         for kw in ("$anchor", "$dynamicAnchor"):
             if known and isinstance(s.get(kw), str):
@@ -174,19 +189,24 @@ def normalize(root) -> tuple:
             recursive.append((path, base, res))
         if path and s.get("$recursiveAnchor") is True:
             anchored.append(path)
+        ren = _items_renames(s, draft)
+        if ren:
+            moves[tuple(map(str, path))] = ren
         if isinstance(sid, str) or "$schema" in s or "$anchor" in s or "additionalItems" in s or isinstance(
                 s.get("items"), list) or drop or any(isinstance(s.get(k), bool) or (draft == 4 and k in s) for k in _EXCLUSIVE):
             edits.append((path, draft, known, id_kw, drop))
         kids = []
+        sub = _SUBSCHEMA_KW[draft]
         for kw, v in s.items():
             if not isinstance(kw, str):
                 continue
+            kn = known and kw in sub
             if kw in _LIST and isinstance(v, list):
-                kids += [(x, (*path, kw, i), known) for i, x in enumerate(v)]
+                kids += [(x, (*path, kw, i), kn) for i, x in enumerate(v)]
             elif kw in _ONE:
-                kids.append((v, (*path, kw), known))
+                kids.append((v, (*path, kw), kn))
             elif kw in _MAP and isinstance(v, dict):
-                kids += [(x, (*path, kw, k), known) for k, x in v.items()]
+                kids += [(x, (*path, kw, k), kn) for k, x in v.items()]
             elif kw not in KNOWN and kw != id_kw and isinstance(v, (dict, list)):
                 # an unknown keyword: its objects may be $ref targets (#/components/schemas/A)
                 todo = [(v, (*path, kw))]
@@ -214,15 +234,47 @@ def normalize(root) -> tuple:
             raise UnsupportedFeatureError("$ref", f"{ref!r} points into a keyword that its resource's draft "
                                           "does not define (or that drafts 4 to 7 ignore beside $ref), which "
                                           "the compiler does not read", _ptr(_pointer(path), "$ref"))
+        if target is not None and moves:
+            target = _moved(target, moves)
         if target is not None and target != ref:
             new.node(path)["$ref"] = target
     for path, base, res in recursive:
         if _inside(_pointer(path), dropped):
             continue
-        _recursive_ref(new.node(path), path, _target("#", base, res, resources, anchors), anchored)
+        _recursive_ref(new.node(path), path, _moved(_target("#", base, res, resources, anchors), moves), anchored)
     for path, draft, known, id_kw, drop in reversed(edits):  # a schema's subschemas before itself (items moves)
         _edit(new.node(path), path, draft, known, id_kw, drop)
     return new.root, checks
+
+
+def _items_renames(s: dict, draft: int) -> dict:
+    """How :func:`_edit` renames the keywords of schema ``s`` (of ``draft``) when it reads an
+    array-form ``items``: ``{"items": "prefixItems", "additionalItems": "items"}``,
+    ``{"additionalItems": "items"}`` (no position), or ``{}`` (nothing moves)."""
+    items = s.get("items")
+    if not isinstance(items, list) or draft == 2020 or "prefixItems" in s:
+        return {}
+    extra = s.get("additionalItems", True)
+    if not _is_schema(extra):
+        return {}
+    if items and all(_is_schema(x) for x in items):
+        return {"items": "prefixItems", "additionalItems": "items"}
+    return {} if items else {"additionalItems": "items"}
+
+
+def _moved(target: str | None, moves: dict) -> str | None:
+    """The root-relative fragment ``target`` with the segments renamed where array-form ``items``
+    moved (``#/items/1`` -> ``#/prefixItems/1``, ``#/additionalItems`` -> ``#/items``); the pointers
+    of the walk name the document as written."""
+    if target is None or not target.startswith("#/"):
+        return target
+    toks = [t.replace("~1", "/").replace("~0", "~") for t in unquote(target[1:]).split("/")[1:]]
+    out, prefix = [], ()
+    for t in toks:
+        ren = moves.get(prefix)
+        out.append(ren.get(t, t) if ren else t)
+        prefix = (*prefix, t)
+    return _fragment(tuple(out)) if out != toks else target
 
 
 def _inside(pointer: str, prefixes: list[str]) -> bool:
@@ -301,16 +353,15 @@ def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str, drop: tuple
         if "prefixItems" in s:
             raise UnsupportedFeatureError("items (array form)", "beside prefixItems (which drafts 4 to 2019-09 do "
                                           "not know): the positional schemas are ambiguous", _ptr(_pointer(path), "items"))
-        extra = s.get("additionalItems", True)
-        if items and all(_is_schema(x) for x in items) and _is_schema(extra):
-            s.pop("additionalItems", None)
+        ren = _items_renames(s, draft)
+        extra = s.pop("additionalItems", True) if ren else None
+        if "items" in ren:
             s["prefixItems"] = items
             if extra is True:
                 del s["items"]
             else:
                 s["items"] = extra
-        elif not items and _is_schema(extra):  # no position: additionalItems applies to every item
-            s.pop("additionalItems", None)
+        elif ren:  # no position: additionalItems applies to every item
             s["items"] = extra
     elif _is_schema(s.get("additionalItems")):
         del s["additionalItems"]  # ignored beside a schema items (or none), in every draft

@@ -145,40 +145,6 @@ class ObjectMixin:
             return None  # a required name no JSON text decodes to (see literal_string_regex): no object
         has_addl = "additionalProperties" in schema
         addl = schema.get("additionalProperties", True)
-        # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all;
-        # an unlisted trigger a is never generated as an extra key (it joins `names` below), so only
-        # a listed or required a, or one a patternProperties pattern may generate, counts
-        # ... except that a trigger with a dependent that can never appear (its schema is false, or it
-        # is not listed under additionalProperties: false) cannot appear itself: exactly that
-        deps = {**schema.get("dependencies", {}), **schema.get("dependentRequired", {})}
-        dep_names: list[str] = []
-        if deps:
-            required = list(required)
-
-            def never(b: str) -> bool:
-                return props.get(b) is False or (b not in props and addl is False
-                                                 and not schema.get("patternProperties"))
-
-            changed = True
-            while changed:  # triggers that cannot appear, through chains of them
-                changed = False
-                for a, bs in deps.items():
-                    if a not in required and props.get(a) is not False and any(never(b) for b in bs):
-                        props = {**props, a: False}
-                        changed = True
-            changed = True
-            while changed:
-                changed = False
-                for a, bs in deps.items():
-                    if a not in dep_names:
-                        dep_names.append(a)
-                    if props.get(a) is False and a not in required:
-                        continue
-                    if a in props or a in required or schema.get("patternProperties"):
-                        for b in bs:
-                            if b not in required:
-                                required.append(b)
-                                changed = True
         pprops = schema.get("patternProperties") or {}
         pkeys = {}  # pattern -> regex of the JSON-encoded keys (quotes included) it matches
         for pat in pprops:
@@ -201,6 +167,39 @@ class ObjectMixin:
                     out.append(pat)
             return out
 
+        # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all;
+        # an unlisted trigger a is never generated as an extra key (it joins `names` below), so only
+        # a listed or required a, or one a patternProperties pattern may match, counts
+        # ... except that a trigger with a dependent that can never appear (its schema is false, or it
+        # is not listed under additionalProperties: false) cannot appear itself: exactly that
+        deps = {**schema.get("dependencies", {}), **schema.get("dependentRequired", {})}
+        dep_names: list[str] = []
+        if deps:
+            required = list(required)
+
+            def never(b: str) -> bool:
+                return props.get(b) is False or (b not in props and addl is False and not matching(b))
+
+            changed = True
+            while changed:  # triggers that cannot appear, through chains of them
+                changed = False
+                for a, bs in deps.items():
+                    if a not in required and props.get(a) is not False and any(never(b) for b in bs):
+                        props = {**props, a: False}
+                        changed = True
+            changed = True
+            while changed:
+                changed = False
+                for a, bs in deps.items():
+                    if a not in dep_names:
+                        dep_names.append(a)
+                    if props.get(a) is False and a not in required:
+                        continue
+                    if a in props or a in required or matching(a):
+                        for b in bs:
+                            if b not in required:
+                                required.append(b)
+                                changed = True
         def member_schema(k: str, base):
             pats = matching(k)
             return base if not pats else {"allOf": [base] + [pprops[p] for p in pats]}

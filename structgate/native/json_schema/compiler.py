@@ -476,7 +476,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if "const" in schema and "enum" in schema:
             cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
         if self.int_strict:
-            cands = [t for c in cands for t in (c, _retyped(c, int), _retyped(c, float)) if t is not None]
+            cands = [t for c in cands for t in (c, *(x for x in (_retyped(c, int), _retyped(c, float)) if x is not None))]
         return cands
 
     def enum(self, schema, where):
