@@ -10,10 +10,14 @@ translations below are made once and every later stage (shape walk, ``allOf`` me
   none is ignored by every draft and dropped. In a resource declared draft 2020-12 (``$schema``
   ``https://json-schema.org/draft/2020-12/schema``) an array ``items`` is not a schema:
   ``GrammarSyntaxError`` at ``/items``. Errors raised later inside a positional schema name it
-  ``/prefixItems/<i>`` (the compiler's form), not ``/items/<i>``.
+  ``/prefixItems/<i>`` (the compiler's form), not ``/items/<i>``; a ``$ref`` into them
+  (``#/items/0``, ``#/additionalItems``) follows them (:func:`_moved`).
 * **References** are resolved against the base URI of the schema that holds them (RFC 3986
-  joining, :func:`urllib.parse.urljoin`): a ``$id`` (draft 4: ``id``) under a schema keyword starts
-  an embedded resource, ``$anchor``/``$dynamicAnchor`` and plain-name ``$id`` fragments
+  joining, :func:`urllib.parse.urljoin`; a document without ``$id`` has :data:`DEFAULT_BASE`): a
+  ``$id`` (draft 4: ``id``) on a subschema of its draft (:data:`_SUBSCHEMA_KW`, as ``referencing``
+  lists them) starts an embedded resource; one elsewhere (under an unknown keyword, ``$defs`` in
+  draft 7) names nothing and moves no base, as in ``jsonschema``, where such a schema is reached by
+  a JSON pointer in its enclosing resource. ``$anchor``/``$dynamicAnchor`` and plain-name ``$id`` fragments
   (``"$id": "#foo"``, drafts 6/7) name a location. Every ``$ref`` whose target is in the document
   (``#/definitions/B`` inside a resource with its own ``$id``, ``other.json#/definitions/B``,
   ``http://example.com/other.json``, ``#foo``) is rewritten to the JSON pointer of the target in the
@@ -47,7 +51,7 @@ translations below are made once and every later stage (shape walk, ``allOf`` me
 The walk only follows schema keywords (values of ``enum``, ``const``, ``default``... are data and
 are never rewritten); the values of keywords unknown to every draft are walked as schemas whose
 ``$id`` is not registered (``#/components/schemas/A`` may be a ``$ref`` target: its references are
-rewritten, but an ``$id`` there names nothing, as in ``jsonschema``). A value of the wrong shape is
+rewritten, but an ``$id`` there names nothing and keeps the enclosing base, as in ``jsonschema``). A value of the wrong shape is
 left as written for the shape walk to report at its own pointer. The input is never modified:
 changed schemas are copies, unchanged subtrees are shared. Iterative (no ``RecursionError``).
 """
