@@ -13,6 +13,20 @@ Each used to be accepted although the declared draft's validator rejects it:
 Oracle: ``jsonschema.validators.validator_for(schema)`` (the declared draft). Native never accepts
 an invalid instance, and accepts the valid ones listed (others may fall to the policies: key
 order, extra keys, ``1.0`` as an integer outside draft 4, ``-0``).
+
+Also (``REF_BASES``) where a ``$ref`` lands, as ``jsonschema`` (``referencing``) resolves it —
+cases a break-it run found after the normalisation (:mod:`structgate.native.json_schema._normalize`) landed:
+
+* a ``$id`` where its draft has no subschema (under an unknown keyword, ``$defs`` in draft 7,
+  ``contentSchema`` before 2019-09) names no resource and moves no base: a schema there is
+  reached by a JSON pointer, in its enclosing resource; ``contentSchema`` (2019-09 on) is one;
+* an embedded ``"$id": "schema.json"`` in a document without a ``$id`` is a resource of its own
+  (it used to coincide with the document's default base, so its ``#/...`` refs read the root);
+* a pointer into array-form ``items`` / ``additionalItems`` follows them to ``prefixItems`` /
+  ``items`` (``#/items/0`` was "target not found", or landed in what ``additionalItems`` became);
+* draft-4 ``enum`` with ``null`` (the int/float twins dropped the ``null`` itself);
+* ``dependentRequired`` / ``dependencies`` beside ``patternProperties``: the dependents are
+  required only when a pattern may match the trigger (they were required always: ``{}`` rejected).
 """
 from __future__ import annotations
 
@@ -101,13 +115,56 @@ CASES = [
     ({"$schema": D2020, "properties": {"a": {"$recursiveRef": "#", "type": "integer"}}}, OBJS, None),
 ]
 
+#: where a ``$ref`` lands, as ``jsonschema`` (``referencing``) resolves it (cases a break-it run found
+#: after the normalisation landed; see the comments): (schema, texts, texts native must accept)
+REF_BASES = [
+    ({"$schema": D2020, "$defs": {"x": {"type": "integer"}},
+      "components": {"A": {"$id": "http://other.com/a.json", "$defs": {"x": {"type": "string"}}, "$ref": "#/$defs/x"}},
+      "$ref": "#/components/A"}, ["1", '"s"'], ["1"]),
+    ({"$schema": D7, "$defs": {"A": {"$id": "http://ex.com/a.json", "definitions": {"x": {"type": "string"}},
+                                     "properties": {"p": {"$ref": "#/definitions/x"}}}},
+      "definitions": {"x": {"type": "integer"}}, "allOf": [{"$ref": "#/$defs/A"}]},
+     ['{"p": 1}', '{"p": "s"}'], ['{"p": 1}']),
+    ({"$schema": D2020, "contentSchema": {"$id": "http://ex.com/c", "$defs": {"x": {"type": "string"}},
+                                          "$ref": "#/$defs/x"},
+      "$defs": {"x": {"type": "integer"}}, "$ref": "#/contentSchema"}, ["1", '"s"'], ['"s"']),
+    ({"$defs": {"x": {"type": "integer"}, "inner": {"$id": "schema.json", "$defs": {"x": {"type": "string"}},
+                                                    "$ref": "#/$defs/x"}},
+      "$ref": "#/$defs/inner"}, ["1", '"s"'], ['"s"']),
+    ({"$schema": D7, "definitions": {"x": {"type": "integer"},
+                                     "inner": {"$id": "schema.json", "definitions": {"x": {"type": "string"}},
+                                               "properties": {"p": {"$ref": "#/definitions/x"}}}},
+      "allOf": [{"$ref": "#/definitions/inner"}]}, ['{"p": 1}', '{"p": "s"}'], ['{"p": "s"}']),
+    ({"$schema": D7, "definitions": {"inner": {"$id": "schema.json", "properties": {"p": {"type": "string"}}}},
+      "allOf": [{"$ref": "schema.json"}]}, ['{"p": "s"}', '{"p": 1}'], ['{"p": "s"}']),
+    ({"$schema": D7, "items": [{"type": "integer"}, {"$ref": "#/items/0"}], "additionalItems": {"0": {}}},
+     ["[1, 2]", '[1, "a"]'], ["[1, 2]"]),
+    ({"$schema": D7, "items": [{"type": "integer"}, {"$ref": "#/items/0"}]}, ["[1, 2]", '[1, "a"]'], ["[1, 2]"]),
+    ({"$schema": D7, "items": [{"$id": "http://ex.com/i.json", "type": "integer"}],
+      "properties": {"a": {"$ref": "http://ex.com/i.json"}}}, ['{"a": 1}', '{"a": "s"}'], ['{"a": 1}']),
+    ({"$schema": D7, "items": [{"type": "integer"}], "additionalItems": {"type": "string"},
+      "properties": {"a": {"$ref": "#/additionalItems"}}}, ['{"a": "s"}', '{"a": 1}'], ['{"a": "s"}']),
+    ({"$schema": D2019, "items": [{"$anchor": "foo", "type": "integer"}], "properties": {"a": {"$ref": "#foo"}}},
+     ['{"a": 1}', '{"a": "s"}'], ['{"a": 1}']),
+    ({"$schema": D4, "enum": [None, 2]}, ["null", "2", "2.0", "3"], ["null", "2"]),
+    ({"$schema": D4, "properties": {"p0": {"enum": [None, 2]}}}, ['{"p0": null}', '{"p0": 1}'], ['{"p0": null}']),
+    ({"type": "object", "patternProperties": {"x": {}}, "dependentRequired": {"b": ["a"]}},
+     ["{}", '{"x": 1}', '{"c": 1}', '{"b": 1}', '{"a": 1}'], ["{}", '{"x": 1}']),
+    ({"$schema": D7, "patternProperties": {"x": {}}, "dependencies": {"b": ["a"]}},
+     ["{}", '{"x": 1}', '{"b": 1}'], ["{}", '{"x": 1}']),
+    # a pattern that matches the trigger: the dependent is required wherever the trigger may appear
+    # (the documented sound subset: then always)
+    ({"type": "object", "patternProperties": {"^b": {}}, "dependentRequired": {"b": ["a"]}},
+     ["{}", '{"b": 1}', '{"a": 1, "b": 1}', '{"bb": 1}', '{"a": 1}'], ['{"a": 1}']),
+]
+
 
 @pytest.fixture(scope="module")
 def native(llama3_vocab):
     return get_backend("native", llama3_vocab, compile_cache_size=0)
 
 
-@pytest.mark.parametrize("schema,texts,valid", CASES, ids=[json.dumps(c[0])[:100] for c in CASES])
+@pytest.mark.parametrize("schema,texts,valid", CASES + REF_BASES, ids=[json.dumps(c[0])[:100] for c in CASES + REF_BASES])
 def test_a_declared_draft_is_read_as_that_draft(native, llama3_vocab, schema, texts, valid):
     v = jsonschema.validators.validator_for(schema)(schema)
     try:
