@@ -137,13 +137,18 @@ def _decimal_bound(v, exclusive: bool, toward: float) -> Decimal:
     return d
 
 
+def _pointer_tokens(frag: str) -> list[str]:
+    """The unescaped reference tokens of the JSON pointer ``frag`` (RFC 6901, percent-decoded;
+    ``""`` = the root: none)."""
+    return [t.replace("~1", "/").replace("~0", "~") for t in frag.split("/")[1:]] if frag else []
+
+
 def _pointer_target(root, frag: str):
     """``(node, tokens)`` at the JSON pointer ``frag`` (RFC 6901, percent-decoded; ``""`` = the
     root) in the document ``root``, with the pointer's unescaped tokens; None when it points
     nowhere."""
     node, tokens = root, []
-    for tok in frag.split("/")[1:] if frag else []:
-        tok = tok.replace("~1", "/").replace("~0", "~")
+    for tok in _pointer_tokens(frag):
         if isinstance(node, dict) and tok in node:
             node = node[tok]
         elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):

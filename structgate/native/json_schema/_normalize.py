@@ -51,9 +51,10 @@ translations below are made once and every later stage (shape walk, ``allOf`` me
 The walk only follows schema keywords (values of ``enum``, ``const``, ``default``... are data and
 are never rewritten); the values of keywords unknown to every draft are walked as schemas whose
 ``$id`` is not registered (``#/components/schemas/A`` may be a ``$ref`` target: its references are
-rewritten, but an ``$id`` there names nothing and keeps the enclosing base, as in ``jsonschema``). A value of the wrong shape is
-left as written for the shape walk to report at its own pointer. The input is never modified:
-changed schemas are copies, unchanged subtrees are shared. Iterative (no ``RecursionError``).
+rewritten, but an ``$id`` there names nothing and keeps the enclosing base, as in ``jsonschema``).
+A value of the wrong shape is left as written for the shape walk to report at its own pointer. The
+input is never modified: changed schemas are copies, unchanged subtrees are shared. Iterative (no
+``RecursionError``).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ import json
 from urllib.parse import quote, unquote, urldefrag, urljoin
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import KNOWN, _is_num, _ptr
+from ._common import KNOWN, _is_num, _pointer_tokens, _ptr
 
 __all__ = ["normalize"]
 
@@ -196,9 +197,10 @@ def normalize(root) -> tuple:
         ren = _items_renames(s, draft)
         if ren:
             moves[tuple(map(str, path))] = ren
-        if isinstance(sid, str) or "$schema" in s or "$anchor" in s or "additionalItems" in s or isinstance(
-                s.get("items"), list) or drop or any(isinstance(s.get(k), bool) or (draft == 4 and k in s) for k in _EXCLUSIVE):
-            edits.append((path, draft, known, id_kw, drop))
+        if (isinstance(sid, str) or "$schema" in s or "$anchor" in s or "additionalItems" in s
+                or isinstance(s.get("items"), list) or drop
+                or any(isinstance(s.get(k), bool) or (draft == 4 and k in s) for k in _EXCLUSIVE)):
+            edits.append((path, draft, known, id_kw, drop, ren))
         kids = []
         sub = _SUBSCHEMA_KW[draft]
         for kw, v in s.items():
@@ -246,8 +248,8 @@ def normalize(root) -> tuple:
         if _inside(_pointer(path), dropped):
             continue
         _recursive_ref(new.node(path), path, _moved(_target("#", base, res, resources, anchors), moves), anchored)
-    for path, draft, known, id_kw, drop in reversed(edits):  # a schema's subschemas before itself (items moves)
-        _edit(new.node(path), path, draft, known, id_kw, drop)
+    for path, draft, known, id_kw, drop, ren in reversed(edits):  # a schema's subschemas before itself (items moves)
+        _edit(new.node(path), path, draft, known, id_kw, drop, ren)
     return new.root, checks
 
 
@@ -272,7 +274,7 @@ def _moved(target: str | None, moves: dict) -> str | None:
     of the walk name the document as written."""
     if target is None or not target.startswith("#/"):
         return target
-    toks = [t.replace("~1", "/").replace("~0", "~") for t in unquote(target[1:]).split("/")[1:]]
+    toks = _pointer_tokens(unquote(target[1:]))
     out, prefix = [], ()
     for t in toks:
         ren = moves.get(prefix)
@@ -325,11 +327,11 @@ def _target(ref: str, base: str, res: tuple, resources: dict, anchors: dict) -> 
     return None if path is None else _fragment(path)
 
 
-def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str, drop: tuple = ()) -> None:
+def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str, drop: tuple, ren: dict) -> None:
     """Rewrite one schema (a copy) in place: identifiers and (but at the root) ``$schema`` out,
     the keywords ``drop`` (which its draft does not define) out, draft 4's boolean
     ``exclusiveMaximum``/``exclusiveMinimum`` (also undeclared) in the 2020-12 form, array ``items``
-    in the 2020-12 form."""
+    in the 2020-12 form as ``ren`` (:func:`_items_renames`, read by the walk) says."""
     for kw in ("$schema", id_kw, "$anchor") if path else (id_kw, "$anchor"):
         if isinstance(s.get(kw), str):  # (a value of the wrong shape stays for the shape walk)
             del s[kw]
@@ -356,8 +358,8 @@ def _edit(s: dict, path: tuple, draft: int, known: bool, id_kw: str, drop: tuple
                                      _ptr(_pointer(path), "items"))
         if "prefixItems" in s:
             raise UnsupportedFeatureError("items (array form)", "beside prefixItems (which drafts 4 to 2019-09 do "
-                                          "not know): the positional schemas are ambiguous", _ptr(_pointer(path), "items"))
-        ren = _items_renames(s, draft)
+                                          "not know): the positional schemas are ambiguous",
+                                          _ptr(_pointer(path), "items"))
         extra = s.pop("additionalItems", True) if ren else None
         if "items" in ren:
             s["prefixItems"] = items

@@ -99,11 +99,12 @@ def _validator_class(draft: int):
 
     * ``dependencies`` (draft 7's: arrays of names or a schema), which stays only in a resource of a
       draft that defines it, or undeclared (where the compiler enforces it too);
-    * for a draft-4 document (root or embedded resource), draft 4's type checker: an integral float (``2.0``) is no ``integer``, the
-      one reading that 2020-12 keywords cannot express (the rest of the compiler writes integers as
-      integer literals, and in such a document spells an ``enum`` value with the type it has:
-      :meth:`_Compiler.const`). The normalisation reports draft 4 when any resource declares it: the
-      whole document's integers are then read that way (stricter elsewhere, never looser)."""
+    * for a draft-4 document (root or embedded resource), draft 4's type checker: an integral float
+      (``2.0``) is no ``integer``, the one reading that 2020-12 keywords cannot express (the rest
+      of the compiler writes integers as integer literals, and in such a document spells an
+      ``enum`` value with the type it has: :meth:`_Compiler.const`). The normalisation reports
+      draft 4 when any resource declares it: the whole document's integers are then read that way
+      (stricter elsewhere, never looser)."""
     cls = _VALIDATOR_CLASSES.get(draft)
     if cls is None:
         import jsonschema
@@ -419,9 +420,9 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
     def _validator_for(self, schema, where: str = ""):
         """A jsonschema validator of ``schema`` with references resolved in the root document
         (normalised: :mod:`._normalize`), read as the root's draft reads it wherever it sits
-        (:func:`_validator_class`); its ``is_valid``
-        raises :class:`GrammarSyntaxError` (naming ``where``) instead of jsonschema's own exceptions when the schema cannot be evaluated (an unknown ``type``, a
-        ``$ref`` to nowhere, an invalid pattern: every caller's request then fails with a typed
+        (:func:`_validator_class`); its ``is_valid`` raises :class:`GrammarSyntaxError` (naming
+        ``where``) instead of jsonschema's own exceptions when the schema cannot be evaluated (an
+        unknown ``type``, a ``$ref`` to nowhere, an invalid pattern: every caller's request then fails with a typed
         error, never an untyped one)."""
         if self._validator is None:
             root = self.root if isinstance(self.root, (dict, bool)) else {}
@@ -476,7 +477,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if "const" in schema and "enum" in schema:
             cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
         if self.int_strict:
-            cands = [t for c in cands for t in (c, *(x for x in (_retyped(c, int), _retyped(c, float)) if x is not None))]
+            twins = ((_retyped(c, int), _retyped(c, float)) for c in cands)
+            cands = [t for c, tw in zip(cands, twins) for t in (c, *(x for x in tw if x is not None))]
         return cands
 
     def enum(self, schema, where):
