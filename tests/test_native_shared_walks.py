@@ -203,3 +203,49 @@ def test_length_and_format_strings_are_walked_once_per_grammar(llama3_vocab, mon
     # the first value of each kind walks its rule; the later ones read it back
     assert counts[0] >= 1 and counts[3] >= 1, counts
     assert counts[1] == counts[2] == counts[4] == 0, counts
+
+
+def test_bounded_strings_are_walked_once_per_bound(llama3_vocab, monkeypatch):
+    """A string with ``maxLength`` is a called rule too (``__json_string_<min>_<max>``): a small
+    bound (its repeat expanded) and a large one (a counter, whose frames are re-rooted below the
+    string rule's frame: :meth:`PushdownIndex._compute`) are each walked at their first value and
+    read back at every later value with the same bound and count (inlined, each property's string
+    was walked again at every count: 4.5-9 ms a mask on MaskBench's Snowplow sp_0, whose 60
+    properties are strings with ``maxLength``). Masks equal the direct walk, and a string at its
+    bound allows no further character."""
+    from structgate.native.json_schema import schema_to_grammar
+
+    v = llama3_vocab
+    monkeypatch.setattr(pushdown, "_shared_walks", _SharedWalks())
+    props = {k: {"type": "string", "maxLength": 12} for k in "abc"}
+    props.update({k: {"type": ["string", "null"], "maxLength": 300} for k in "de"})
+    schema = {"type": "object", "properties": props, "required": list(props)}
+    g = schema_to_grammar(schema)
+    assert {"__json_string_0_12", "__json_string_0_300"} <= g.keep_calls
+    be = get_backend("native", v, whitespace="compact", compile_cache_size=0)
+    pi = be.compile(Constraint("json_schema", schema)).token_index
+    walks = []
+    real = PushdownIndex._walk_summary
+    monkeypatch.setattr(PushdownIndex, "_walk_summary", lambda self, *a, **k: walks.append(1) or real(self, *a, **k))
+    row = np.empty(pi.width, np.int32)
+    done = '{"a":"xy","b":"zw","c":"uv","d":"abcd","e":"efgh"}'
+    counts = []
+    for cut in ('"a":"x', '"b":"z', '"c":"u', '"d":"ab', '"e":"ef'):
+        prefix = done[:done.index(cut) + len(cut)]
+        s = pi.step_bytes(1, prefix.encode())
+        assert s > 0
+        n = len(walks)
+        pi.fill_row(s, row)
+        counts.append(len(walks) - n)
+        assert (row == pi.direct_row(s)).all()
+    assert counts[0] >= 1 and counts[3] >= 1, counts
+    assert counts[1] == counts[2] == counts[4] == 0, counts
+    s = pi.step_bytes(1, done.encode())
+    assert s > 0 and pi.is_accepting(s)
+    # the bounds hold: 12 characters close the string, 300 as well
+    full = pi.step_bytes(1, b'{"a":"' + b"x" * 12)
+    assert pi.step_bytes(full, b"x") == 0 and pi.step_bytes(full, b'"') > 0
+    long_ = pi.step_bytes(1, b'{"a":"","b":"","c":"","d":"' + b"y" * 300)
+    assert pi.step_bytes(long_, b"y") == 0 and pi.step_bytes(long_, b'"') > 0
+    pi.fill_row(long_, row)
+    assert (row == pi.direct_row(long_)).all()

@@ -1842,8 +1842,11 @@ class PushdownIndex:
         if self._owner is not None and len(g.rule_names) > 1:
             N = self._N
             owner = self._owner
-            rules = {owner[it % N] for it in self._cfg_keys[cr] if it >= 0 and it % N != self._ACCEPT}
-            if len(rules) == 1:
+            items = self._cfg_keys[cr]
+            rules = {owner[it % N] for it in items if it >= 0 and it % N != self._ACCEPT}
+            # an item on a frame the walk returns into (a counter's, kept by :meth:`_compute`) can
+            # leave the rule without completing the walk: the grammar's trie
+            if len(rules) == 1 and all(it < N or self._stk_ret[it // N] == _VBASE for it in items):
                 (r,) = rules
                 if not g.rule_has_calls[r]:
                     ent = self._rule_tries.get(r)
@@ -2871,6 +2874,16 @@ class PushdownIndex:
         same whatever lies below ``k`` (cached once, :meth:`_rel_info`); the tokens that complete
         it mid-token are checked from the configuration after returning from ``k``. One group on the
         empty stack: one walk.
+
+        Items inside a counter (:class:`RepeatCounter`, a binary counter's rules) are grouped by
+        the frame below the counter's frames *and* the frame of the rule that called the counter
+        (a bounded string's ``"`` counter ``"``): re-rooted there, the walk is the same for every
+        place that rule is called from at the same count (with the count-free aliases of
+        :meth:`_count_alias`, for every count far from the bounds), and the tokens checked against
+        the stack are those that complete that rule (a string's closing quote), not those that
+        complete one repetition (every character boundary). Grouping by the counter's own caller
+        instead was measured slower (2026-12-05, 12-06): the tokens completing a repetition are
+        most of the vocabulary.
         """
         if state == DEAD:
             return self._store_row(DEAD, np.zeros(self.width, dtype=np.int32), 0, 0)
@@ -2883,14 +2896,30 @@ class PushdownIndex:
         items = self._cfg_keys[state]
         N = self._N
         groups: dict[int, list[int]] = {}
-        for it in items:
-            groups.setdefault(it // N if it >= 0 else 0, []).append(it)
         fr = self._free_ret
-        if fr is not None and any(k and fr[self._stk_ret[k]] for k in groups if self._stk_ret[k] >= 0):
-            # inside a binary counter (count_large_repeats): its frames hold one item each, so the
-            # split below would walk a group per counter frame; one direct walk is the same row
-            row = self._walk_summary(state)[0]
-        elif len(groups) > 1:
+        if fr is None:
+            for it in items:
+                groups.setdefault(it // N if it >= 0 else 0, []).append(it)
+        else:
+            # inside a counter (a counted string's characters): the items are re-rooted below
+            # the rule that called the counter (its frame and the counter's kept), so the walk is
+            # the same wherever that rule was called from (every property of one string rule) and
+            # the tokens checked against the stack are those that complete that rule (a string's
+            # closing quote), not those that complete a count (every character boundary)
+            stk_ret, stk_parent = self._stk_ret, self._stk_parent
+            base_of: dict[int, int] = {}
+            for it in items:
+                k = it // N if it >= 0 else 0
+                b = base_of.get(k)
+                if b is None:
+                    b = k
+                    while b and stk_ret[b] >= 0 and fr[stk_ret[b]]:
+                        b = stk_parent[b]
+                    if b != k and b and stk_ret[b] >= 0:
+                        b = stk_parent[b]
+                    base_of[k] = b
+                groups.setdefault(b, []).append(it)
+        if len(groups) > 1:
             row = np.zeros(self.width, dtype=np.int32)
             for k, its in groups.items():
                 sub = self._intern(frozenset(its))

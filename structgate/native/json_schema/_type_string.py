@@ -71,9 +71,7 @@ class StringMixin:
             q = f"{{{lmin},{lmax}}}"
         if lmax == 0:
             return '""'
-        if lmax is None:
-            return self.string_rule(f"__json_string_{lmin}_", f'"(?:{char}){q}"')
-        return f'"(?:{char}){q}"'
+        return self.string_rule(f"__json_string_{lmin}_{'' if lmax is None else lmax}", f'"(?:{char}){q}"')
 
     def _format_with_length(self, fmt: str, lmin: int, lmax: int | None, where: str) -> str | None:
         """String bodies of ``format`` ``fmt`` with ``lmin``..``lmax`` code points, ``where`` = the
