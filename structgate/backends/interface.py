@@ -383,12 +383,15 @@ class Matcher(ABC):
     def row_source(self) -> tuple[Any, int]:
         """``(source, state)`` for batched fills (only when :attr:`supports_row_gather`).
 
-        ``source.slots(states)`` (int64 ``(k,)`` states in, int64 ``(k,)`` row indices out,
-        computing missing rows) indexes ``source.rows`` (int32 ``(capacity, ceil(V/32))``, read
-        it right after ``slots``); ``state == -1`` means terminated (the row then allows EOS
-        only). Requests sharing one ``source`` are filled by ``bitmask[rows] =
-        source.rows[source.slots(states)]``, which is how the vLLM scheduler hook fills native
-        requests. Raises NotImplementedError when unsupported."""
+        ``source.fill_rows(states, out)`` (int64 ``(k,)`` states, ``out`` int32 ``(k,
+        ceil(V/32))``) copies their rows, computing missing ones, atomically with respect to other
+        threads using the source (no row evicted between its lookup and its copy, and a batch
+        may hold more states than the source caches); ``state == -1`` means terminated (the row
+        then allows EOS only). Requests sharing one ``source`` are filled by one
+        ``source.fill_rows(states, bitmask[rows])``, which is how the vLLM scheduler hook fills
+        native requests. (``source.slots(states)`` indexing ``source.rows`` is the same gather
+        for a single-threaded reader: the indices hold only until the next row is computed.)
+        Raises NotImplementedError when unsupported."""
         raise NotImplementedError(f"{type(self).__name__} does not expose cached rows")
 
     def allowed_token_ids(self) -> np.ndarray:

@@ -1783,6 +1783,7 @@ class PushdownIndex:
         self._slot = np.full(64, -1, dtype=np.int64)   # per config; index -1 (last) unused
         self._rows = np.zeros((8, self.width), dtype=np.int32)
         self._slot_state: list[int] = []
+        self._slot_gen: list[int] = []  # per slot: times it was evicted (fill_row's check)
         self._n_allowed: list[int] = []
         self._n_non_eos: list[int] = []
         self._free: list[int] = []
@@ -2580,6 +2581,7 @@ class PushdownIndex:
                     grown[:slot] = self._rows[:slot]
                     self._rows = grown
                 self._slot_state.append(-2)
+                self._slot_gen.append(0)
                 self._n_allowed.append(0)
                 self._n_non_eos.append(0)
         self._rows[slot] = row
@@ -2600,6 +2602,8 @@ class PushdownIndex:
             if cur != self._terminated_slot and s not in self._pinned:
                 if s >= 0:
                     self._slot[s] = -1
+                # before the slot is rewritten: a lock-free reader (:meth:`fill_row`) sees it moved
+                self._slot_gen[cur] += 1
                 self._evict_ptr = cur
                 return cur
         raise CompileLimitError("row_budget_bytes", n * self.width * 4, self._row_budget,
@@ -3132,7 +3136,9 @@ class PushdownIndex:
         return s
 
     def row(self, state: int) -> np.ndarray:
-        """A read-only copy-free view of the row of ``state`` (int32 ``(width,)``)."""
+        """A read-only copy-free view of the row of ``state`` (int32 ``(width,)``): valid until the
+        next row is computed (with a bounded ``row_budget_bytes`` that may evict it; another thread
+        may compute one at any time: use :meth:`fill_row` there)."""
         s = self._check_state(state)
         slot = self._slot_of(s)  # first: computing the row may grow (replace) self._rows
         r = self._rows[slot].view()
@@ -3140,15 +3146,30 @@ class PushdownIndex:
         return r
 
     def fill_row(self, state: int, out: np.ndarray) -> bool:
-        """Copy the row of ``state`` into ``out`` (int32 ``(width,)``); True if some id is forbidden."""
+        """Copy the row of ``state`` into ``out`` (int32 ``(width,)``); True if some id is forbidden.
+
+        A cached row is copied without the lock (a first visit in another thread does not stall
+        it), then checked: if the slot was given to another state meanwhile (evicted under
+        ``row_budget_bytes`` by a row another thread computed: the copy may hold that state's row,
+        or half of it), the copy is redone under the lock."""
         s = self._check_state(state)
         slot = self._slot_of(s)
+        gen = self._slot_gen[slot]
         out[...] = self._rows[slot]
-        return self._n_allowed[slot] < self.vocab.vocab_size
+        n = self._n_allowed[slot]
+        if self._slot_gen[slot] != gen or (s != TERMINATED and self._slot[s] != slot):
+            with self._lock:
+                slot = self._slot_of(s)
+                out[...] = self._rows[slot]
+                n = self._n_allowed[slot]
+        return n < self.vocab.vocab_size
 
     def slots(self, states: np.ndarray) -> np.ndarray:
         """Row indices into :attr:`rows` for ``states`` (missing rows computed first; rows of the
-        states asked for together are never evicted by each other)."""
+        states asked for together are never evicted by each other). The indices hold until the
+        next row is computed, by any thread: a concurrent reader gathers with :meth:`fill_rows`.
+        Raises ``CompileLimitError`` (``row_budget_bytes``) when ``states`` need more rows than
+        the budget holds."""
         states = np.asarray(states, dtype=np.int64)
         out = np.empty(states.shape[0], dtype=np.int64)
         with self._lock:
@@ -3161,12 +3182,27 @@ class PushdownIndex:
         return out
 
     def fill_rows(self, states: np.ndarray, out) -> None:
-        """Gather the rows of ``states`` into ``out`` (int32 ``(k, width)``)."""
+        """Gather the rows of ``states`` into ``out`` (int32 ``(k, width)``), atomically: under the
+        lock, so no other thread's row evicts one between its lookup and its copy (the vLLM
+        scheduler hook's batched fill, beside its prefetching thread). Cached rows are one
+        gather; otherwise each row is copied as soon as it is found or computed, so a batch may
+        hold more distinct states than ``row_budget_bytes`` holds rows."""
         if not isinstance(out, np.ndarray):
             out = out.numpy()
+        states = np.asarray(states, dtype=np.int64)
         with self._lock:
-            sl = self.slots(states)
-            np.take(self._rows, sl, axis=0, out=out)
+            st = states.tolist()
+            for x in st:
+                self._check_state(x)
+            sl = self._slot.take(np.where(states < 0, 0, states)) if states.size else states
+            if states.size and (states == TERMINATED).any():
+                sl = np.where(states == TERMINATED, self._terminated_slot, sl)
+            if sl.size and int(sl.min()) >= 0:
+                np.take(self._rows, sl, axis=0, out=out)
+                return
+            for i, x in enumerate(st):
+                sl_i = self._slot_of(x)  # first: computing the row may grow (replace) self._rows
+                out[i] = self._rows[sl_i]
 
     @property
     def rows(self) -> np.ndarray:

@@ -8,7 +8,7 @@ hook replaces that loop with one batched operation per step:
 * **row-gather** matchers (``Matcher.supports_row_gather``; ``row_source()`` gives the row source and
   an int state — native's): the row of each state is
   precomputed and cached in the grammar's :class:`~structgate.native.token_index.TokenIndex`, so the
-  step is one vectorised gather per distinct grammar, ``bitmask[rows] = ti.rows[ti.slots(states)]``;
+  step is one vectorised gather per distinct grammar, ``ti.fill_rows(states, bitmask[rows])``;
 * **adapters**: rows prefetched in the background are copied; the others go through the engine's
   batched fill, ``sg_backend.fill_bitmask_batch([(matcher, row), ...], bitmask)`` (XGrammar's
   ``BatchGrammarMatcher``, llguidance's ``LLExecutor``) when the backend has one, else one
@@ -327,12 +327,16 @@ class BatchFill:
             for t in ids:
                 words[t >> 5] &= ~np.uint32(1 << (t & 31))
         for ti, rows, states in self.native.values():
-            slots = ti.slots(np.asarray(states, dtype=np.int64))
+            # one atomic gather (fill_rows: lookups and copies under the grammar's lock, so the
+            # prefetching thread's next row cannot evict one in between)
+            st = np.asarray(states, dtype=np.int64)
             lo, n = rows[0], len(rows)
             if rows[-1] - lo == n - 1 and (n < 3 or rows[1] == lo + 1):  # contiguous (the usual case)
-                np.take(ti.rows, slots, axis=0, out=bm[lo:lo + n])
+                ti.fill_rows(st, bm[lo:lo + n])
             else:
-                bm[rows] = ti.rows[slots]
+                tmp = np.empty((n, bm.shape[1]), dtype=bm.dtype)
+                ti.fill_rows(st, tmp)
+                bm[rows] = tmp
             _count("fill_native_rows", n)
         if self.batch:
             self.sg_backend.fill_bitmask_batch(self.batch, bm)
