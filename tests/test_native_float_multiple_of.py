@@ -55,3 +55,31 @@ def test_float_multiple_of_as_validators_divide(llama3_vocab, t, mo):
 def test_float_multiple_of_without_a_sound_form_is_refused(llama3_vocab, mo):
     with pytest.raises(UnsupportedFeatureError, match="multipleOf"):
         get_backend("native", llama3_vocab).compile(Constraint.json_schema({"type": "integer", "multipleOf": mo}))
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"multipleOf": 3}, {"multipleOf": 3.0}]},
+    {"type": "integer", "multipleOf": 3, "allOf": [{"multipleOf": 3.0}]},
+    {"multipleOf": 3, "$ref": "#/$defs/x", "$defs": {"x": {"multipleOf": 3.0}}},
+    {"multipleOf": 3, "anyOf": [{"multipleOf": 3.0}, {"type": "string"}]},
+    {"type": "number", "allOf": [{"multipleOf": 7}, {"multipleOf": 7.0}]},
+])
+def test_an_int_and_an_equal_float_multiple_of_merge_as_the_float(llama3_vocab, schema):
+    """``3 == 3.0``, so the merge of ``allOf``/``$ref`` siblings/``anyOf`` branches kept whichever
+    came first; kept as the int, the float's rounding was lost (``9007199254740993`` accepted; a
+    break-it helper's find). Both orders, every candidate, against jsonschema."""
+    def swapped(x):  # the same schema with each multipleOf's int and float spelling exchanged
+        if isinstance(x, dict):
+            return {k: (float(v) if isinstance(v, int) else int(v)) if k == "multipleOf" else swapped(v)
+                    for k, v in x.items()}
+        return [swapped(y) for y in x] if isinstance(x, list) else x
+
+    for s in (schema, swapped(schema)):
+        g = get_backend("native", llama3_vocab).compile(Constraint.json_schema(s))
+        v = jsonschema.Draft202012Validator(s)
+        for text in CANDIDATES + ["9007199254740999", "-9007199254740993"]:
+            m = g.matcher()
+            ok = m.advance(llama3_vocab.encode(text)) and m.is_accepting()
+            assert not ok or _valid(v, text), f"accepted {text} against {s}"
+            if _valid(v, text) and abs(int(text)) <= 2 ** 53:
+                assert ok, f"refused the valid {text} against {s}"

@@ -135,7 +135,9 @@ class MergeMixin:
         if mult:
             if any(x != mult[0] for x in mult):
                 unsup("different multipleOf values")
-            m["multipleOf"] = mult[0]
+            # 3 == 3.0, but a validator divides by a float in floating point (9007199254740993 is
+            # a multiple of 3, not of 3.0): the float one, which the compiler reads that way
+            m["multipleOf"] = next((x for x in mult if isinstance(x, float)), mult[0])
         anyofs = [s["anyOf"] for s, _ in parts if "anyOf" in s]
         if len(anyofs) == 1:
             m["anyOf"] = anyofs[0]
