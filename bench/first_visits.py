@@ -23,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from structgate import Constraint  # noqa: E402
 from structgate.native import pushdown  # noqa: E402
-from structgate_bench import _vocab  # noqa: E402
-from structgate_bench.corpora import load_maskbench, tokenize_items  # noqa: E402
+from structgate_bench.sample import add_sample_args, load_sample  # noqa: E402
 from structgate_bench.worker import _make_backend, _walk  # noqa: E402
 
 
@@ -50,22 +49,13 @@ def _time_method(name: str, stats: dict) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", required=True, help="MaskBench folder (*.jsonl)")
-    ap.add_argument("--prefix", default="", help="only schemas whose id starts with this (a split)")
-    ap.add_argument("--step", type=int, default=10, help="every STEP-th schema of the selection")
-    ap.add_argument("--tokenizer", default="llama3")
+    add_sample_args(ap, 10)
     ap.add_argument("--methods", default="_compute,_walk,_descend,_compute_row,_allowed_row")
     a = ap.parse_args(argv)
-    if a.step < 1:
-        ap.error(f"--step must be >= 1, got {a.step}")
     bad = [m for m in a.methods.split(",") if not callable(getattr(pushdown.PushdownIndex, m, None))]
     if bad:
         ap.error(f"--methods: not a PushdownIndex method: {', '.join(bad)}")
-    items = [i for i in load_maskbench(a.corpus) if i.id.startswith(a.prefix)][:: a.step]
-    vocab = _vocab.load_bench_vocabulary(a.tokenizer)
-    tokenize_items(items, vocab)
-    width = (vocab.vocab_size + 31) // 32
-    eos = tuple(vocab.eos_token_ids)
+    items, vocab, width, eos = load_sample(ap, a)
     be = _make_backend("native", vocab, {"threads": 1})
     stats: dict[str, list[int]] = {}
     for m in a.methods.split(","):

@@ -22,30 +22,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from structgate import Constraint  # noqa: E402
-from structgate_bench import _vocab  # noqa: E402
-from structgate_bench.corpora import load_maskbench, tokenize_items  # noqa: E402
+from structgate_bench.sample import add_sample_args, load_sample  # noqa: E402
 from structgate_bench.worker import _make_backend, _walk  # noqa: E402
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", required=True, help="MaskBench folder (*.jsonl)")
-    ap.add_argument("--prefix", default="", help="only schemas whose id starts with this (a split)")
-    ap.add_argument("--step", type=int, default=20, help="every STEP-th schema of the selection")
-    ap.add_argument("--tokenizer", default="llama3")
+    add_sample_args(ap, 20)
     ap.add_argument("--backends", default="native,structgate-llguidance", help="two backends: A,B")
     ap.add_argument("--top", type=int, default=20, help="schemas listed")
     a = ap.parse_args(argv)
-    if a.step < 1:
-        ap.error(f"--step must be >= 1, got {a.step}")
     names = a.backends.split(",")
     if len(names) != 2:
         ap.error(f"--backends: two names, got {a.backends!r}")
-    items = [i for i in load_maskbench(a.corpus) if i.id.startswith(a.prefix)][:: a.step]
-    vocab = _vocab.load_bench_vocabulary(a.tokenizer)
-    tokenize_items(items, vocab)
-    width = (vocab.vocab_size + 31) // 32
-    eos = tuple(vocab.eos_token_ids)
+    items, vocab, width, eos = load_sample(ap, a)
     bes = [_make_backend(n, vocab, {"threads": 1}) for n in names]
     rows = []  # (ns A, ns B, steps A, steps B, id)
     for it in items:

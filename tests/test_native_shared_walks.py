@@ -168,6 +168,28 @@ def test_called_rules_refuse_references_added_after_they_were_read():
         cr.call(Ref("r2"))
 
 
+def _walks_per_value(schema, vocab, monkeypatch, doc: str, cuts: tuple) -> tuple:
+    """(compiled index, walks done by the mask at the end of each prefix of ``doc`` that ends
+    at one of ``cuts``), each mask checked against the direct walk."""
+    be = get_backend("native", vocab, whitespace="compact", compile_cache_size=0)
+    pi = be.compile(Constraint("json_schema", schema)).token_index
+    walks = []
+    real = PushdownIndex._walk_summary
+    monkeypatch.setattr(PushdownIndex, "_walk_summary", lambda self, *a, **k: walks.append(1) or real(self, *a, **k))
+    row = np.empty(pi.width, np.int32)
+    counts = []
+    for cut in cuts:
+        s = pi.step_bytes(1, doc[:doc.index(cut) + len(cut)].encode())
+        assert s > 0
+        n = len(walks)
+        pi.fill_row(s, row)
+        counts.append(len(walks) - n)
+        assert (row == pi.direct_row(s)).all()
+    s = pi.step_bytes(1, doc.encode())
+    assert s > 0 and pi.is_accepting(s)
+    return pi, counts
+
+
 def test_length_and_format_strings_are_walked_once_per_grammar(llama3_vocab, monkeypatch):
     """A string with ``minLength`` (no ``maxLength``) or a ``format`` is a called rule kept as a
     call, like the unconstrained string: the walk inside it is computed at its first value and
@@ -183,23 +205,9 @@ def test_length_and_format_strings_are_walked_once_per_grammar(llama3_vocab, mon
     schema = {"type": "object", "properties": props, "required": list(props)}
     g = schema_to_grammar(schema)
     assert {"__json_string_1_"} <= g.keep_calls and any(r.startswith("__json_str_") for r in g.keep_calls)
-    be = get_backend("native", v, whitespace="compact", compile_cache_size=0)
-    pi = be.compile(Constraint("json_schema", schema)).token_index
-    walks = []
-    real = PushdownIndex._walk_summary
-    monkeypatch.setattr(PushdownIndex, "_walk_summary", lambda self, *a, **k: walks.append(1) or real(self, *a, **k))
-    row = np.empty(pi.width, np.int32)
     doc = '{"a":"xy","b":"zw","c":"uv","d":"2024-01-02","e":"2024-03-04"}'
-    counts = []
-    for prefix in ('{"a":"x', '{"a":"xy","b":"z', '{"a":"xy","b":"zw","c":"u',
-                   '{"a":"xy","b":"zw","c":"uv","d":"2024-', '{"a":"xy","b":"zw","c":"uv","d":"2024-01-02","e":"2024-'):
-        s = pi.step_bytes(1, prefix.encode())
-        assert s > 0
-        n = len(walks)
-        pi.fill_row(s, row)
-        counts.append(len(walks) - n)
-        assert (row == pi.direct_row(s)).all()
-    assert pi.step_bytes(1, doc.encode()) > 0 and pi.is_accepting(pi.step_bytes(1, doc.encode()))
+    _pi, counts = _walks_per_value(schema, v, monkeypatch, doc,
+                                   ('"a":"x', '"b":"z', '"c":"u', '"d":"2024-', '"e":"2024-'))
     # the first value of each kind walks its rule; the later ones read it back
     assert counts[0] >= 1 and counts[3] >= 1, counts
     assert counts[1] == counts[2] == counts[4] == 0, counts
@@ -222,27 +230,12 @@ def test_bounded_strings_are_walked_once_per_bound(llama3_vocab, monkeypatch):
     schema = {"type": "object", "properties": props, "required": list(props)}
     g = schema_to_grammar(schema)
     assert {"__json_string_0_12", "__json_string_0_300"} <= g.keep_calls
-    be = get_backend("native", v, whitespace="compact", compile_cache_size=0)
-    pi = be.compile(Constraint("json_schema", schema)).token_index
-    walks = []
-    real = PushdownIndex._walk_summary
-    monkeypatch.setattr(PushdownIndex, "_walk_summary", lambda self, *a, **k: walks.append(1) or real(self, *a, **k))
-    row = np.empty(pi.width, np.int32)
-    done = '{"a":"xy","b":"zw","c":"uv","d":"abcd","e":"efgh"}'
-    counts = []
-    for cut in ('"a":"x', '"b":"z', '"c":"u', '"d":"ab', '"e":"ef'):
-        prefix = done[:done.index(cut) + len(cut)]
-        s = pi.step_bytes(1, prefix.encode())
-        assert s > 0
-        n = len(walks)
-        pi.fill_row(s, row)
-        counts.append(len(walks) - n)
-        assert (row == pi.direct_row(s)).all()
+    doc = '{"a":"xy","b":"zw","c":"uv","d":"abcd","e":"efgh"}'
+    pi, counts = _walks_per_value(schema, v, monkeypatch, doc, ('"a":"x', '"b":"z', '"c":"u', '"d":"ab', '"e":"ef'))
     assert counts[0] >= 1 and counts[3] >= 1, counts
     assert counts[1] == counts[2] == counts[4] == 0, counts
-    s = pi.step_bytes(1, done.encode())
-    assert s > 0 and pi.is_accepting(s)
     # the bounds hold: 12 characters close the string, 300 as well
+    row = np.empty(pi.width, np.int32)
     full = pi.step_bytes(1, b'{"a":"' + b"x" * 12)
     assert pi.step_bytes(full, b"x") == 0 and pi.step_bytes(full, b'"') > 0
     long_ = pi.step_bytes(1, b'{"a":"","b":"","c":"","d":"' + b"y" * 300)
