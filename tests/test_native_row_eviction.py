@@ -124,3 +124,25 @@ def test_a_batch_larger_than_the_row_budget_is_filled(llama3_vocab):
     bf.run()
     assert np.array_equal(one, batched)
     assert len({m.row_source()[1] for m in ms}) == 70  # 70 states: more rows than the budget
+
+
+@pytest.mark.parametrize("budget", [0, 1, "one row - 1", "one row"])
+def test_a_budget_under_one_row_keeps_the_floor_not_everything(budget, llama3_vocab):
+    """``row_budget_bytes`` 0 (or anything under one row) kept every row (the eviction test read
+    ``budget // row_bytes > 0``) while one row's worth kept 16: now each keeps the 16-row floor,
+    and the masks stay exact (a break-it helper's find)."""
+    v = llama3_vocab
+    W = (v.vocab_size + 31) // 32
+    b = {"one row - 1": W * 4 - 1, "one row": W * 4}.get(budget, budget)
+    g = get_backend("native", v, compile_cache_size=0, row_budget_bytes=b).compile(
+        Constraint.regex(r"[a-z]{0,200}!"))
+    ref = get_backend("native", v, compile_cache_size=0).compile(Constraint.regex(r"[a-z]{0,200}!"))
+    (a,) = v.encode("a")
+    m, r = g.matcher(), ref.matcher()
+    x, y = np.zeros((1, W), np.int32), np.zeros((1, W), np.int32)
+    for _ in range(60):
+        m.fill_bitmask(x, 0)
+        r.fill_bitmask(y, 0)
+        assert np.array_equal(x, y)
+        assert m.advance(a) and r.advance(a)
+    assert g.token_index.n_cached <= 16 < ref.token_index.n_cached

@@ -184,7 +184,8 @@ class NativeBackend(Backend):
         :class:`~structgate.backends.interface.CompileOptions` fields; also
         ``compile_cache_size`` (int, compiled grammars kept, LRU; 0 disables the cache),
         ``inline_max_size`` (int, size up to which a shared non-recursive rule is inlined),
-        ``row_budget_bytes`` (int, cached mask rows kept per grammar, bytes; -1 unlimited),
+        ``row_budget_bytes`` (int, cached mask rows kept per grammar, bytes; at least 16 rows are
+        kept whatever the budget; -1 unlimited),
         ``compile_processes`` (int, default ``$STRUCTGATE_COMPILE_PROCESSES`` or 0: that many worker
         processes build grammars and their NFAs, so a long compile neither holds this process's GIL
         nor outlives ``compile_timeout_s``; see :class:`CompilePool`).

@@ -2573,7 +2573,8 @@ class PushdownIndex:
         else:
             slot = len(self._slot_state)
             budget_rows = (self._row_budget // (self.width * 4)) if self._row_budget >= 0 else -1
-            if budget_rows > 0 and slot >= max(budget_rows, 16):
+            # (a budget under one row keeps the floor of 16 rows, never unlimited: -1 is that)
+            if budget_rows >= 0 and slot >= max(budget_rows, 16):
                 slot = self._evict()
             else:
                 if slot >= self._rows.shape[0]:
