@@ -146,3 +146,13 @@ def test_a_budget_under_one_row_keeps_the_floor_not_everything(budget, llama3_vo
         assert np.array_equal(x, y)
         assert m.advance(a) and r.advance(a)
     assert g.token_index.n_cached <= 16 < ref.token_index.n_cached
+
+
+@pytest.mark.parametrize("budget", [-2, -5, -16032])
+def test_a_negative_budget_other_than_minus_one_is_refused(budget, llama3_vocab):
+    """Only -1 means unlimited; other negative budgets were taken silently as unlimited."""
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="row_budget_bytes"):
+        get_backend("native", llama3_vocab, row_budget_bytes=budget)
+    get_backend("native", llama3_vocab, row_budget_bytes=-1)  # unlimited, as documented

@@ -226,6 +226,11 @@ class NativeBackend(Backend):
         self.cache_size = int(self.options.extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
         self.inline_max_size = int(self.options.extra.get("inline_max_size", 4096))
         self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
+        if self.row_budget_bytes < -1:
+            from ..errors import InvalidConstraintError
+
+            raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
+                                         f"got {self.row_budget_bytes}")
         cp = self.options.extra.get("compile_processes")
         if cp is None:
             import os
