@@ -31,7 +31,7 @@ from collections import OrderedDict
 from typing import Any, ClassVar
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
-from ..errors import CompileLimitError
+from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
 from .automaton import DFA
 from .ir import Grammar
@@ -220,15 +220,11 @@ class NativeBackend(Backend):
                 except (TypeError, ValueError):
                     ok = False
                 if not ok:
-                    from ..errors import InvalidConstraintError
-
                     raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
         self.cache_size = int(self.options.extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
         self.inline_max_size = int(self.options.extra.get("inline_max_size", 4096))
         self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
         if self.row_budget_bytes < -1:
-            from ..errors import InvalidConstraintError
-
             raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
                                          f"got {self.row_budget_bytes}")
         cp = self.options.extra.get("compile_processes")
@@ -239,13 +235,9 @@ class NativeBackend(Backend):
         try:
             self.compile_processes = int(cp)
         except (TypeError, ValueError):
-            from ..errors import InvalidConstraintError
-
             raise InvalidConstraintError(f"native option 'compile_processes' (or ${ENV_COMPILE_PROCESSES}) must "
                                          f"be an integer, got {cp!r}") from None
         if not 0 <= self.compile_processes <= MAX_COMPILE_PROCESSES:
-            from ..errors import InvalidConstraintError
-
             raise InvalidConstraintError(f"native option 'compile_processes' must be 0 (compile in this process) "
                                          f"to {MAX_COMPILE_PROCESSES}, got {self.compile_processes}")
         if self.compile_processes > 0:
@@ -414,8 +406,6 @@ class NativeBackend(Backend):
                           pattern=constraint.value if isinstance(constraint.value, str) else "")
         self._check_deadline(t0)
         if not dfa.accepting.any():
-            from ..errors import InvalidConstraintError
-
             raise InvalidConstraintError(f"the {constraint.kind} constraint matches nothing: no output could "
                                          "ever be complete")
         index = TokenIndex(dfa, self.vocab)

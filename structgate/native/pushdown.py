@@ -3195,10 +3195,11 @@ class PushdownIndex:
             st = states.tolist()
             for x in st:
                 self._check_state(x)
-            sl = self._slot.take(np.where(states < 0, 0, states)) if states.size else states
-            if states.size and (states == TERMINATED).any():
-                sl = np.where(states == TERMINATED, self._terminated_slot, sl)
-            if sl.size and int(sl.min()) >= 0:
+            if not st:
+                return
+            sl = self._slot.take(np.maximum(states, 0))
+            sl[states == TERMINATED] = self._terminated_slot
+            if int(sl.min()) >= 0:
                 np.take(self._rows, sl, axis=0, out=out)
                 return
             for i, x in enumerate(st):
