@@ -28,11 +28,10 @@ BY_ID = {c["id"]: c for c in CASES}
 ERROR_OK = {
     "outlines-core-allof-as-concat": UnsupportedFeatureError,
     "llamacpp-fail-open-on-bad-pattern": (GrammarSyntaxError, UnsupportedFeatureError),
-    # round 2: typed refusals of constructs outside the native regular subset (lookaround, \p{..});
+    # round 2: typed refusals of constructs outside the native regular subset (lookaround);
     # multipleOf, propertyNames, maxProperties below the listed count and contains are exact
     # (product automata, issue 10) and walked like every other case
     "xgr-regex-lookahead-not-ignored": UnsupportedFeatureError,
-    "xgr-regex-unicode-property": UnsupportedFeatureError,
     "llguidance-pattern-properties-whitespace-runaway": UnsupportedFeatureError,
 }
 #: live prefixes that the native engine's documented policies make dead (a sound subset): integers

@@ -36,6 +36,9 @@ Syntax and semantics
   ``\\uHHHH`` (an escaped UTF-16 surrogate pair ``\\uD83D\\uDE00`` is one code point, as in
   ECMAScript), ``\\u{H..}``, ``\\UHHHHHHHH``, ``\\N{NAME}``, ``\\cX`` (control), any escaped
   non-alphanumeric character is itself; inside a class ``\\b`` is backspace (U+0008);
+* Unicode General_Category escapes ``\\p{Lu}``, ``\\p{Letter}``, ``\\p{gc=Nd}``, ``\\pL``, ``\\P{..}``,
+  ``\\p{^..}``, ``\\p{Any}``, ``\\p{ASCII}``, ``\\p{Assigned}`` (names matched loosely; data from Python's
+  :mod:`unicodedata`, see :mod:`.unicode_props`), inside and outside classes;
 * anchors ``^ $ \\A \\Z \\z`` anywhere: the DFA matches the whole text, so anchors at the ends are
   no-ops and anchors elsewhere are exact zero-width assertions (``a^b`` matches nothing,
   ``^a$|^b$`` is ``a|b``);
@@ -47,7 +50,8 @@ Syntax and semantics
 Unsupported (raise :class:`~structgate.errors.UnsupportedFeatureError` naming the construct and
 its position): backreferences (``\\1``, ``(?P=n)``, ``\\k<n>``), lookaround (``(?=``, ``(?!``,
 ``(?<=``, ``(?<!``), word boundaries ``\\b \\B``, atomic groups, conditionals, possessive
-quantifiers, Unicode properties ``\\p{..}``, the ``u``/``L`` flags and anchors in multiline mode.
+quantifiers, Unicode properties other than General_Category (scripts, blocks, binary properties),
+the ``u``/``L`` flags and anchors in multiline mode.
 
 Opt-in (``parse_regex(..., calls=True)``, for grammar front ends): the subroutine call
 ``(?&name)`` parses to :class:`structgate.native.ir.Ref` (a reference to a grammar rule).
@@ -709,7 +713,7 @@ class _Parser:
                 return "char", ord(p[j]) % 32, j + 1
             raise self.err("bad escape \\c: expected a letter", i)
         if c in "pP":
-            raise self.unsupported(f"Unicode property escape \\{c}", i)
+            return self._property(i, c == "P")
         if c == "0" or (in_class and c in _OCT):
             k = j
             while k < n and k < j + 2 and p[k] in _OCT:
@@ -719,6 +723,34 @@ class _Parser:
                 raise self.err(f"octal escape value {p[i:k]} outside of range 0-0o377", i)
             return "char", cp, k
         return None
+
+    def _property(self, i: int, negated: bool):
+        """``\\p{NAME}`` / ``\\P{NAME}`` / ``\\pL`` / ``\\p{^NAME}`` at ``i`` (the backslash): a
+        Unicode General_Category set (:mod:`.unicode_props`); returns ("set" | "nset", ranges, end)."""
+        from .unicode_props import UNICODE_VERSION, property_ranges
+
+        p, j = self.p, i + 2
+        if j >= self.n:
+            raise self.err(f"missing property name after \\{p[i + 1]}", i)
+        if p[j] == "{":
+            k = p.find("}", j)
+            if k < 0:
+                raise self.err(f"missing }} after \\{p[i + 1]}{{", i)
+            name, end = p[j + 1:k], k + 1
+            if name.startswith("^"):  # PCRE / regex: \p{^L} is \P{L}
+                name, negated = name[1:], not negated
+        else:
+            name, end = p[j], j + 1  # \pL: a one-letter name
+        if not name:
+            raise self.err(f"empty property name in {p[i:end]}", i)
+        try:
+            ranges = property_ranges(name)
+        except KeyError:
+            raise self.unsupported(
+                f"Unicode property {p[i:end]}", i,
+                f"known: the General_Category values (short or long names, gc=X), Any, ASCII, Assigned, of "
+                f"Unicode {UNICODE_VERSION}; scripts, blocks and binary properties are not") from None
+        return ("nset" if negated else "set"), ranges, end
 
     def _escape(self, i: int, flags: _Flags):
         """Escape outside a class at ``i`` (the backslash); returns (node, end)."""

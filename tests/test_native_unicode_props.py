@@ -1,0 +1,142 @@
+"""Unicode property escapes ``\\p{..}`` / ``\\P{..}`` in regex constraints (General_Category).
+
+Oracles:
+
+* ``unicodedata.category`` per code point, with the General_Category aliases written out here from
+  Unicode's ``PropertyValueAliases.txt`` (independently of the module's table): every property's
+  ranges are checked at every range boundary, its neighbours and a stride over the code space;
+* the ``regex`` module's ``fullmatch`` (its own Unicode tables) on strings of characters assigned
+  since Unicode 6 or earlier, whose categories both tables agree on, through a real tokenizer;
+* ``regex``'s ``partial=True`` for the token masks (a token allowed exactly when the text stays a
+  viable prefix).
+"""
+from __future__ import annotations
+
+import random
+import unicodedata
+
+import pytest
+import regex
+
+from structgate import Constraint, get_backend
+from structgate.errors import GrammarSyntaxError, UnsupportedFeatureError
+from structgate.native.regex.unicode_props import property_ranges
+from _matching import accepts
+
+# PropertyValueAliases.txt, gc: value -> categories
+SPEC = {
+    "Lu": ["Lu"], "Uppercase_Letter": ["Lu"], "Ll": ["Ll"], "Lowercase_Letter": ["Ll"], "Lt": ["Lt"],
+    "Titlecase_Letter": ["Lt"], "Lm": ["Lm"], "Modifier_Letter": ["Lm"], "Lo": ["Lo"], "Other_Letter": ["Lo"],
+    "L": ["Lu", "Ll", "Lt", "Lm", "Lo"], "Letter": ["Lu", "Ll", "Lt", "Lm", "Lo"],
+    "LC": ["Lu", "Ll", "Lt"], "Cased_Letter": ["Lu", "Ll", "Lt"], "L&": ["Lu", "Ll", "Lt"],
+    "M": ["Mn", "Mc", "Me"], "Mark": ["Mn", "Mc", "Me"], "Combining_Mark": ["Mn", "Mc", "Me"],
+    "Mn": ["Mn"], "Nonspacing_Mark": ["Mn"], "Mc": ["Mc"], "Spacing_Mark": ["Mc"], "Me": ["Me"],
+    "N": ["Nd", "Nl", "No"], "Number": ["Nd", "Nl", "No"], "Nd": ["Nd"], "Decimal_Number": ["Nd"],
+    "digit": ["Nd"], "Nl": ["Nl"], "Letter_Number": ["Nl"], "No": ["No"], "Other_Number": ["No"],
+    "P": ["Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"], "Punctuation": ["Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"],
+    "punct": ["Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"], "Pc": ["Pc"], "Pd": ["Pd"], "Ps": ["Ps"],
+    "Open_Punctuation": ["Ps"], "Pe": ["Pe"], "Pi": ["Pi"], "Pf": ["Pf"], "Po": ["Po"],
+    "S": ["Sm", "Sc", "Sk", "So"], "Symbol": ["Sm", "Sc", "Sk", "So"], "Sm": ["Sm"], "Sc": ["Sc"],
+    "Currency_Symbol": ["Sc"], "Sk": ["Sk"], "So": ["So"], "Z": ["Zs", "Zl", "Zp"],
+    "Separator": ["Zs", "Zl", "Zp"], "Zs": ["Zs"], "Space_Separator": ["Zs"], "Zl": ["Zl"], "Zp": ["Zp"],
+    "C": ["Cc", "Cf", "Cs", "Co", "Cn"], "Other": ["Cc", "Cf", "Cs", "Co", "Cn"], "Cc": ["Cc"],
+    "Control": ["Cc"], "cntrl": ["Cc"], "Cf": ["Cf"], "Format": ["Cf"], "Cs": ["Cs"], "Co": ["Co"],
+    "Private_Use": ["Co"], "Cn": ["Cn"], "Unassigned": ["Cn"],
+}
+# loose matching (UAX #44-LM3) and the gc= / General_Category= forms
+SPELLINGS = [(n, n) for n in SPEC] + [
+    ("uppercase letter", "Lu"), ("UPPERCASE-LETTER", "Lu"), ("lu", "Lu"), ("gc=Lu", "Lu"),
+    ("General_Category=Decimal_Number", "Nd"), ("gc = L", "L"), ("general-category=punct", "P")]
+
+
+def _members(ranges, cp):
+    return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+@pytest.mark.parametrize("name,value", SPELLINGS, ids=[s[0] for s in SPELLINGS])
+def test_property_ranges_match_unicodedata(name, value):
+    ranges = property_ranges(name)
+    want = set(SPEC[value])
+    probes = set(range(0, 0x110000, 97))
+    for lo, hi in ranges:
+        probes.update((lo - 1, lo, lo + 1, hi - 1, hi, hi + 1))
+    for cp in sorted(p for p in probes if 0 <= p <= 0x10FFFF):
+        assert _members(ranges, cp) == (unicodedata.category(chr(cp)) in want), (name, hex(cp))
+    # normalized: sorted, disjoint, not adjacent
+    assert all(a[1] + 1 < b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+def test_any_ascii_assigned():
+    assert property_ranges("Any") == ((0, 0x10FFFF),)
+    assert property_ranges("ASCII") == ((0, 0x7F),)
+    assigned = property_ranges("Assigned")
+    for cp in list(range(0, 0x110000, 101)) + [0x378, 0x377, 0xE0000, 0x10FFFD, 0x10FFFF]:
+        assert _members(assigned, cp) == (unicodedata.category(chr(cp)) != "Cn"), hex(cp)
+
+
+# characters assigned by Unicode 6.0 or earlier, several of each category the patterns use
+POOL = ("AZÉÖΩЖΣaeéöωжσǅǈ" "0129٣٤५" "ⅠⅫ½²" "!,._-([{)]}«»" "+<=>¬$€£^`" "©®°" " \u00a0\u2003" "\u0301\u0308"
+        "日本語中" "\t\n" "ʰʲ")
+PATTERNS = [r"\p{Lu}\p{Ll}+", r"[\p{L}\p{Nd}_]+", r"\P{L}+", r"\p{N}+", r"[^\p{L}\p{Z}]+", r"\pL\pM*",
+            # \p{LC}, not \p{L&}: the regex module reads \p{L&} as every letter (Lm and Lo too), where
+            # Unicode's alias, PCRE and Perl mean Lu | Ll | Lt (checked above against unicodedata)
+            r"\p{Lt}|\p{Lm}+", r"[\P{L}a]+", r"\p{Sc}\p{Nd}+", r"\p{P}\p{S}?", r"\p{LC}+", r"(?i)\p{Lu}+",
+            r"\p{^Ll}+", r"[\p{Z}\p{Cc}]+"]
+
+
+@pytest.fixture(scope="module")
+def native(llama3_vocab):
+    return get_backend("native", llama3_vocab)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_pattern_matches_regex_module(native, llama3_vocab, pattern):
+    g = native.compile(Constraint("regex", pattern))
+    rng = random.Random(pattern)
+    texts = ["".join(rng.choice(POOL) for _ in range(rng.randint(1, 6))) for _ in range(150)]
+    # strings the pattern matches, made from its own matches, so both verdicts are exercised
+    texts += [m for t in texts for m in regex.findall(pattern, t * 2)][:100]
+    for t in texts:
+        assert accepts(g, llama3_vocab, t) == bool(regex.fullmatch(pattern, t)), (pattern, t)
+
+
+@pytest.mark.parametrize("pattern", [r"\p{Lu}\p{Ll}+", r"[\p{Nd}\p{Zs}]+x", r"\P{L}\p{N}"])
+def test_masks_are_viable_prefixes(native, llama3_vocab, pattern):
+    """Every token allowed from a few prefixes keeps the text a viable prefix of ``pattern``, and
+    every token made of the pool's characters that does is allowed."""
+    g = native.compile(Constraint("regex", pattern))
+    toks = {}
+    for tid, b in enumerate(llama3_vocab.token_bytes):
+        try:
+            s = b.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if s and all(c in POOL for c in s):
+            toks[tid] = s
+    prefixes = ["", "É", "É" + "ö", "٣", "½"]
+    for pre in prefixes:
+        if pre and not regex.fullmatch(pattern, pre, partial=True):
+            continue
+        m = g.matcher()
+        assert m.advance(llama3_vocab.encode(pre)) if pre else True
+        allowed = set(m.allowed_token_ids())
+        for tid, s in toks.items():
+            viable = bool(regex.fullmatch(pattern, pre + s, partial=True))
+            assert (tid in allowed) == viable, (pattern, pre, s)
+
+
+@pytest.mark.parametrize("pattern,feature", [
+    (r"\p{Greek}", r"\p{Greek}"), (r"x\p{Script=Latin}", r"\p{Script=Latin}"), (r"\p{sc=Grek}", r"\p{sc=Grek}"),
+    (r"\p{Alphabetic}", r"\p{Alphabetic}"), (r"[\p{InBasic_Latin}]", r"\p{InBasic_Latin}"), (r"\pX", r"\pX"),
+    (r"\p{Lux}", r"\p{Lux}")])
+def test_unknown_properties_are_typed_unsupported(native, pattern, feature):
+    with pytest.raises(UnsupportedFeatureError) as ei:
+        native.compile(Constraint("regex", pattern))
+    assert feature in str(ei.value) and ei.value.position == pattern.index("\\p")
+
+
+@pytest.mark.parametrize("pattern", [r"\p", r"a\p{", r"\p{}", r"[\P{"])
+def test_malformed_property_escapes_are_syntax_errors(native, pattern):
+    with pytest.raises(GrammarSyntaxError) as ei:
+        native.compile(Constraint("regex", pattern))
+    assert ei.value.position == pattern.index("\\")
