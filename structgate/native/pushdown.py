@@ -33,11 +33,14 @@ Pipeline
 
 Depth: a push beyond ``max_depth`` (``CompileOptions.max_recursion_depth``) is not taken, so outputs
 nested deeper than the limit are excluded (documented bound; default 128 levels). Near the bound
-(fewer than :attr:`PushdownIndex.DEPTH_HORIZON` frames left) a pair is kept only if its rule can
-still complete within the frames left, and a frame only if its caller's continuation can
+(fewer than :attr:`PushdownIndex.horizon` frames left) a pair is kept only if its rule can still
+complete within the frames left, and a frame only if its caller's continuation can
 (:meth:`PushdownIndex._completes`): without that, a byte that enters a position whose every way out
 needs a deeper call (a key whose value must open one more object at the bound) would be allowed and
-lead to a dead end.
+lead to a dead end. The horizon is per grammar: at least the frames any position needs to complete
+(:func:`frame_needs`, a least fixpoint over the rules; at least :attr:`PushdownIndex.DEPTH_HORIZON`),
+so farther from the bound every position can complete and nothing needs checking; a root that
+cannot complete within the bound at all is a ``CompileLimitError`` (``max_recursion_depth``).
 
 The configuration automaton is exact: a token is allowed iff its bytes keep the output a prefix of
 some string of the grammar (within the depth bound), because every pair in a configuration is live
@@ -56,7 +59,8 @@ from .._env import env_int
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
-from .ir import ByteSet, CalledRules, Grammar, LazyAutomaton, LazyRule, Ref, expr_leaves, rebuild
+from .ir import (ByteSet, CalledRules, Grammar, LazyAutomaton, LazyRule, Ref, _encodable, _productive, expr_leaves,
+                 rebuild)
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
 from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
@@ -182,6 +186,29 @@ class GrammarNFA:
         #: ``DEFER`` state -> (node, continuation) of a root-rule subtree not built yet
         self.deferred: dict[int, tuple] = {}
         self._expand = None  # builds one deferred subtree (set by a lazy build)
+        # frames needed to complete (:func:`frame_needs`), set by :meth:`ensure_needs`:
+        #: per static rule index: the frames its body needs to complete, an upper bound
+        #: (:data:`NO_NEED`: it cannot); generated rules: :attr:`auto_need`. None: not known yet
+        self.rule_need: list[int] | None = None
+        #: generated automaton -> the frames any of its states' rules needs (an upper bound)
+        self.auto_need: dict = {}
+        #: the frames any position of any rule needs to complete, at most (None: not known yet)
+        self.need_bound: int | None = None
+        #: the root and the called rules of its shortest completion (messages)
+        self.need_chain: tuple[str, ...] = ()
+        #: an upper bound on :attr:`need_bound` known without computing it (a lazy build: the
+        #: called rules and counters, see :func:`build_grammar_nfa`); None: not known
+        self.need_ub: int | None = None
+        self._needs = None  # computes the needs on first use (a lazy build's :func:`frame_needs`)
+
+    def ensure_needs(self) -> bool:
+        """Compute :attr:`rule_need`, :attr:`auto_need`, :attr:`need_bound` and :attr:`need_chain`
+        if a lazy build left them for later (:func:`frame_needs`, linear in the grammar); returns
+        whether they are known. The caller serialises (the pushdown index, under its lock)."""
+        if self.rule_need is None and self._needs is not None:
+            self.rule_need, self.auto_need, self.need_bound, self.need_chain = self._needs()
+            self._needs = None
+        return self.rule_need is not None
 
     @property
     def lazy(self) -> bool:
@@ -745,7 +772,288 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     full.update((r, b) for r, b in new_rules.items() if b is not None)
     full.update(new)
     g = grammar.derived(full, keep_calls=set(grammar.keep_calls) | set(new))
+    g.__dict__["_n_counters"] = len(counters)  # (read by build_grammar_nfa: a bound on frame needs)
     return g, set(new)
+
+
+#: :func:`frame_needs`' value for what cannot complete at all (an unproductive rule or expression)
+NO_NEED = 1 << 30
+
+
+class FrameNeeds:
+    """What :func:`frame_needs` found: upper bounds on the stack frames completions need.
+
+    Attributes
+    ----------
+    rule : dict[str, int]
+        Rule name → frames its body needs to complete (:data:`NO_NEED`: it cannot).
+    auto : dict[LazyAutomaton, int]
+        Generated automaton → frames any of its states' rules needs.
+    bound : int
+        The largest finite need of a call site (a called reference or a generated rule, its own
+        frame included): every position of every rule that can complete at all can complete
+        within this many frames above its own.
+    chain : tuple[str, ...]
+        The called rules of the root's shortest completion, outermost first (for messages).
+    """
+
+    __slots__ = ("rule", "auto", "bound", "chain")
+
+
+def frame_needs(grammar: Grammar, called) -> FrameNeeds:
+    """Upper bounds on the stack frames needed to complete each rule of ``grammar``: the least
+    fixpoint of
+
+    * ``need(a b) = max(need(a), need(b))``, ``need(a | b) = min(need(a), need(b))``,
+      ``need(x{0,..}) = 0``, ``need(x{m,..}) = need(x)`` (``m >= 1``), a byte or code-point
+      set ``0`` (:data:`NO_NEED` when it is empty), and a reference ``need(callee) + 1`` when
+      ``called(name)`` (a ``CALL`` state of the NFA) or ``need(callee)`` when it is inlined;
+    * a :class:`~structgate.native.ir.LazyRule` leaf ``1 + U(A)``, ``U(A)`` (every state of the
+      generated automaton ``A``) the largest need of its productive symbols
+      (:meth:`~structgate.native.ir.LazyAutomaton.symbols`: a state's rule is symbols followed by a
+      tail call of another state, which takes no frame), a symbol that is itself a call taking no
+      frame when ``A`` is ``counting``.
+
+    It is the shortest derivation's stack height (the height of a derivation is the largest number
+    of nested calls along it), found with Knuth's generalisation of Dijkstra's algorithm (1977:
+    ``min`` / ``max`` of the children plus a non-negative cost are superior functions): nodes are
+    the expression nodes of the reachable bodies and of the automata's symbols (a subtree shared
+    between rules once), values are settled in increasing order from a bucket queue, a ``max``
+    node when its last child settles, a ``min`` node at its first. Linear in the size of the
+    grammar; a subtree without references is folded to a constant while the nodes are made.
+
+    Limits: the values are upper bounds of what the pushdown matcher needs, not always equal to
+    it: a tail call takes no frame in the matcher and counts one here, so do the frames inside
+    counting rules (:func:`count_large_repeats`; free in the matcher); ``U(A)`` bounds every state
+    of ``A`` at once. The matcher checks exactly where it matters (:meth:`PushdownIndex._completes`)
+    and uses these only to know where it need not.
+    """
+    rules = grammar.rules
+    INF = NO_NEED
+    # nodes: ``min`` (OR) or ``max`` (AND) of their children's values plus the edge's cost
+    is_and: list[bool] = []
+    waiting: list[int] = []  # AND: children not settled yet
+    parents: list[list] = []  # node -> [parent, cost, parent, cost, ...]
+    sources: list[int] = []  # nodes whose value is 0 whatever the rest
+    rule_node: dict[int, int] = {}  # id(body) -> node standing for the rule (an OR of its body)
+    call_node: dict[int, int] = {}  # id(body) -> node of a call of it (cost 1)
+    auto_node: dict = {}  # LazyAutomaton -> node of ``U(A)``
+    leaf_node: dict = {}  # LazyAutomaton -> node of a LazyRule leaf of it (``1 + U(A)``)
+    name_of: dict[int, str] = {}  # rule node -> a rule name (messages)
+    desc: dict[int, int] = {}  # id(composite expression) -> its value: a node (>= 0), ZERO or NEVER
+    pins: list = []  # the automata's symbol lists (ids in ``desc`` stay theirs meanwhile)
+    ZERO, NEVER = -1, -2  # constant values: 0, and NO_NEED (it cannot complete)
+    todo_rules: list = []  # (rule node, body)
+    todo_autos: list = []
+
+    def new(and_: bool) -> int:
+        is_and.append(and_)
+        waiting.append(0)
+        parents.append([])
+        return len(is_and) - 1
+
+    def edge(child: int, parent: int, cost: int) -> None:
+        parents[child].append(parent)
+        parents[child].append(cost)
+
+    def rule_of(name: str) -> int:
+        body = rules[name]
+        k = id(body)
+        n = rule_node.get(k)
+        if n is None:
+            n = rule_node[k] = new(False)
+            name_of[n] = name
+            todo_rules.append((n, body))
+        return n
+
+    def auto_of(a) -> int:
+        n = auto_node.get(a)
+        if n is None:
+            n = auto_node[a] = new(True)
+            todo_autos.append((n, a))
+        return n
+
+    def leaf(x) -> int:
+        """The value of a non-composite expression (a node, ``ZERO`` or ``NEVER``)."""
+        t = type(x)
+        if t is Ref:
+            if x.name not in rules:
+                return NEVER
+            r = rule_of(x.name)
+            if not called(x.name):
+                return r
+            k = id(rules[x.name])
+            c = call_node.get(k)
+            if c is None:
+                c = call_node[k] = new(False)
+                edge(r, c, 1)
+            return c
+        if t is LazyRule:
+            c = leaf_node.get(x.auto)
+            if c is None:
+                c = leaf_node[x.auto] = new(False)
+                edge(auto_of(x.auto), c, 1)
+            return c
+        if t is Chars:
+            rs = x.ranges  # (a set of surrogates only has no UTF-8 encoding)
+            return ZERO if rs and (rs[0][0] < 0xD800 or rs[-1][1] > 0xDFFF or _encodable(rs)) else NEVER
+        if t is ByteSet:
+            return ZERO if x.ranges else NEVER
+        return ZERO  # an anchor
+
+    def value(e) -> int:
+        """The value of expression ``e``: composite nodes settled in post-order (iterative). Every
+        child is valued, whatever its parent's value (the rules under ``x*`` are reachable: their
+        positions count toward the bound)."""
+        t = type(e)
+        if t is not Concat and t is not Alt and t is not Repeat:
+            return leaf(e)
+        hit = desc.get(id(e))
+        if hit is not None:
+            return hit
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            k = id(x)
+            if k in desc:
+                stack.pop()
+                continue
+            tx = type(x)
+            kids = (x.item,) if tx is Repeat else x.items
+            todo = False
+            for c in kids:
+                tc = type(c)
+                if (tc is Concat or tc is Alt or tc is Repeat) and id(c) not in desc:
+                    stack.append(c)
+                    todo = True
+            if todo:
+                continue
+            stack.pop()
+            zero = never = False
+            vals = []
+            for c in kids:
+                tc = type(c)
+                if tc is Concat or tc is Alt or tc is Repeat:
+                    v = desc[id(c)]
+                else:
+                    v = leaf(c)
+                if v == ZERO:
+                    zero = True
+                elif v == NEVER:
+                    never = True
+                elif v not in vals:
+                    vals.append(v)
+            if tx is Alt:
+                if zero or not vals:
+                    desc[k] = ZERO if zero else NEVER
+                    continue
+            elif tx is Repeat and x.min == 0:
+                desc[k] = ZERO
+                continue
+            elif never or not vals:  # a concatenation (a repeat of at least one: its item)
+                desc[k] = NEVER if never else ZERO
+                continue
+            if len(vals) == 1:
+                desc[k] = vals[0]
+                continue
+            n = desc[k] = new(tx is not Alt)
+            waiting[n] = len(vals)
+            for v in vals:
+                edge(v, n, 0)
+        return desc[id(e)]
+
+    root = rule_of(grammar.root)
+    prod = None
+    while todo_rules or todo_autos:
+        while todo_rules:
+            n, body = todo_rules.pop()
+            v = value(body)
+            if v == ZERO:
+                sources.append(n)
+            elif v != NEVER:
+                edge(v, n, 0)
+        while todo_autos:
+            n, a = todo_autos.pop()
+            if prod is None:
+                prod = grammar.productive_rules()
+            vals = []
+            syms = a.symbols()
+            pins.append(syms)
+            for s in syms:
+                if not _productive(s, prod):
+                    continue  # on no completing path
+                ts = type(s)
+                if a.counting and ts is LazyRule:  # a call from a counting rule: no frame
+                    v = auto_of(s.auto)
+                elif a.counting and ts is Ref and s.name in rules and called(s.name):
+                    v = rule_of(s.name)
+                else:
+                    v = value(s)
+                if v != ZERO:
+                    vals.append(v)
+            vals = [v for v in dict.fromkeys(vals) if v != NEVER]  # (none: productive symbols settle)
+            waiting[n] = len(vals)
+            for v in vals:
+                edge(v, n, 0)
+            if not vals:
+                sources.append(n)
+    # Knuth's algorithm over the bucket queue (costs 0 and 1: values stay below the node count)
+    n_nodes = len(is_and)
+    val = [INF] * n_nodes
+    best = [INF] * n_nodes
+    via = [-1] * n_nodes
+    top = [0] * n_nodes  # AND: the largest child value so far
+    buckets: list[list[int]] = [list(dict.fromkeys(sources))]
+    for s in buckets[0]:
+        best[s] = 0
+    d = 0
+    while d < len(buckets):
+        b = buckets[d]
+        i = 0
+        while i < len(b):  # the bucket grows while it is read (cost-0 edges)
+            x = b[i]
+            i += 1
+            if val[x] != INF or best[x] != d:
+                continue
+            val[x] = d
+            ps = parents[x]
+            for j in range(0, len(ps), 2):
+                p, c = ps[j], ps[j + 1]
+                if val[p] != INF:
+                    continue
+                nv = d + c
+                if is_and[p]:
+                    if nv >= top[p]:
+                        top[p], via[p] = nv, x
+                    waiting[p] -= 1
+                    if waiting[p]:
+                        continue
+                    nv = top[p]
+                elif nv >= best[p]:
+                    continue
+                else:
+                    via[p] = x
+                best[p] = nv
+                while len(buckets) <= nv:
+                    buckets.append([])
+                buckets[nv].append(p)
+        d += 1
+    out = FrameNeeds()
+    out.rule = {r: val[rule_node[id(rules[r])]] for r in grammar.reachable() if id(rules[r]) in rule_node}
+    out.auto = {a: val[n] for a, n in auto_node.items()}
+    sites = [val[n] for n in (*call_node.values(), *leaf_node.values()) if val[n] != INF]
+    out.bound = max(sites, default=0)
+    chain = [grammar.root]
+    calls = set(call_node.values()) | set(leaf_node.values())
+    auto_name = {n: a.name for a, n in auto_node.items()}
+    x, prev, seen = root, -1, set()
+    while x >= 0 and x not in seen:  # the witnesses of the root's value, down to a source
+        seen.add(x)
+        if prev in calls:
+            chain.append(name_of.get(x) or auto_name.get(x, "?"))
+        prev, x = x, via[x]
+    out.chain = tuple(chain)
+    return out
 
 
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
@@ -805,6 +1113,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         An anchor (``^``/``$``) inside a grammar rule.
     """
     counting: set[str] = set()
+    n_counters = 0  # RepeatCounters made by count_large_repeats
     # every rule productive and (checked below) no empty set built: every state is live
     all_live = grammar.all_productive()
     memo: dict = {}  # node id -> size estimate (references 1), shared by the passes
@@ -816,6 +1125,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         lazy_c = all_live if lazy_counters is None else bool(lazy_counters) and all_live
         g0 = grammar
         grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c)
+        n_counters = grammar.__dict__.get("_n_counters", 0)
         pins.append(grammar)
         if grammar is not g0:
             dynamic = dynamic or lazy_c  # lazy: every rewrite is a RepeatCounter
@@ -927,6 +1237,13 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             g.rule_names.append(r)
     g.rule_start = [-1] * len(g.rule_names)
     g.rule_counting = [1 if r in counting else 0 for r in g.rule_names]
+    static_names = list(g.rule_names)
+
+    def needs():
+        """:func:`frame_needs` of the grammar as built (a reference is a call iff its rule is)."""
+        fn = frame_needs(grammar, lambda name: canon.get(name, name) in index)
+        return [fn.rule.get(r, NO_NEED) for r in static_names], fn.auto, fn.bound, fn.chain
+
     g.rule_has_calls = [False] * len(g.rule_names)
     g.rule_classes = [STANDARD_BYTE_CLASSES] * len(g.rule_names)
     call_memo: dict[tuple[int, int], int] = {}
@@ -1056,10 +1373,20 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             g._expand = expand
         g._build = build
         g._unbuilt = n_rules - 1
+        if scan.lazy:  # automata of the IR's own: how many, and how they nest, needs the walk
+            g.rule_need, g.auto_need, g.need_bound, g.need_chain = needs()
+        else:
+            # the fixpoint is left to the first check near the depth bound (most outputs never
+            # come near it); until then the horizon is a bound read off the build: a value of
+            # :func:`frame_needs` counts cost-1 edges along a chain of distinct nodes, one per
+            # called rule and one per counter's call into it (its item's call takes no frame)
+            g.need_ub = len(static_names) + n_counters
+            g._needs = needs
         return g
     for name, i in list(index.items()):
         build(i)
     nfa.start = g.rule_start[0]
+    g.rule_need, g.auto_need, g.need_bound, g.need_chain = needs()  # (what a worker pickles)
     if all_live and nfa._fail < 0:
         # a Thompson NFA of productive expressions (no empty byte set, no call of a rule that
         # matches nothing): every state reaches its rule's RET, so there is nothing to prune
@@ -1725,9 +2052,8 @@ class PushdownIndex:
 
     PRUNE_BELOW = 0.25
     PRUNE_MIN_NODES = 2048
-    #: with fewer frames than this left below ``max_depth``, pairs and frames are kept only if they
-    #: can complete within the frames left (:meth:`_completes`); exact for grammars whose every rule
-    #: position completes with at most this many nested frames (JSON Schema grammars need 0-2)
+    #: the least :attr:`horizon`: with fewer frames than that left below ``max_depth``, pairs and
+    #: frames are kept only if they can complete within the frames left (:meth:`_completes`)
     DEPTH_HORIZON = 16
 
     def __init__(self, gnfa: GrammarNFA, vocab: Vocabulary, *, max_depth: int = 128,
@@ -1749,6 +2075,19 @@ class PushdownIndex:
         self._fits: dict[tuple[int, int], bool] = {}  # (NFA state, frames left) -> _completes
         self._fits_busy: set[tuple[int, int]] = set()
         self._fits_hit_busy = False
+        #: with fewer frames than this left, a pair or frame is kept only if it can complete in
+        #: them (:meth:`_completes`); with this many or more every position can (at least the
+        #: grammar's :attr:`GrammarNFA.need_bound`), so nothing is checked: JSON Schema grammars
+        #: need a few frames, and their walks far from the bound stay free of the check. Until the
+        #: needs are computed (:meth:`_near`), the build's cheaper bound stands in
+        self.horizon = self.max_depth + 1  # nothing known: every position checked
+        self._needs_known = gnfa.need_bound is not None
+        self._n_static = 0
+        nb = gnfa.need_bound if self._needs_known else gnfa.need_ub
+        if nb is not None:
+            self.horizon = max(self.DEPTH_HORIZON, nb)
+        if self._needs_known:
+            self._n_static = len(gnfa.rule_need)
         bc = gnfa.byte_classes
         self.byte_classes = bc
         self._bc_list = bc.tolist()
@@ -1810,6 +2149,7 @@ class PushdownIndex:
         self._flat, self._tok_start, self._tok_len, self._long_ids = _flat_tokens(vocab)
         self._max_tok_len = int(self._long_ids[1][0]) if self._long_ids[1].size else 0
         with self._lock:
+            self._check_root_fits()
             start = self._intern(self._closure(nfa.start, 0))
             assert start == START or start == DEAD
             if start == DEAD:  # empty language: keep the layout (state 1 exists, allows nothing)
@@ -1819,6 +2159,38 @@ class PushdownIndex:
             row = np.zeros(self.width, dtype=np.int32)
             self._set_eos(row)
             self._terminated_slot = self._store_row(-1, row, len(self._eos), 0)
+
+    def _check_root_fits(self) -> None:
+        """Raise :class:`CompileLimitError` (``max_recursion_depth``) when the root rule cannot
+        complete within ``max_depth`` frames: every output would then be cut off by the bound, and
+        the start would allow nothing (an empty mask at the first step). Checked exactly
+        (:meth:`_completes`) only when the grammar's bound (:func:`frame_needs`) exceeds the depth;
+        the message gives the frames the root needs (a binary search over :meth:`_completes`,
+        which is monotone in the frames left) and the called rules of its shortest completion."""
+        g = self.gnfa
+        if g.need_bound is None and g.need_ub is not None and g.need_ub <= self.max_depth:
+            return  # every need is at most the build's bound: the root fits
+        self._learn_needs()
+        if not g.rule_need:
+            return  # nothing known (a hand-built NFA): an empty start says it
+        hi = g.rule_need[0]
+        if hi <= self.max_depth or hi >= NO_NEED or self._completes(g.nfa.start, self.max_depth):
+            return
+        lo = self.max_depth  # fails at lo, completes at hi (an upper bound)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._completes(g.nfa.start, mid):
+                hi = mid
+            else:
+                lo = mid
+        ch = list(g.need_chain)
+        if len(ch) > 8:
+            ch = ch[:6] + ["...", ch[-1]]
+        raise CompileLimitError(
+            "max_recursion_depth", hi, self.max_depth,
+            f"the root rule {g.rule_names[0]!r} cannot complete within {self.max_depth} nested rule calls: "
+            f"its shortest completion nests {hi} ({' -> '.join(ch)}); raise max_recursion_depth or "
+            "shorten that chain of rules")
 
     def _tok_c(self, trie: _ClassTrie) -> np.ndarray:
         """Token → class node of ``trie`` over the full id range (EOS and ids without bytes on the
@@ -1872,7 +2244,7 @@ class PushdownIndex:
             if d > self.max_depth:
                 return -1
             left = self.max_depth - self._stk_depth[parent]
-            if left < self.DEPTH_HORIZON and ret >= 0 and not self._completes(ret, left):
+            if ret >= 0 and left < self.horizon and self._near(left) and not self._completes(ret, left):
                 return -1  # the caller could not complete after this call returns
             k = len(self._stk_ret)
             self._stk_ids[(ret, parent)] = k
@@ -1936,7 +2308,7 @@ class PushdownIndex:
             # the common case (84 % of closures on MaskBench): only byte-consuming leaves, no
             # call, return or placeholder to follow: the items are the leaves on stack ``k``
             left = self.max_depth - self._stk_depth[k]
-            if left < self.DEPTH_HORIZON:
+            if left < self.horizon and self._near(left):
                 leaves = frozenset([x for x in leaves if self._completes(x, left)])
             return self._remember_closure(key, leaves if k == 0 else frozenset([k * N + x for x in leaves]))
         out, lo = self._out, self._lo
@@ -1949,10 +2321,11 @@ class PushdownIndex:
         while work:
             v, k = work.pop()
             left = self.max_depth - self._stk_depth[k]  # frames above stack k (near the bound: checked)
+            near = left < self.horizon and self._near(left)
             for leaf in lc(v):
                 kd = kind[leaf]
                 if kd == BYTE:
-                    if left >= self.DEPTH_HORIZON or self._completes(leaf, left):
+                    if not near or self._completes(leaf, left):
                         res.add(k * N + leaf)
                 elif kd == CALL:
                     # a call in tail position (nothing but the caller's own return follows) takes no
@@ -1993,14 +2366,54 @@ class PushdownIndex:
         self._closure_memo[key] = fs
         return fs
 
+    def _near(self, left: int) -> bool:
+        """Whether a pair or frame with ``left`` frames left above it must be checked
+        (:meth:`_completes`): ``left`` is under :attr:`horizon`. Below :attr:`DEPTH_HORIZON` it is
+        checked whatever the grammar; above that, a horizon read off the build's cheap bound is
+        first refined to the grammar's :attr:`GrammarNFA.need_bound` (:meth:`_learn_needs`, once).
+        Either horizon is exact (both bound every need); the refined one checks less."""
+        if left >= self.horizon:
+            return False
+        if left < self.DEPTH_HORIZON or self._needs_known:
+            return True
+        self._learn_needs()
+        return left < self.horizon
+
+    def _learn_needs(self) -> None:
+        """Compute the grammar's frame needs (:meth:`GrammarNFA.ensure_needs`) and take its horizon
+        and rule bounds from them. Caller holds the lock."""
+        if self._needs_known:
+            return
+        self._needs_known = True
+        g = self.gnfa
+        if g.ensure_needs():
+            self.horizon = max(self.DEPTH_HORIZON, g.need_bound)
+            self._n_static = len(g.rule_need)
+
+    def _rule_bound(self, r: int) -> int:
+        """An upper bound on the frames rule ``r`` needs to complete (:func:`frame_needs`: a static
+        rule's own, a generated rule's automaton's); :data:`NO_NEED` when none is known."""
+        if not self._needs_known:
+            self._learn_needs()
+        if r < self._n_static:
+            return self.gnfa.rule_need[r]
+        node = self.gnfa.dyn_node.get(r)
+        return self.gnfa.auto_need.get(node.auto, NO_NEED) if node is not None else NO_NEED
+
     def _completes(self, v: int, left: int) -> bool:
         """Whether the rule that NFA state ``v`` lies in can reach its end from ``v`` with at most
-        ``left`` frames pushed above its own (a depth-first search over the rule's states; a call
-        needs its callee to complete within ``left - 1``, or ``left`` for a tail call or a counting
-        rule's free frame). Rules generated on demand (counters, length products: no frames that
-        count) are taken to complete. Memoised per ``(v, left)``; a result that relied on a search
-        still in progress higher up (recursion through tail calls) is kept only when true (the
-        least fixpoint only grows). Caller holds the lock."""
+        ``left`` frames pushed above its own: a depth-first search over the rule's states, where a
+        call passes iff its frame fits and its callee completes within the frames left above that
+        frame: ``left - 1``, or ``left`` for a tail call or a frame returning into a counting rule
+        (both free of the bound, as :meth:`_push` and :meth:`_closure` take them).
+
+        A callee whose bound (:meth:`_rule_bound`) fits is taken to complete without a search (the
+        bound is an upper bound, so that is exact); otherwise it is searched with the frames left.
+        A tail call of a generated rule (a counter's next count) is searched on within this search
+        (no frame is pushed, so the frames left are the same) instead of one nested search per
+        count. Memoised per ``(v, left)``; a result that relied on a search still in progress
+        higher up (recursion through tail calls) is kept only when true (the least fixpoint only
+        grows). Caller holds the lock."""
         key = (v, left)
         hit = self._fits.get(key)
         if hit is not None:
@@ -2011,6 +2424,7 @@ class PushdownIndex:
         kind, out, lo = self._kind, self._out, self._lo
         outs = self.gnfa.nfa.outs
         g = self.gnfa
+        fr = self._free_ret
         self._fits_busy.add(key)
         outer_hit = self._fits_hit_busy
         self._fits_hit_busy = False
@@ -2032,18 +2446,24 @@ class PushdownIndex:
                     ok = True
                 elif kd == CALL:
                     r = lo[x]
-                    free_rule = (r < len(g.rule_counting) and g.rule_counting[r]) or r in g.dyn_node
                     tail = self._is_tail(x)
                     ret = out[x]
-                    if free_rule:
+                    budget = left if tail or (fr is not None and ret >= 0 and fr[ret]) else left - 1
+                    if budget < 0:
+                        continue  # the call's own frame does not fit
+                    if budget >= self._rule_bound(r):
                         done = True
                     else:
-                        budget = left if tail or (self._free_ret is not None and ret >= 0
-                                                  and self._free_ret[ret]) else left - 1
                         st = g.rule_start[r]
                         if st < 0:
                             st = self._build_rule(r)
-                        done = budget >= 0 and st >= 0 and self._completes(st, budget)
+                        if st < 0:
+                            continue
+                        if tail and r in g.dyn_node:
+                            nxt = (st,)  # its end is this search's end (a tail call)
+                            done = False
+                        else:
+                            done = self._completes(st, budget)
                     if done:
                         if tail:
                             ok = True
@@ -2425,7 +2845,7 @@ class PushdownIndex:
                 # it is the same for every caller, re-rooted; only what follows its end is not
                 cr, p = rel
                 ent = self._suffix_walk(trie, cr, g_nodes)
-                if self._cfg_depth[c] + ent[4] + self.DEPTH_HORIZON > self.max_depth:  # near the bound: as is
+                if self._near(self.max_depth - int(self._cfg_depth[c]) - ent[4]):  # near the bound: as is
                     ent, p = self._suffix_walk(trie, c, g_nodes), None
                 pieces.append((ent, g_nodes, p))
             else:
@@ -2940,7 +3360,7 @@ class PushdownIndex:
                 cr = self._intern(self._relativize(items, k))
                 rrow, toks, offs, acc0, reach = self._rel_info(cr)
                 d = self._stk_depth[k]
-                if d + reach + self.DEPTH_HORIZON > self.max_depth:
+                if self._near(self.max_depth - d - reach):
                     # near the depth bound (where pushes are refused, and pairs that could not
                     # complete in the frames left are dropped: :meth:`_completes`): the walk
                     # re-rooted at the real depth (exact, cached per depth)
@@ -2992,7 +3412,15 @@ class PushdownIndex:
         count, so its row is computed once for every position of a long string; tokens of at most
         ``slack`` bytes are allowed by both or by neither (:meth:`_aliased_row` checks the longer
         ones). None when no item is counted, when one is near a bound, or when the two rules'
-        layouts differ."""
+        layouts differ.
+
+        Near the depth bound the alias's items are kept or dropped by :meth:`_completes` as the
+        state's are only if the alias completes within the frames left exactly when the state does:
+        true of :class:`RepeatCounter` and
+        :class:`~structgate.native.json_schema._automata.LengthProduct`, whose counts that cannot
+        end yet (``"low"``) need a symbol's call, with its frames, as every real count below the
+        bound does (a length product's symbols are JSON spellings, each a called rule). An
+        automaton whose non-ending alias could reach the end by inline symbols alone would break it."""
         g = self.gnfa
         dn, span, owner = g.dyn_node, g.dyn_span, g.owner
         N = self._N
