@@ -17,6 +17,9 @@ NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
 _NOT_STR = "\x00structgate:not-strings"
 _NOT_BOOL = "\x00structgate:not-booleans"
 _NOT_INT = "\x00structgate:not-integers"
+# internal keyword of a merge: the (float) multipleOf beside it was also given as an equal int
+# (``allOf [{multipleOf: 3}, {multipleOf: 3.0}]``), tested exactly (``n % 3``) by validators
+_MULT_INT = "\x00structgate:multiple-of-int-too"
 
 #: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
 DEFAULT_MAX_REGEX_SIZE = 4_000_000
@@ -75,7 +78,8 @@ ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains"
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
                         "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
-    "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers"}
+    "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers",
+    "\x00structgate:multiple-of-int-too"}
 
 
 def _ptr(where: str, *parts) -> str:

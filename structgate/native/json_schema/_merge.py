@@ -7,7 +7,7 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal, _ptr
+from ._common import _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal, _ptr
 
 
 class MergeMixin:
@@ -136,8 +136,12 @@ class MergeMixin:
             if any(x != mult[0] for x in mult):
                 unsup("different multipleOf values")
             # 3 == 3.0, but a validator divides by a float in floating point (9007199254740993 is
-            # a multiple of 3, not of 3.0): the float one, which the compiler reads that way
+            # a multiple of 3, not of 3.0; 2**60 one of 3.0, not of 3): the float one, which the
+            # compiler reads that way, marked when an int was given too (both tests apply)
             m["multipleOf"] = next((x for x in mult if isinstance(x, float)), mult[0])
+            if isinstance(m["multipleOf"], float) and (any(not isinstance(x, float) for x in mult)
+                                                       or any(s.get(_MULT_INT) for s, _ in parts)):
+                m[_MULT_INT] = True
         anyofs = [s["anyOf"] for s, _ in parts if "anyOf" in s]
         if len(anyofs) == 1:
             m["anyOf"] = anyofs[0]
@@ -162,7 +166,7 @@ class MergeMixin:
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
-        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT}
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT}
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

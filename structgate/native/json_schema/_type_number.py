@@ -10,7 +10,7 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ..regex.parser import parse_regex
 from ._automata import from_ast, product, remainder_dfa, trim
 from ._charset import class_text
-from ._common import _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _decimal_bound, _ptr
+from ._common import _MULT_INT, _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _decimal_bound, _ptr
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
 #: a number bound with more fraction digits than this is refused (CompileLimitError "nesting_depth")
@@ -36,21 +36,26 @@ class NumberMixin:
                 cur = x + 1
             if ihi is None or cur is None or cur <= ihi:
                 pieces.append((cur, ihi))
-            outs = []
+            outs, left_out = [], None
             for a, b in pieces:
                 piece = dict(rest)
                 if a is not None:
                     piece["minimum"] = a
                 if b is not None:
                     piece["maximum"] = b
-                outs.append(self.number(piece, where, integer=True))
+                try:
+                    outs.append(self.number(piece, where, integer=True))
+                except UnsupportedFeatureError as e:  # a piece in a float multipleOf's left-out zone:
+                    left_out = e  # the others still compile (sound); refused if none does
+            if alt(outs) is None and left_out is not None:
+                raise left_out
             return alt(outs)
         if "multipleOf" in schema:
             mo = schema["multipleOf"]
             if mo <= 0:
                 raise GrammarSyntaxError("multipleOf must be > 0", json.dumps(mo), 0, _ptr(where, "multipleOf"))
             if isinstance(mo, float):
-                return self._float_multiple_of(mo, integer, lo, hi, where)
+                return self._float_multiple_of(mo, integer, lo, hi, where, bool(schema.get(_MULT_INT)))
             trivial = integer and (Decimal(1) / _dec(mo)) == (Decimal(1) / _dec(mo)).to_integral_value()
             if not trivial:
                 if not _dec(mo) == _dec(mo).to_integral_value():
@@ -95,46 +100,85 @@ class NumberMixin:
             return alt([x for x in (ints, fracs) if x is not None])
         return number_range(lo_d, False, hi_d, False)
 
-    def _float_multiple_of(self, mo: float, integer: bool, lo, hi, where: str) -> str | None:
+    def _float_multiple_of(self, mo: float, integer: bool, lo, hi, where: str, int_too: bool = False) -> str | None:
         """Integer literals valid against a *float* ``multipleOf`` as validators test it:
-        ``jsonschema`` computes the double ``n / mo`` and asks whether it is integral (the exact
-        ``Fraction`` test only when that overflows), so ``1`` is not a multiple of ``1e-05``
-        (``1 / 1e-05`` is 99999.99999999999) and ``9007199254740993`` not one of ``3.0`` (the
-        dividend rounds to ``2**53``). Exact or sound cases, else ``UnsupportedFeatureError``:
+        ``jsonschema`` computes the double ``n / mo`` (``float(n) / mo``, raising ``OverflowError``
+        from ``|n| >= 2**1024 - 2**970`` on) and asks whether it is integral, falling back to the
+        exact ``Fraction`` test only when the quotient overflows. So ``1`` is not a multiple of
+        ``1e-05`` (``1 / 1e-05`` is 99999.99999999999) and ``9007199254740993`` not one of ``3.0``
+        (the dividend rounds to ``2**53``), while every integer past ``3.0 * 2**52`` is one (a
+        double from ``2**52`` on is integral). Compiled, as zones of integers (``|n|`` at most
+        :data:`INT_LITERAL_CAP`, 308 digits, throughout):
 
-        * ``mo = 2**-j`` (``1.0``, ``0.5``): ``n / mo = n * 2**j`` is integral: every integer;
-        * ``mo = 2**j`` (``4.0``): multiples of ``2**j`` (rounding a multiple of ``2**j`` to a double
-          keeps it one);
-        * another integral ``mo`` (``3.0``): its multiples (dividend and quotient are exact while
-          ``|n| <= 2**53``);
+        * ``mo = 2**-j`` (``1.0``, ``0.5``; on ``number`` only ``1.0``): every integer (``n / mo =
+          n * 2**j``; where that overflows, the exact test passes) — exact;
+        * another integral ``mo`` (``2.0``, ``3.0``): its multiples with ``|n| <= 2**53`` (dividend
+          and quotient exact there), and every integer with ``|n| >= mo * 2**52`` (rounded up to two
+          significant digits): the rounded dividend is at least ``mo * 2**52``, so the quotient is
+          at least ``2**52``, integral. Left out: ``2**53 < |n| < mo * 2**52``, where the rounded
+          dividend decides (``2**53 + 4`` is a multiple of ``3.0``, ``2**53 + 1`` and ``2**53 + 2``
+          are not; for ``2**j`` the multiples of ``2**j`` are, and more);
         * ``mo < 1`` whose reciprocal ``k`` is an integer in decimal (``0.1``, ``0.01``) and whose
-          double is within ``2**-54`` (relative) of that decimal: the quotient rounds to ``n * k``
-          (the half-ulp of a double is over ``2**-54`` of it), so every integer whose quotient
-          stays finite.
+          double is within ``2**-54`` (relative) of that decimal: every integer whose quotient stays
+          finite (to two significant digits). Up to ``2**53`` the quotient rounds to ``n * k`` (the
+          half-ulp of a double is over ``2**-54`` of it), beyond it the quotient is past ``2**53``.
+          Left out: integers whose quotient overflows (the exact test: multiples of the double's
+          odd numerator, ``3602879701896397`` for ``0.1``).
 
-        In every case only integers with ``|n| <= 2**53`` (and ``|n / mo|`` finite) are produced:
-        beyond, the rounded dividend decides, an overflowing quotient falls to the exact test, and
-        a dividend past the doubles makes ``jsonschema`` raise. Left out: sound.
+        With ``int_too`` (an equal int ``multipleOf`` merged beside it, tested exactly) the integral
+        ``mo`` keeps its multiples with ``|n| <= 2**53`` only (past ``mo * 2**52`` most integers
+        pass the float test but not the exact one).
+
+        Anything else is ``UnsupportedFeatureError``, and so is a range whose integers all lie in
+        the left-out zones (not "matches nothing": validators accept some of them, or may); a range
+        with no integer, or none below the overflow of ``float(n)``, is empty. Sound throughout.
         """
-        from fractions import Fraction
-
         w = _ptr(where, "multipleOf")
+        ilo, ihi = _integer_bounds(lo, hi)
+        if ilo is not None and ihi is not None and ilo > ihi:
+            return None
+        cap, exact = INT_LITERAL_CAP, 2 ** 53
         mant, _ = math.frexp(mo)
-        big = 2 ** 53
-        if mo < 1:  # the quotient n / mo must stay finite
-            big = min(big, int(Fraction(sys.float_info.max) * Fraction(mo)))
-        capped = (max(lo, (-big, False), key=lambda b: Decimal(b[0])) if lo is not None else (-big, False),
-                  min(hi, (big, False), key=lambda b: Decimal(b[0])) if hi is not None else (big, False))
-        if mo.is_integer():
-            return self._multiple_of(int(mo), *capped, w)
-        if integer:
-            k = Decimal(1) / _dec(mo)
-            if mant == 0.5 or (k == k.to_integral_value()
-                               and abs(Fraction(mo) - 1 / Fraction(int(k))) < Fraction(mo) / 2 ** 54):
-                return integer_range(*_integer_bounds(*capped))
-        raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point, and "
-                                      "only integral values, powers of two and decimal reciprocals whose double "
-                                      "is exact enough (0.1, 0.01) are compiled", w)
+        if mo.is_integer() and mo > 1:
+            m = int(mo)
+            edge = _round_sig(m * 2 ** 52, up=True)  # from here on every integer passes
+            zones = [("multiples", -exact, exact), ("all", edge, cap), ("all", -cap, -edge)]
+            gaps = [(exact + 1, edge - 1), (-edge + 1, -exact - 1)]
+            if int_too:
+                zones, gaps = zones[:1], [(exact + 1, cap), (-cap, -exact - 1)]
+        elif mant == 0.5 and (mo == 1 or (integer and mo < 1)):  # 2**-j, 1.0 included
+            zones, gaps = [("all", -cap, cap)], []
+        elif integer and mo < 1 and _reciprocal_exact(mo):
+            top = _round_sig(_last_finite_dividend(mo), up=False)
+            zones, gaps = [("all", -top, top)], [(top + 1, cap), (-cap, -top - 1)]
+        else:
+            raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point, and "
+                                          "only integral values, powers of two and decimal reciprocals whose "
+                                          "double is exact enough (0.1, 0.01) are compiled", w)
+        # past the cap, up to 2**1024 - 2**970: validators test them (float(n) does not overflow)
+        gaps += [(cap + 1, FLOAT_INT_MAX), (-FLOAT_INT_MAX, -cap - 1)]
+
+        def clip(a, b):
+            a = a if ilo is None else max(a, ilo)
+            b = b if ihi is None else min(b, ihi)
+            return (a, b) if a <= b else None
+
+        outs = []
+        for kind, a, b in zones:
+            c = clip(a, b)
+            if c is None:
+                continue
+            outs.append(self._multiple_of(int(mo), *((x, False) for x in c), w) if kind == "multiples"
+                        else integer_range(*c))
+        out = alt(outs)
+        if out is None:
+            missed = [c for c in (clip(a, b) for a, b in gaps) if c is not None]
+            if missed:
+                a, b = missed[0]
+                raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point; "
+                                              f"the integers in range lie where their rounding decides "
+                                              f"(here from {a} to {b}), which is not compiled", w)
+        return out
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
@@ -183,4 +227,47 @@ def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:
         ihi = int(d.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi[1] else \
             int(d.to_integral_value(rounding="ROUND_FLOOR"))
     return ilo, ihi
+
+
+#: the largest integer ``float()`` converts: from ``2**1024 - 2**970`` (the midpoint to ``2**1024``,
+#: which rounds up) on it raises ``OverflowError``, and so does ``jsonschema``'s ``n / multipleOf``
+FLOAT_INT_MAX = 2 ** 1024 - 2 ** 970 - 1
+#: the largest integer literal a float ``multipleOf`` zone produces (308 digits, below
+#: :data:`FLOAT_INT_MAX`): a round bound keeps the digit-range regex small
+INT_LITERAL_CAP = 10 ** 308 - 1
+
+
+def _round_sig(n: int, up: bool) -> int:
+    """A zone edge with a short digit-range regex: ``n`` rounded to two significant digits, up
+    (``up``) or down to one less than the rounded value (``1797 -> 1699``): the zones only shrink."""
+    k = max(len(str(n)) - 2, 0)
+    if up:
+        return -(-n // 10 ** k) * 10 ** k
+    r = n // 10 ** k * 10 ** k
+    return r - 1 if r != n else n
+
+
+def _reciprocal_exact(mo: float) -> bool:
+    """``1 / mo`` is an integer ``k`` in decimal (``0.1``, ``0.01``) and the double ``mo`` is within
+    ``2**-54`` (relative) of ``1 / k``: ``n / mo`` then rounds to ``n * k`` for ``|n| <= 2**53``."""
+    from fractions import Fraction
+
+    k = Decimal(1) / _dec(mo)
+    return k == k.to_integral_value() and abs(Fraction(mo) - 1 / Fraction(int(k))) < Fraction(mo) / 2 ** 54
+
+
+def _last_finite_dividend(mo: float) -> int:
+    """The largest ``n`` (an integral double) such that ``float(n) / mo`` is finite for every
+    integer up to it: the largest double below ``(2**1024 - 2**970) * mo`` (a quotient below that
+    midpoint rounds to a finite double)."""
+    from fractions import Fraction
+
+    t = Fraction(2 ** 1024 - 2 ** 970) * Fraction(mo)
+    try:
+        f = float(t)
+    except OverflowError:
+        f = sys.float_info.max
+    while f >= t:
+        f = math.nextafter(f, 0.0)
+    return int(f)
 
