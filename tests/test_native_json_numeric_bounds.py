@@ -4,7 +4,10 @@ by a break-it helper against ``jsonschema``):
 * a float ``multipleOf`` produced only integers with ``|n| <= 2**53``: ``{"type": "integer",
   "multipleOf": 1.0, "minimum": 9007199254740993}`` "matched nothing" while ``jsonschema`` accepts
   every integer there (``float(n) / 1.0`` is integral), and past ``3.0 * 2**52`` every integer is a
-  multiple of ``3.0`` for it (a double from ``2**52`` on is integral).
+  multiple of ``3.0`` for it (a double from ``2**52`` on is integral);
+* a bound moved next to 0 was rounded to 31 fraction digits: ``exclusiveMinimum: 0,
+  exclusiveMaximum: 1e-32`` "matched nothing", ``exclusiveMaximum: 1e-32`` alone refused every
+  decimal in ``(0, 1e-32)``, and ``minimum: 1e-300`` was a compile limit.
 
 Oracle: ``json.loads`` + ``jsonschema`` (Draft 2020-12; a dividend past the doubles makes its
 ``multipleOf`` raise: never valid). Native never accepts an invalid text, says "matches nothing"
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import jsonschema
@@ -22,7 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from structgate import Constraint, get_backend
-from structgate.errors import InvalidConstraintError, UnsupportedFeatureError
+from structgate.errors import CompileLimitError, InvalidConstraintError, UnsupportedFeatureError
 from structgate.vocab import Vocabulary
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -162,4 +167,116 @@ def test_a_left_out_piece_of_a_split_range_leaves_the_rest():
     g = _compile(schema)
     for n, want in ((2 ** 60, True), (2 ** 53 + 10, False), (3 * 2 ** 60 + 1, True), (2 ** 53 - 1, False)):
         assert _accepts(g, str(n)) == want and (not want or _valid(schema, str(n))), n
+
+
+# -- tiny and huge bounds -----------------------------------------------------------------------------
+def _zeros(k: int, digit: str = "1", sign: str = "") -> str:
+    """``0.`` then ``k`` zeros then ``digit``: ``digit * 10**-(k + 1)``."""
+    return f"{sign}0.{'0' * k}{digit}"
+
+
+@pytest.mark.parametrize("schema, accepted, refused", [
+    ({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1e-32}, [_zeros(32), _zeros(32, "9")],
+     ["0", _zeros(31), "1e-33"]),
+    ({"type": "number", "exclusiveMaximum": 1e-32}, ["0", "-1", _zeros(32), _zeros(40)], [_zeros(31), "1"]),
+    ({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1e-150}, [_zeros(150), _zeros(150, "5")],
+     [_zeros(149), _zeros(151), "0"]),
+    ({"type": "number", "minimum": 1e-300}, ["1", "0.5", _zeros(30)], ["0", "-1"]),
+    ({"type": "number", "maximum": -5e-324}, ["-1", _zeros(30, sign="-")], ["0", "-0.0", _zeros(400, sign="-")]),
+    ({"type": "number", "minimum": -1e-40, "exclusiveMaximum": -1e-41},
+     [_zeros(39, sign="-"), _zeros(40, "5", sign="-")], [_zeros(40, sign="-"), _zeros(38, "2", sign="-"), "0"]),
+])
+def test_tiny_bounds_keep_their_decimals(schema, accepted, refused):
+    g = _compile(schema)  # "matches nothing", a cut to <= 0 or a compile limit before
+    for t in accepted:
+        assert _valid(schema, t) and _accepts(g, t), t
+    for t in refused:
+        assert not _accepts(g, t), t
+
+
+def test_a_range_without_a_short_decimal_is_a_typed_limit_naming_its_keywords():
+    for schema in ({"type": "number", "minimum": 1e-250, "maximum": 2e-250},
+                   {"type": "number", "exclusiveMinimum": 0, "maximum": 5e-324}):
+        assert _valid(schema, "1.5e-250" if "minimum" in schema else "5e-324")  # not empty
+        with pytest.raises(CompileLimitError) as ei:
+            _compile(schema)
+        assert ei.value.limit_name == "nesting_depth"
+        assert ", ".join(k for k in schema if k != "type") in str(ei.value), ei.value
+
+
+def _first_double(v, exclusive: bool, up: bool) -> float | None:
+    """The first double the bound ``(v, exclusive)`` admits going ``up`` (None past the doubles)."""
+    toward = math.inf if up else -math.inf
+    try:
+        g = float(v)
+    except OverflowError:
+        return None
+    if (Fraction(g) < Fraction(v) if up else Fraction(g) > Fraction(v)) or (exclusive and g == v):
+        g = math.nextafter(g, toward)
+    return g if math.isfinite(g) else None
+
+
+def _bound_texts(v) -> list[str]:
+    """Decimal spellings at and next to the bound ``v``: its repr, its neighbours' and its exact value
+    cut at several precisions (down, up, one unit beyond), plain, as the range construction writes."""
+    out = set()
+    f = float(v)
+    with localcontext() as ctx:
+        ctx.prec = 2000
+        for g in (f, math.nextafter(f, math.inf), math.nextafter(f, -math.inf)):
+            if not math.isfinite(g):
+                continue
+            d = Decimal(repr(g))
+            out.add(format(d, "f") if -d.as_tuple().exponent <= 340 else repr(g))
+            exact = Decimal(g)
+            for p in (1, 5, 16, 17, 20, 31, 32, 33, 40, 100, 200, 330):
+                q = Decimal(1).scaleb(-p)
+                for r in ("ROUND_FLOOR", "ROUND_CEILING"):
+                    c = exact.quantize(q, rounding=r) if exact.adjusted() + p < 400 else exact
+                    out |= {format(c, "f"), format(c + q, "f"), format(c - q, "f")}
+    if isinstance(v, int):
+        out |= {str(v + k) for k in range(-2, 3)}
+    return sorted(t for t in out if t not in ("-0",))
+
+
+TINY = st.builds(lambda m, e, s: s * float(f"{m}e-{e}"), st.integers(1, 99), st.integers(28, 325),
+                 st.sampled_from([1, -1]))
+BOUND = st.one_of(TINY, st.sampled_from([0, 0.0, -0.0, 5e-324, -5e-324, 1e-32, 1e-31, 2.0 ** 53, 1e308, -1e308,
+                                         1.7976931348623157e308, 0.1, 1.0]),
+                  st.integers(2 ** 53 - 3, 2 ** 53 + 3), st.floats(allow_nan=False, allow_infinity=False))
+KW_LO, KW_HI = ["minimum", "exclusiveMinimum"], ["maximum", "exclusiveMaximum"]
+
+
+@PROPS
+@given(lo=st.one_of(st.none(), BOUND), hi=st.one_of(st.none(), BOUND), lo_kw=st.sampled_from(KW_LO),
+       hi_kw=st.sampled_from(KW_HI), t=st.sampled_from(["number", "integer"]))
+@example(lo=0, hi=1e-32, lo_kw="exclusiveMinimum", hi_kw="exclusiveMaximum", t="number")
+@example(lo=None, hi=1e-32, lo_kw="minimum", hi_kw="exclusiveMaximum", t="number")
+@example(lo=1e-300, hi=None, lo_kw="minimum", hi_kw="maximum", t="number")
+@example(lo=-0.0, hi=5e-324, lo_kw="exclusiveMinimum", hi_kw="exclusiveMaximum", t="number")
+def test_bounds_are_sound_and_empty_only_when_nothing_is_valid(lo, hi, lo_kw, hi_kw, t):
+    schema = {"type": t}
+    if lo is not None:
+        schema[lo_kw] = lo
+    if hi is not None:
+        schema[hi_kw] = hi
+    texts = ["0", "-0", "0.0", "-0.0", "1", "-1", "0.5", "-0.5", "1e-40", "1E+400"]
+    texts += [x for b in (lo, hi) if b is not None for x in _bound_texts(b)]
+    valid = {x for x in texts if _valid(schema, x)}
+    g_lo = None if lo is None else _first_double(lo, lo_kw.startswith("exclusive"), True)
+    g_hi = None if hi is None else _first_double(hi, hi_kw.startswith("exclusive"), False)
+    has_double = (g_lo is not None or lo is None) and (g_hi is not None or hi is None) and \
+        (g_lo is None or g_hi is None or g_lo <= g_hi)
+    try:
+        g = _compile(schema)
+    except InvalidConstraintError:  # "matches nothing": only when true
+        assert not valid, (schema, sorted(valid)[:5])
+        assert t == "integer" or not has_double, schema
+        return
+    except CompileLimitError as e:  # no decimal of at most 200 fraction digits: both ends next to 0
+        assert e.limit_name == "nesting_depth" and t == "number", e
+        assert all(abs(b) < 1e-200 for b in (lo, hi) if b is not None) and lo is not None and hi is not None, e
+        return
+    for x in texts:
+        assert not _accepts(g, x) or x in valid, f"accepted {x} against {schema}"
 

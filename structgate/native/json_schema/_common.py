@@ -112,7 +112,9 @@ def _decimal_bound(v, exclusive: bool, toward: float) -> Decimal:
     gives ``round(x)`` beyond ``g``: sound, and it loses only decimals that round onto ``v`` from
     outside. With no finite double inside (a lower bound above the largest double), only literals
     that round to infinity pass: ``|x| >= 2**1024``. Integer literals are compared exactly by the
-    caller (:func:`._type_number._integer_bounds`)."""
+    caller (:func:`._type_number._integer_bounds`). The result may have hundreds of fraction digits
+    (``5e-324``, the next double past an exclusive 0): the caller rounds it
+    (:func:`._type_number._fit_fraction_digits`)."""
     up = toward > 0
     sign = Decimal(1) if up else Decimal(-1)
     try:
@@ -130,15 +132,7 @@ def _decimal_bound(v, exclusive: bool, toward: float) -> Decimal:
             return sign * Decimal(2 ** 1024)
         if g == v and isinstance(v, int) and not isinstance(v, bool):
             return Decimal(v)  # an integer bound that is a double: its own digits
-    d = Decimal(repr(g))
-    if g != v and d.adjusted() < -30:
-        # a bound moved next to 0 (exclusiveMinimum 0: the next double is subnormal, 5e-324)
-        # needs hundreds of fraction digits. Round it away from the bound to 31 fraction digits:
-        # a literal beyond that decimal still rounds beyond the bound (sound); only literals
-        # within 1e-31 of the bound are lost. (Keeping the exact exclusive bound let
-        # 0.000...01 in, which a parser reads as the bound itself.)
-        d = d.quantize(Decimal("1e-31"), rounding="ROUND_CEILING" if up else "ROUND_FLOOR")
-    return d
+    return Decimal(repr(g))
 
 
 def _pointer_tokens(frag: str) -> list[str]:

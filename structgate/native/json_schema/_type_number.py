@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
@@ -13,8 +13,12 @@ from ._charset import class_text
 from ._common import _MULT_INT, _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _decimal_bound, _ptr
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
-#: a number bound with more fraction digits than this is refused (CompileLimitError "nesting_depth")
+#: most fraction digits of a decimal bound of the range construction (it recurses once per digit):
+#: a bound with more (``5e-324``, ``1e-250``) is rounded into the range (:func:`_fit_fraction_digits`)
 MAX_FRACTION_DIGITS = 200
+#: the fraction digits such a bound is rounded to first (more where the range needs them): 31 keeps
+#: ``exclusiveMinimum: 0`` (next double ``5e-324``) a short automaton, decimals from ``1e-31``
+ROUNDED_FRACTION_DIGITS = 31
 
 
 class NumberMixin:
@@ -78,13 +82,7 @@ class NumberMixin:
         # decimals that round onto b (see _decimal_bound).
         lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
         hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
-        for d in (lo_d, hi_d):
-            # a bound with hundreds of fraction digits (1e-250): the range construction recurses
-            # once per digit; refused with the typed limit, whatever the Python stack has left
-            if d is not None and -Decimal(str(d)).as_tuple().exponent > MAX_FRACTION_DIGITS:
-                raise CompileLimitError("nesting_depth", f"{d}: over {MAX_FRACTION_DIGITS} fraction digits",
-                                        MAX_FRACTION_DIGITS, f"the number bound at {where or '#'} has too many "
-                                        "fraction digits for the range construction; round it")
+        lo_d, hi_d = _fit_fraction_digits(lo_d, hi_d, schema, where)
         # Integer literals are read as exact integers and compared exactly with the bound's value
         # (Python's json + jsonschema; a float bound is the double itself: 1e23 is
         # 99999999999999991611392). The decimal bounds above are shortest spellings moved for
@@ -271,3 +269,37 @@ def _last_finite_dividend(mo: float) -> int:
         f = math.nextafter(f, 0.0)
     return int(f)
 
+
+def _fraction_digits(d: Decimal) -> int:
+    return max(0, -d.as_tuple().exponent)
+
+
+def _fit_fraction_digits(lo_d: Decimal | None, hi_d: Decimal | None, schema, where: str):
+    """The inclusive decimal bounds ``lo_d``/``hi_d`` (:func:`._common._decimal_bound`) with at
+    most :data:`MAX_FRACTION_DIGITS` fraction digits each, for the range construction.
+
+    A bound within the limit is kept. One beyond it (a bound next to 0: ``minimum: 1e-250``, or
+    ``5e-324``, the next double past ``exclusiveMinimum: 0``) is rounded into the range (a lower
+    bound up, an upper one down) to the fewest fraction digits from :data:`ROUNDED_FRACTION_DIGITS`
+    on that leave the range a decimal: sound (fewer decimals), and never empty where the range
+    has a decimal of at most :data:`MAX_FRACTION_DIGITS` fraction digits. (A fixed 31 digits made
+    ``exclusiveMinimum: 0, exclusiveMaximum: 1e-32`` "match nothing".) Decimals nearer to 0 than
+    the rounded bound are not produced. A range with no such decimal (``[5e-324, 5e-324]``,
+    ``(0, 1e-250)``: bounded numbers are written without exponent) is
+    ``CompileLimitError("nesting_depth")`` naming the bound keywords; an empty range (``lo_d >
+    hi_d``) is returned as it is."""
+    long = [d is not None and _fraction_digits(d) > MAX_FRACTION_DIGITS for d in (lo_d, hi_d)]
+    if not any(long) or (lo_d is not None and hi_d is not None and lo_d > hi_d):
+        return lo_d, hi_d
+    for p in range(ROUNDED_FRACTION_DIGITS, MAX_FRACTION_DIGITS + 1):
+        q = Decimal(1).scaleb(-p)
+        lo = lo_d.quantize(q, rounding=ROUND_CEILING) if long[0] else lo_d
+        hi = hi_d.quantize(q, rounding=ROUND_FLOOR) if long[1] else hi_d
+        if lo is None or hi is None or lo <= hi:
+            return lo, hi
+    kws = ", ".join(k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in schema)
+    raise CompileLimitError("nesting_depth", f"[{lo_d}, {hi_d}]: no decimal of at most {MAX_FRACTION_DIGITS} "
+                            "fraction digits", MAX_FRACTION_DIGITS,
+                            f"the number range of {kws} at {where or '#'} holds only decimals with more "
+                            "fraction digits than the range construction writes (bounded numbers are written "
+                            "without exponent); widen or round the bounds")
