@@ -1,5 +1,5 @@
-"""Number keywords where float arithmetic made the compiler call a range empty or cut it (found
-by a break-it helper against ``jsonschema``):
+"""Number keywords where float arithmetic made the compiler call a range empty, cut it, or spell a
+value one way only (found by a break-it helper against ``jsonschema``):
 
 * a float ``multipleOf`` produced only integers with ``|n| <= 2**53``: ``{"type": "integer",
   "multipleOf": 1.0, "minimum": 9007199254740993}`` "matched nothing" while ``jsonschema`` accepts
@@ -7,7 +7,9 @@ by a break-it helper against ``jsonschema``):
   multiple of ``3.0`` for it (a double from ``2**52`` on is integral);
 * a bound moved next to 0 was rounded to 31 fraction digits: ``exclusiveMinimum: 0,
   exclusiveMaximum: 1e-32`` "matched nothing", ``exclusiveMaximum: 1e-32`` alone refused every
-  decimal in ``(0, 1e-32)``, and ``minimum: 1e-300`` was a compile limit.
+  decimal in ``(0, 1e-32)``, and ``minimum: 1e-300`` was a compile limit;
+* a numeric ``const``/``enum`` value matched Python's ``repr`` only: ``{"const": 1e-9}`` took
+  ``1e-09``, not ``1e-9``, ``1E-9``, ``1.0e-9`` or ``0.000000001``, which are the same number.
 
 Oracle: ``json.loads`` + ``jsonschema`` (Draft 2020-12; a dividend past the doubles makes its
 ``multipleOf`` raise: never valid). Native never accepts an invalid text, says "matches nothing"
@@ -279,4 +281,118 @@ def test_bounds_are_sound_and_empty_only_when_nothing_is_valid(lo, hi, lo_kw, hi
         return
     for x in texts:
         assert not _accepts(g, x) or x in valid, f"accepted {x} against {schema}"
+
+
+# -- numeric const / enum spellings -------------------------------------------------------------------
+def _sci(v) -> list[str]:
+    """Scientific spellings of the number ``v``: one digit before the point, e/E, with and without ``+``,
+    leading zeros in the exponent, a trailing zero in the fraction."""
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    sign, digits, e = d.as_tuple()
+    c = "".join(map(str, digits)).rstrip("0") or "0"
+    x = e + len(digits) - 1
+    mant = ("-" if sign else "") + (c[0] + ("." + c[1:] if len(c) > 1 else ""))
+    out = []
+    for E in ("e", "E"):
+        for s, z in (("", ""), ("+", ""), ("", "0"), ("+", "00")):
+            if x < 0:
+                s = "-"
+            out.append(f"{mant}{E}{s}{z}{abs(x)}")
+    out.append(f"{mant}{'0' if '.' in mant else '.0'}e{x}")
+    return out
+
+
+def _spellings(v) -> list[str]:
+    """The natural JSON spellings of ``v`` the compiler documents: plain decimal (with a trailing zero),
+    scientific forms, and for an integral value its integer literal and ``.0`` form."""
+    if isinstance(v, int) and (abs(v) > 2 ** 1000 or float(v) != v):
+        return [str(v)]  # no double holds it: its integer literal only
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    out = [json.dumps(v)] + _sci(v)
+    plain = format(d, "f")  # without a point an integer literal: read exactly, so only int(v) below
+    if len(plain.lstrip("-").replace(".", "")) <= 40:
+        out += [plain, plain + "0"] if "." in plain else [plain + ".0"]
+    if isinstance(v, int) or v.is_integer():
+        out.append(str(int(v)))
+    return out
+
+
+CONSTS = [1e-9, 2.5e20, 1e-5, 0.1, 123.456, -0.5, 1.5, -2.5e-7, 1e23, 1e300, 5e-324, 1.7976931348623157e308, 1e20,
+          1, 100, -5, 0, 0.0, -0.0, 1.0, 2 ** 53, 99999999999999991611392, 12345678901234567890]
+
+
+@pytest.mark.parametrize("v", CONSTS, ids=[repr(v) for v in CONSTS])
+def test_numeric_const_matches_natural_spellings(v):
+    near = ["0", "1", "-1", "1e-8", "1.1e-9", "0.00000001", "2.5e21", "25e19", "100000000000000000000000",
+            "1e+300", "10e-10", "0.1e-8", "-0", "0e5", "1.50", "1.5e0", "-1e-9", "9007199254740993",
+            "9007199254740992.0"]
+    for schema in ({"const": v}, {"enum": ["x", v, None]},
+                   {"type": "array", "items": False, "prefixItems": [{"const": v}]}):
+        g = _compile(schema)
+        wrap = (lambda x: f"[{x}]") if "prefixItems" in schema else (lambda x: x)
+        for text in _spellings(v):
+            assert _valid(schema, wrap(text)), (schema, text)
+            assert _accepts(g, wrap(text)), f"refused {text} for {schema}"
+        for text in near + [x + "1" for x in _spellings(v)] + ["-" + x for x in _spellings(v)]:
+            assert not _accepts(g, wrap(text)) or _valid(schema, wrap(text)), f"accepted {text} for {schema}"
+
+
+def test_integral_float_const_and_int_literals():
+    """1e23 is the double 99999999999999991611392: ``100000000000000000000000`` is an int that differs
+    from it (refused), ``100000000000000000000000.0`` and ``1e23`` read back as the double (accepted)."""
+    g = _compile({"const": 1e23})
+    for text, want in (("1e23", True), ("100000000000000000000000.0", True), ("99999999999999991611392", True),
+                       ("100000000000000000000000", False), ("9.9999999999999991611392e22", True)):
+        assert _valid({"const": 1e23}, text) == want and _accepts(g, text) == want, text
+
+
+def test_draft4_numbers_keep_their_types():
+    """Draft 4: 1.0 is no integer, so an integer schema's const 1 is the literal 1 only; a float const
+    gets every float spelling."""
+    d4 = "http://json-schema.org/draft-04/schema#"
+    g = _compile({"$schema": d4, "type": "integer", "enum": [1.0, 2]})
+    for text, want in (("1", True), ("2", True), ("1.0", False), ("1e0", False), ("2E+0", False)):
+        assert _accepts(g, text) == want, text
+    g = _compile({"$schema": d4, "enum": [1e-9]})
+    for text in ("1e-9", "1E-09", "0.000000001", "1.0e-9"):
+        assert _accepts(g, text), text
+
+
+def test_const_spellings_through_the_backend(llama3_vocab):
+    """The break-it helper's cases end to end: the token matcher takes ``1e-9`` for ``const: 1e-9``."""
+    be = get_backend("native", llama3_vocab)
+    for schema, texts in (({"const": 1e-9}, ["1e-9", "1E-9", "1.0e-9", "0.000000001", "1e-09"]),
+                          ({"enum": [1e-9, 2.5e+20]}, ["2.5e20", "250000000000000000000", "2.5E+20"])):
+        g = be.compile(Constraint.json_schema(schema))
+        for text in texts:
+            m = g.matcher()
+            assert m.advance(llama3_vocab.encode(text)) and m.is_accepting(), (schema, text)
+            assert _valid(schema, text)
+
+
+FINITE = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2 ** 70), 2 ** 70),
+                   st.builds(lambda m, e: float(f"{m}e{e}"), st.integers(1, 10 ** 17), st.integers(-330, 290)))
+
+
+@PROPS
+@given(v=FINITE, other=FINITE, int_strict=st.booleans())
+@example(v=1e-9, other=2.5e20, int_strict=False)
+def test_numeric_const_property(v, other, int_strict):
+    """Random numbers: every documented spelling of a value is accepted, and nothing is accepted that
+    jsonschema does not accept (the spellings of a neighbour value, one digit changed)."""
+    schema = {"enum": [v, other]}
+    if int_strict:
+        schema["$schema"] = "http://json-schema.org/draft-04/schema#"
+    g = _compile(schema)
+    validator = (jsonschema.Draft4Validator if int_strict else jsonschema.Draft202012Validator)(schema)
+
+    def valid(text):
+        return validator.is_valid(json.loads(text))
+
+    texts = _spellings(v) + _spellings(other)
+    for text in texts:
+        if not int_strict:
+            assert _accepts(g, text) and valid(text), text
+    for text in texts + [t[:-1] + str((int(t[-1]) + 1) % 10) for t in texts if t[-1].isdigit()]:
+        assert not _accepts(g, text) or valid(text), f"accepted {text} against {schema}"
 

@@ -15,13 +15,16 @@ Algorithms
   at ``I == floor(bound)`` the fraction digits are compared to the bound's fraction digits
   lexicographically (decimal fractions compare like zero-padded digit strings), see
   :func:`_frac_between`.
+* :func:`number_literal_regex` — the spellings of one number (a ``const``/``enum`` value) that a
+  validator reads as equal to it: integer literal, plain decimal, scientific form.
 """
 from __future__ import annotations
 
 from decimal import Decimal
 from functools import lru_cache
 
-__all__ = ["fixed_width_range", "integer_range", "number_range", "alt", "JSON_NUMBER", "JSON_INTEGER"]
+__all__ = ["fixed_width_range", "integer_range", "number_range", "number_literal_regex", "alt", "JSON_NUMBER",
+           "JSON_INTEGER"]
 
 JSON_INTEGER = r"-?(?:0|[1-9][0-9]*)"
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -336,3 +339,95 @@ def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl:
         if r is not None:
             parts.append(r)
     return alt(parts)
+
+
+# -- numeric const / enum values ------------------------------------------------------------------
+#: most digits a plain-decimal or scientific spelling of a numeric ``const``/``enum`` value may have
+#: (beyond its integer literal, always written): ``1e-300`` keeps its exponent forms, not
+#: ``0.000…01``; an exactly held 300-digit integer its literal, not ``1.000…e300``
+MAX_SPELLING_DIGITS = 40
+#: every spelling of zero (``-0``, ``0.0``, ``0e5``, ``-0.0E-3``): all equal to 0
+_ZERO = r"-?0(?:\.0+)?(?:[eE][+-]?[0-9]+)?"
+_ZERO_FLOAT = r"-?0(?:\.0+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)"
+
+
+def _exponent(x: int) -> str:
+    """``[eE]`` and the exponent ``x`` with an optional ``+`` (``-`` when negative; ``+0``/``-0``
+    for zero) and leading zeros."""
+    if x > 0:
+        return rf"[eE]\+?0*{x}"
+    if x < 0:
+        return rf"[eE]-0*{-x}"
+    return r"[eE][+-]?0+"
+
+
+def _spellings(d: Decimal, integer_literal: bool) -> str:
+    """Regex of spellings of the magnitude ``|d|`` (``d != 0``) whose exact decimal value is
+    ``|d|``: with ``integer_literal`` (``|d|`` an integer) its integer literal; the plain decimal
+    with a fraction part (``0.000000001``, ``100.0``) and the normalized scientific form (one
+    digit before the point: ``1e-9``, ``2.5E+20``), each with any trailing zeros in the fraction,
+    the exponent with or without sign and with leading zeros, ``e`` or ``E``. A plain or
+    scientific form is written only with at most :data:`MAX_SPELLING_DIGITS` digits before the
+    exponent (the integer literal always)."""
+    t = d.as_tuple()  # (never normalize(): it rounds to the context's 28 digits)
+    c = "".join(map(str, t.digits)).lstrip("0")
+    q = t.exponent + len(c) - len(c.rstrip("0"))
+    c = c.rstrip("0")  # |d| = c * 10**q exactly, c without leading or trailing zeros
+    exp = _exponent(q + len(c) - 1)
+    plain = None
+    if q >= 0:
+        digits = c + "0" * q
+        if integer_literal:
+            plain = digits + (r"(?:\.0+)?" if len(digits) <= MAX_SPELLING_DIGITS else "")
+        elif len(digits) <= MAX_SPELLING_DIGITS:
+            plain = digits + r"\.0+"
+    elif len(c) > -q:
+        plain = c[:q] + r"\." + c[q:] + "0*"
+    elif -q + 1 <= MAX_SPELLING_DIGITS:
+        plain = r"0\." + "0" * (-q - len(c)) + c + "0*"
+    if len(c) > MAX_SPELLING_DIGITS:
+        return plain
+    mant = c[0] + (rf"\.{c[1:]}0*" if len(c) > 1 else r"(?:\.0+)?")
+    if plain is not None and q + len(c) - 1 == 0 and (plain == mant or plain == c + r"(?:\.0+)?"):
+        return f"{plain}(?:{exp})?"  # one digit before the point: 1.5, 1.5e0; 5, 5.0, 5e0
+    return alt([plain, mant + exp])
+
+
+def number_literal_regex(v: int | float, int_strict: bool = False) -> str:
+    """The JSON spellings of the number ``v`` (a ``const``/``enum`` value) that a validator
+    (Python's ``json`` + ``jsonschema``) reads as a number equal to ``v``: an integer literal is
+    read as the exact int, any other spelling as the double nearest its decimal value.
+
+    * an int ``v``: its integer literal; where a double holds ``v`` exactly, also the spellings
+      with a fraction or exponent (:func:`_spellings`) of ``v`` and of the double's shortest
+      spelling (``1e23`` for 99999999999999991611392);
+    * a float ``v``: the spellings with a fraction or exponent of its shortest spelling
+      (``repr``: ``1e-09``, ``2.5e+20``), which read back as ``v``; an integral ``v`` also its
+      exact integer literal (``99999999999999991611392`` for ``1e23``, never
+      ``100000000000000000000000``, an int that differs from the double) and that integer's
+      spellings;
+    * zero: ``-?0``, with any fraction zeros and exponent (``-0.0``, ``0e5``).
+
+    With ``int_strict`` (draft 4, where ``1.0`` is no integer) an int gets its integer literal only
+    and a float the spellings with a fraction or exponent only. Not produced (sound, not
+    exhaustive): other placements of the point (``25e19``, ``0.1e-8``), decimals that merely round
+    to the double (``0.10000000000000001``), forms past :data:`MAX_SPELLING_DIGITS` digits."""
+    if v == 0:
+        if int_strict:
+            return "-?0" if isinstance(v, int) else _ZERO_FLOAT
+        return _ZERO
+    sign = "-" if v < 0 else ""
+    if isinstance(v, int):
+        try:
+            held = float(v) == v
+        except OverflowError:
+            held = False
+        if int_strict or not held:
+            return str(v)
+        names = [(Decimal(v), True), (Decimal(repr(float(v))), False)]
+    else:
+        names = [(Decimal(repr(v)), False)]
+        if v.is_integer():  # its exact integer (1e23: 99999999999999991611392), also as a literal
+            names.insert(0, (Decimal(int(v)), not int_strict))
+    body = alt(_spellings(d, lit) for i, (d, lit) in enumerate(names) if all(d != e for e, _ in names[:i]))
+    return sign + (_group(body) if sign else body)

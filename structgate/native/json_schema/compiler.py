@@ -41,7 +41,7 @@ from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, share
 from ._merge import MergeMixin
 from ._negation import NegationMixin
 from ._normalize import normalize
-from ._numeric import JSON_NUMBER, alt
+from ._numeric import JSON_NUMBER, alt, number_literal_regex
 from ._refs import RefsMixin
 from ._shape import check_shapes
 from ._type_array import ArrayMixin
@@ -502,22 +502,12 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             return "null"
         if isinstance(v, bool):
             return "true" if v else "false"
-        if isinstance(v, int):
-            if self.int_strict:  # draft 4: 1.0 is another instance (no integer)
-                return str(v) if v != 0 else "-?0"
-            # 1 and 1.0 are the same JSON Schema number (only where a float parser keeps it exact)
-            if abs(v) > 2**1000 or float(v) != v:  # "v.0" would parse to a different float
-                return str(v)
-            return f"{v}(?:\\.0+)?" if v != 0 else "-?0(?:\\.0+)?"
-        if isinstance(v, float):
-            if not math.isfinite(v):
-                raise GrammarSyntaxError("non-finite number in const/enum", repr(v), 0, where)
-            if v.is_integer() and abs(v) < 1e16:
-                i = int(v)
-                if self.int_strict:  # draft 4: the float's spellings only ("2" is the integer 2)
-                    return f"{i}\\.0+" if i != 0 else "-?0\\.0+"
-                return self.const(i, where)
-            return repr(v).replace(".", r"\.").replace("+", r"\+")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise GrammarSyntaxError("non-finite number in const/enum", repr(v), 0, where)
+        if isinstance(v, (int, float)):
+            # the spellings a validator reads as this number: 1e-9, 1E-9, 1.0e-09, 0.000000001 for
+            # 1e-09; 1, 1.0, 1e0 for 1 (draft 4: 1 and 1.0 each their own type's)
+            return number_literal_regex(v, self.int_strict)
         if isinstance(v, str):
             return literal_string_regex(v)
         if isinstance(v, list):
