@@ -2065,7 +2065,8 @@ class PushdownIndex:
         self.max_states = int(max_states)
         nfa = gnfa.nfa
         # items are ``stack * N + state``: with lazy rule builds the NFA grows, so N is its cap
-        self._N = N = (nfa.max_states + 1) if gnfa.lazy else len(nfa) + 1
+        # (and with calls: merged frames add union states, :meth:`_union_state`)
+        self._N = N = (nfa.max_states + 1) if gnfa.lazy or gnfa.n_calls else len(nfa) + 1
         self._n_built = len(nfa)
         self._ACCEPT = N - 1  # pseudo leaf: the root completed with an empty stack
         self._kind, self._out, self._lo = nfa.kind, nfa.out, nfa.lo
@@ -2110,6 +2111,13 @@ class PushdownIndex:
         self._table = np.full((64, W), -1, dtype=np.int64)
         self._table[0] = 0
         self._closure_memo: dict[tuple[int, int], frozenset] = {}
+        #: per closure key with merged frames: what :meth:`_closure_of` returned for them
+        self._closure_frames: dict[tuple[int, int], tuple] = {}
+        self._union_ids: dict[tuple[int, ...], int] = {}  # continuations -> their union state
+        self._union_members: dict[int, tuple[int, ...]] = {}  # and back
+        self._empty_memo: dict[tuple[int, int], bool] = {}  # :meth:`_empty_from`
+        self._merge_rule: dict[int, bool] = {}  # :meth:`_mergeable`
+        self._idem: dict[int, bool] = {}  # :meth:`_idempotent`
         self._n_items = 0  # items over every interned configuration (for memory_size_bytes)
         self._byte_only: dict[int, bool] = {}  # NFA state -> its epsilon closure's leaves all BYTE
         #: configurations whose table row holds only some classes (:meth:`_compute_cell`)
@@ -2237,8 +2245,15 @@ class PushdownIndex:
 
     # -- stacks and closures ------------------------------------------------------------------------
     def _push(self, ret: int, parent: int) -> int:
+        """The stack ``(ret, parent)``: a frame returning to NFA state ``ret`` above stack
+        ``parent`` (hash-consed), or ``-1`` when the depth bound refuses it. A frame equal to the
+        one below it whose continuation is idempotent (:meth:`_idempotent`) is not pushed:
+        ``parent`` itself is returned."""
         k = self._stk_ids.get((ret, parent))
         if k is None:
+            if parent and ret >= 0 and self._stk_ret[parent] == ret and self._idempotent(ret):
+                self._stk_ids[(ret, parent)] = parent
+                return parent
             d = self._stk_depth[parent] + (0 if self._free_ret is not None and ret >= 0
                                            and self._free_ret[ret] else 1)
             if d > self.max_depth:
@@ -2311,58 +2326,395 @@ class PushdownIndex:
             if left < self.horizon and self._near(left):
                 leaves = frozenset([x for x in leaves if self._completes(x, left)])
             return self._remember_closure(key, leaves if k == 0 else frozenset([k * N + x for x in leaves]))
+        res, frames = self._closure_of((key,))
+        if frames:
+            self._closure_frames[key] = frames
+        return self._remember_closure(key, res)
+
+    def _closure_of(self, seeds) -> tuple[frozenset, tuple]:
+        """The closure of the ``(NFA state, stack)`` pairs ``seeds`` together: ``(items, frames)``.
+
+        Items are ``stack * N + byte_state`` (and ``ACCEPT``), as :meth:`_closure`.
+
+        **Merged frames.** A rule body can reach one callee along several epsilon paths with
+        different continuations: a repeat of a nullable body (``"(" (r? r?)* ")"``, ``(x? y?)+``,
+        ``x*`` with ``x ::= r? r?``), ``(r | r r)*``, a bounded ``(r? r?){2,5}``. One frame per
+        path, and the frames multiply at every nesting level: after ``d`` nested calls a
+        configuration held ``2**d`` stacks, and ``max_dfa_states`` was reached within ~16 tokens.
+        Here frames are merged, which keeps the items' language (and every mask) the same, since a
+        frame whose return state is an epsilon split to ``r1, r2`` (:meth:`_union_state`)
+        continues as the frames of ``r1`` and ``r2`` together; it is the subset construction
+        applied to return states, the merging of a graph-structured stack (Tomita 1985) or of
+        Earley items with one rule and origin:
+
+        1. the calls of callee ``c`` found on stack ``k`` whose continuations lie in one caller
+           rule push a single frame, returning to the union of their continuations, before the
+           callee is explored (so frames the callee pushes in turn are shared too). A tail call
+           among them joins that frame (it then takes one, so the depth bound counts it); alone,
+           tail calls take none, as before. So that every call of a level is known before its
+           frame is pushed, a call whose callee can match the empty string within the frames
+           left (:meth:`_derives_empty`) is also followed straight to its continuation: the
+           path the per-call push took through the callee's immediate return;
+        2. then items that differ only by their top frame, frames of one caller rule on one
+           stack (:meth:`_merge_top_frames`), become one item: calls of different callees that
+           reach the same byte state (``x`` and ``y`` in ``(x y)*`` with ``x ::= r?`` and
+           ``y ::= r?``, both tail-calling ``r``), or a tail call's callee beside the next call
+           of the caller's caller (``r ::= "(" (r? r?){2,5} ")" r?``).
+
+        Calls whose continuation lies in a counting or generated rule are not merged (their
+        frames are moved by offset, :meth:`_count_alias`), nor is a call found after its level's
+        frame was pushed with a continuation not in it (the emptiness check is conservative): it
+        gets a frame of its own, as before.
+
+        ``frames`` lists ``((stack, caller rule), frames pushed here that items lie on or
+        above)`` (empty when no frame was pushed), so that :meth:`_target` can tell when closures
+        computed apart would have merged frames (:meth:`_frames_differ`).
+
+        Raises ``CompileLimitError`` (``max_nfa_states``) when a lazily built rule or a union
+        state outgrows the NFA's cap."""
+        N = self._N
+        kind = self._kind
         out, lo = self._out, self._lo
         outs = self.gnfa.nfa.outs
         starts = self.gnfa.rule_start
         lc = self._lc
+        owner = self._owner
         res: set[int] = set()
-        work = [key]
-        seen = {key}
-        while work:
-            v, k = work.pop()
-            left = self.max_depth - self._stk_depth[k]  # frames above stack k (near the bound: checked)
-            near = left < self.horizon and self._near(left)
-            for leaf in lc(v):
-                kd = kind[leaf]
-                if kd == BYTE:
-                    if not near or self._completes(leaf, left):
-                        res.add(k * N + leaf)
-                elif kd == CALL:
-                    # a call in tail position (nothing but the caller's own return follows) takes no
-                    # frame: the callee returns straight to the caller's caller, so right recursion
-                    # (item ("," item)?, ws ::= ([ ] ws)?) repeats without growing the stack
-                    k2 = k if self._is_tail(leaf) else self._push(out[leaf], k)
+        work = list(seeds)
+        seen = set(work)
+        # (stack, callee, caller rule) -> {continuation: whether its call is a tail call}
+        groups: dict[tuple, dict[int, bool]] = {}
+        opened: dict[tuple, frozenset] = {}  # -> the continuations its frame returns to
+        pushed: dict[int, tuple[int, int]] = {}  # frame pushed here -> (stack below, caller rule)
+
+        def enter(callee: int, k2: int) -> None:
+            st = starts[callee]
+            if st < 0:  # a lazily built rule's first call
+                st = self._build_rule(callee)
+            p = (st, k2)
+            if p not in seen:
+                seen.add(p)
+                work.append(p)
+
+        while True:
+            while work:
+                v, k = work.pop()
+                left = self.max_depth - self._stk_depth[k]  # frames above stack k (near the bound: checked)
+                near = left < self.horizon and self._near(left)
+                for leaf in lc(v):
+                    kd = kind[leaf]
+                    if kd == BYTE:
+                        if not near or self._completes(leaf, left):
+                            res.add(k * N + leaf)
+                    elif kd == CALL:
+                        callee = lo[leaf]
+                        ret = out[leaf]
+                        # a call in tail position (nothing but the caller's own return follows)
+                        # takes no frame: the callee returns straight to the caller's caller, so
+                        # right recursion (item ("," item)?, ws ::= ([ ] ws)?) repeats without
+                        # growing the stack
+                        tail = self._is_tail(leaf)
+                        r = owner[ret] if owner is not None else -1
+                        mergeable = self._mergeable(r)
+                        if mergeable:
+                            gk = (k, callee, r)
+                            op = opened.get(gk)
+                            if op is None:
+                                if not tail and self._push(ret, k) < 0:
+                                    continue  # its own frame is refused: so is the call
+                                rets = groups.get(gk)
+                                if rets is None:
+                                    rets = groups[gk] = {}
+                                if ret not in rets:
+                                    rets[ret] = tail
+                                    p = (ret, k)
+                                    if p not in seen and self._derives_empty(callee, left):
+                                        seen.add(p)
+                                        work.append(p)
+                                elif not tail:
+                                    rets[ret] = False
+                                continue
+                            if ret in op:
+                                continue
+                        if tail:
+                            enter(callee, k)
+                        else:
+                            k2 = self._push(ret, k)
+                            if k2 >= 0:
+                                if mergeable and k2 != k:
+                                    pushed[k2] = (k, r)
+                                enter(callee, k2)
+                    elif kd == DEFER:  # a subtree of the root rule, built on first reach
+                        ts = outs[leaf]
+                        if ts is None:
+                            ts = self._expand(leaf)
+                        for st in ts:
+                            p = (st, k)
+                            if p not in seen:
+                                seen.add(p)
+                                work.append(p)
+                    else:  # RET
+                        if k == 0 or self._stk_ret[k] == _VBASE:  # the root, or a re-rooted frame, completes
+                            res.add(self._ACCEPT)
+                        else:
+                            p = (self._stk_ret[k], self._stk_parent[k])
+                            if p not in seen:
+                                seen.add(p)
+                                work.append(p)
+            if not groups:
+                break
+            # the shallowest stacks' calls are all known (a callee explored from them reaches a
+            # shallower stack only by returning empty, which the skip above took already; a frame
+            # pushed now may be a deeper stack that has calls pending): one frame per
+            # (stack, callee, caller rule)
+            depth = self._stk_depth
+            d = min(depth[gk[0]] for gk in groups)
+            for gk in [gk for gk in groups if depth[gk[0]] == d]:
+                rets = groups.pop(gk)
+                k, callee, r = gk
+                opened[gk] = frozenset(rets)
+                k2 = -1
+                if not all(rets.values()):  # a call that needs a frame: every call shares it
+                    k2 = self._push(self._union_state(rets), k)
                     if k2 >= 0:
-                        st = starts[lo[leaf]]
-                        if st < 0:  # a lazily built rule's first call
-                            st = self._build_rule(lo[leaf])
-                        p = (st, k2)
-                        if p not in seen:
-                            seen.add(p)
-                            work.append(p)
-                elif kd == DEFER:  # a subtree of the root rule, built on first reach
-                    ts = outs[leaf]
+                        if k2 != k:
+                            pushed[k2] = (k, r)
+                        enter(callee, k2)
+                    else:  # refused where a call's own frame is not (one kept by :meth:`_push`)
+                        for ret, tail in rets.items():
+                            k3 = -1 if tail else self._push(ret, k)
+                            if k3 >= 0:
+                                if k3 != k:
+                                    pushed[k3] = (k, r)
+                                enter(callee, k3)
+                if k2 < 0 and any(rets.values()):  # tail calls only (or the frame refused)
+                    enter(callee, k)
+        made = self._merge_top_frames(res)
+        if made:
+            pushed.update(made)
+        if not pushed:
+            return frozenset(res), ()
+        # the frames pushed here that items lie on or above, by (stack below, caller rule)
+        used: dict[tuple, set[int]] = {}
+        for it in set(it // N for it in res):
+            x = it
+            pk = pushed.get(x)
+            while pk is not None:
+                used.setdefault(pk, set()).add(x)
+                x = pk[0]
+                pk = pushed.get(x)
+        return frozenset(res), tuple((pk, frozenset(fs)) for pk, fs in used.items())
+
+    def _merge_top_frames(self, items: set) -> dict[int, tuple[int, int]]:
+        """Merge, in place, the items of ``items`` that differ only by their top frame: items
+        ``(leaf, r1 · p)``, ``(leaf, r2 · p)``, ... whose return states lie in one mergeable rule
+        become ``(leaf, U · p)``, ``U`` the union of ``r1, r2, ...`` (:meth:`_union_state`). The
+        language is the same. Returns the frames made other than ``p`` itself (a frame
+        :meth:`_push` leaves out), ``{stack: (stack below, caller rule)}``."""
+        N = self._N
+        ret_of, parent = self._stk_ret, self._stk_parent
+        owner = self._owner
+        by: dict[tuple[int, int], list[int]] = {}  # (leaf, stack below the top frame) -> items
+        for it in items:
+            k, leaf = divmod(it, N)
+            if k:
+                by.setdefault((leaf, parent[k]), []).append(it)
+        made: dict[int, tuple[int, int]] = {}
+        for (leaf, p), its in by.items():
+            if len(its) < 2:
+                continue
+            per_rule: dict[int, list[int]] = {}
+            for it in its:
+                ret = ret_of[it // N]
+                if ret < 0:  # a re-rooted base
+                    continue
+                r = owner[ret] if owner is not None else -1
+                if self._mergeable(r):
+                    per_rule.setdefault(r, []).append(it)
+            for r, same in per_rule.items():
+                if len(same) < 2:
+                    continue
+                rets: dict[int, None] = {}
+                for it in same:
+                    ret = ret_of[it // N]
+                    rets.update(dict.fromkeys(self._union_members.get(ret, (ret,))))
+                k2 = self._push(self._union_state(rets), p)
+                if k2 >= 0:
+                    items.difference_update(same)
+                    items.add(k2 * N + leaf)
+                    if k2 != p:
+                        made[k2] = (p, r)
+        return made
+
+    def _mergeable(self, r: int) -> bool:
+        """Whether calls returning into rule ``r`` (``-1``: unknown owner) may share a frame
+        (:meth:`_closure_of`): not a counting rule nor one generated on demand, whose frames
+        :meth:`_compute` and :meth:`_count_alias` move by their offset in the rule."""
+        ok = self._merge_rule.get(r)
+        if ok is None:
+            g = self.gnfa
+            ok = self._merge_rule[r] = r < 0 or not (
+                (r < len(g.rule_counting) and g.rule_counting[r]) or r in g.dyn_node)
+        return ok
+
+    def _union_state(self, rets) -> int:
+        """An NFA state standing for the continuations ``rets`` together (a frame's return state):
+        ``rets``' only member, else an epsilon state to each (hash-consed; a new one belongs to
+        the rule of the continuations, live)."""
+        if len(rets) == 1:
+            return next(iter(rets))
+        key = tuple(sorted(rets))
+        u = self._union_ids.get(key)
+        if u is None:
+            g = self.gnfa
+            nfa = g.nfa
+            n0 = len(nfa)
+            u = nfa.split(key)
+            if len(nfa) > n0:
+                g.live.extend(b"\x01" * (len(nfa) - len(g.live)))
+                if g.owner:
+                    g.owner.extend([g.owner[key[0]]] * (len(nfa) - len(g.owner)))
+                self._grow()
+            self._union_ids[key] = u
+            self._union_members[u] = key
+        return u
+
+    #: :meth:`_idempotent` gives up (answers no) past this many states of a rule
+    IDEMPOTENT_MAX_STATES = 4096
+
+    def _idempotent(self, r: int) -> bool:
+        """Whether the continuation of return state ``r`` (what its rule matches from ``r`` to its
+        ``RET``, over bytes and calls as symbols: ``L``) satisfies ``L L = L``, so that two frames
+        returning to ``r``, one above the other, match what one does (:meth:`_push` then keeps
+        one). Shown on the NFA: ``r`` reaches ``RET`` through epsilon moves (``ε`` is in ``L``, so
+        ``L ⊆ L L``), and every state that a symbol leads to from ``r``'s part of the rule and that
+        reaches ``RET`` through epsilon moves also reaches ``r`` through them (a string of ``L``
+        can go on with another, so ``L L ⊆ L``). That holds where a rule ends in a repeat whose
+        body holds the recursive call (``root ::= ("a" root?)+``, ``x ::= ("a" x)*``), where the
+        frames otherwise pile up one per repetition: every nesting depth stays possible, and a
+        configuration held one item per token up to the depth bound. A frame left out does not
+        count toward the depth bound; that accepts nothing the bound excluded, since what the
+        deeper stack matches the shallower one matches with a frame less. Conservative: a ``DEFER`` state not
+        built yet, a counting or generated rule, or a part larger than
+        :attr:`IDEMPOTENT_MAX_STATES` answers no. Memoised per state."""
+        hit = self._idem.get(r)
+        if hit is None:
+            hit = self._idem[r] = self._check_idempotent(r)
+        return hit
+
+    def _check_idempotent(self, r: int) -> bool:
+        """:meth:`_idempotent`, computed."""
+        owner = self._owner
+        if owner is not None and not self._mergeable(owner[r]):
+            return False
+        kind, out, outs = self._kind, self._out, self.gnfa.nfa.outs
+
+        def eps_reach(x: int):  # the states x reaches by epsilon moves (None: an unbuilt DEFER)
+            seen = {x}
+            stack = [x]
+            while stack:
+                y = stack.pop()
+                kd = kind[y]
+                if kd == EPS or kd == DEFER:
+                    ts = outs[y]
                     if ts is None:
-                        ts = self._expand(leaf)
-                    for st in ts:
-                        p = (st, k)
-                        if p not in seen:
-                            seen.add(p)
-                            work.append(p)
-                else:  # RET
-                    if k == 0 or self._stk_ret[k] == _VBASE:  # the root, or a re-rooted frame, completes
-                        res.add(self._ACCEPT)
-                    else:
-                        p = (self._stk_ret[k], self._stk_parent[k])
-                        if p not in seen:
-                            seen.add(p)
-                            work.append(p)
-        return self._remember_closure(key, frozenset(res))
+                        return None
+                    for t in ts:
+                        if t >= 0 and t not in seen:
+                            seen.add(t)
+                            stack.append(t)
+            return seen
+
+        start = eps_reach(r)
+        if start is None or not any(kind[y] == RET for y in start):
+            return False
+        # r's part of the rule (every edge; a call continues at its return state) and the states
+        # its symbols (bytes, calls) lead to
+        targets = {r}
+        region = {r}
+        stack = [r]
+        while stack:
+            y = stack.pop()
+            kd = kind[y]
+            if kd == BYTE or kd == CALL:
+                nxt = (out[y],) if out[y] >= 0 else ()
+                targets.update(nxt)
+            elif kd == EPS or kd == DEFER:
+                nxt = outs[y]
+                if nxt is None:
+                    return False
+            else:  # RET, FAIL
+                continue
+            for t in nxt:
+                if t >= 0 and t not in region:
+                    region.add(t)
+                    if len(region) > self.IDEMPOTENT_MAX_STATES:
+                        return False
+                    stack.append(t)
+        for t in targets:
+            reach = eps_reach(t)
+            if reach is None or (r not in reach and any(kind[y] == RET for y in reach)):
+                return False
+        return True
+
+    #: :meth:`_derives_empty` looks at most this many nested calls deep (a rule's shortest empty
+    #: derivation nests each rule at most once)
+    EMPTY_DEPTH = 32
+
+    def _derives_empty(self, callee: int, left: int) -> bool:
+        """Whether rule ``callee``, called on a stack with ``left`` frames left, can return
+        without consuming a byte, with every call on the way taking a frame (an under-estimate of
+        what the closure can do: a tail call takes none) and within :attr:`EMPTY_DEPTH` frames."""
+        budget = min(left - 1, self.EMPTY_DEPTH)
+        if budget < 0:
+            return False
+        st = self.gnfa.rule_start[callee]
+        if st < 0:
+            st = self._build_rule(callee)
+        return st >= 0 and self._empty_from(st, budget)
+
+    def _empty_from(self, v: int, budget: int) -> bool:
+        """Whether NFA state ``v`` reaches its rule's ``RET`` through epsilon moves, ``DEFER``
+        states and calls of rules that do the same with one frame less (memoised per
+        ``(v, budget)``; the budget falls at each call, so the recursion ends)."""
+        key = (v, budget)
+        hit = self._empty_memo.get(key)
+        if hit is not None:
+            return hit
+        kind, out, lo = self._kind, self._out, self._lo
+        outs = self.gnfa.nfa.outs
+        g = self.gnfa
+        ok = False
+        stack = [v]
+        seen = {v}
+        while stack and not ok:
+            x = stack.pop()
+            kd = kind[x]
+            nxt: tuple = ()
+            if kd == EPS:
+                nxt = outs[x] or ()
+            elif kd == DEFER:
+                nxt = outs[x] if outs[x] is not None else self._expand(x)
+            elif kd == RET:
+                ok = True
+            elif kd == CALL and budget > 0:
+                st = g.rule_start[lo[x]]
+                if st < 0:
+                    st = self._build_rule(lo[x])
+                if st >= 0 and self._empty_from(st, budget - 1):
+                    nxt = (out[x],)
+            for y in nxt:
+                if y >= 0 and y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        self._empty_memo[key] = ok
+        return ok
 
     def _remember_closure(self, key: tuple[int, int], fs: frozenset) -> frozenset:
         """Keep ``fs`` as the closure of ``key`` (the memo cleared whole past 10^6 entries)."""
         if len(self._closure_memo) > 1_000_000:
             self._closure_memo.clear()
+            self._closure_frames.clear()
         self._closure_memo[key] = fs
         return fs
 
@@ -2548,12 +2900,39 @@ class PushdownIndex:
                 k, leaf = divmod(fa, N)
                 tgt = self._closure(out[leaf], k)
             else:
-                tgt = frozenset().union(*[self._closure(out[it % N], it // N) for it in fa])
+                seeds = [(out[it % N], it // N) for it in fa]
+                tgt = frozenset().union(*[self._closure(v, k) for v, k in seeds])
+                if self._frames_differ(seeds):
+                    # the closures apart push different frames on one stack for one caller rule
+                    # (``("b" r?)? ("b" r?)?``: both ``b`` go on to a call of ``r``): together,
+                    # merged ones (:meth:`_closure_of`)
+                    tgt = self._closure_of(seeds)[0]
+                elif len(tgt) > 1:
+                    # items of different closures that differ only by their top frame (a tail
+                    # call's and its caller's caller's next call of one rule): one item
+                    items = set(tgt)
+                    self._merge_top_frames(items)
+                    if len(items) != len(tgt):
+                        tgt = frozenset(items)
             tid = self._intern(tgt)
             if len(self._union_memo) > 1_000_000:
                 self._union_memo.clear()
             self._union_memo[fa] = tid
         return tid
+
+    def _frames_differ(self, seeds) -> bool:
+        """Whether the closures of ``seeds`` (each computed, :meth:`_closure`) pushed different
+        frames on one stack for one caller rule, which their closure together merges
+        (:meth:`_closure_of`)."""
+        cf = self._closure_frames
+        if not cf:
+            return False
+        seen: dict[tuple, frozenset] = {}
+        for key in seeds:
+            for pk, fs in cf.get(key, ()):
+                if seen.setdefault(pk, fs) != fs:
+                    return True
+        return False
 
     #: a row of at most this many runs of one target is stored slice by slice, else as a list
     _ROW_SLICES = 24
