@@ -15,8 +15,10 @@ class NegationMixin:
         """Fold ``not`` into the rest of the schema, or raise UnsupportedFeatureError("not").
 
         Supported: ``not`` of ``true``/``{}``/``false``, of a type list, of ``not X`` (= X), of
-        ``anyOf`` (= every branch negated), and of ``enum``/``const`` whose values are strings,
-        booleans or null (strings are then written in canonical spelling, see docs).
+        ``anyOf`` (= every branch negated, :meth:`_negate_all`), and of ``enum``/``const`` whose
+        values are strings, booleans or null (strings are then written in canonical spelling, see
+        docs), integers where the context allows no other number, and any value of a type the
+        context does not allow (:meth:`_negate_values`).
         """
         rest = {k: v for k, v in schema.items() if k != "not"}
         return self._negate(rest, schema["not"], _ptr(where, "not"))
@@ -54,11 +56,7 @@ class NegationMixin:
         if keys == {"not"}:
             return {"allOf": [rest, inner["not"]]}
         if keys == {"anyOf"} and isinstance(inner["anyOf"], list):
-            for i, b in enumerate(inner["anyOf"]):
-                rest = self._negate(rest, b, _ptr(w, "anyOf", i))
-                if rest is False:
-                    return False
-            return rest
+            return self._negate_all(rest, inner["anyOf"], _ptr(w, "anyOf"))
         if keys == {"$ref"}:
             return self._negate(rest, self.resolve(inner["$ref"], _ptr(w, "$ref")), _ptr(w, "$ref"))
         if "$ref" in keys or "allOf" in keys:
@@ -79,10 +77,7 @@ class NegationMixin:
         if keys == {"type"}:
             t = inner["type"]
             banned = {t} if isinstance(t, str) else set(t)
-            cur = rest.get("type", list(TYPES))
-            cur = [cur] if isinstance(cur, str) else list(cur)
-            if "number" in cur:
-                cur = cur + ["integer"]
+            cur = _ctx_types(rest)  # through allOf members: the fold of other branches wraps rest
             keep = [x for x in TYPES if x in cur and x not in banned and not (x == "integer" and "number" in banned)]
             if "integer" in banned and "number" in keep:
                 raise UnsupportedFeatureError("not", "not integer of a number", w)
@@ -93,22 +88,7 @@ class NegationMixin:
             vals = [inner["const"]] if "const" in inner else inner["enum"]
             if not isinstance(vals, list):
                 raise GrammarSyntaxError("enum must be an array", json.dumps(vals), 0, _ptr(w, "enum"))
-            rest = dict(rest)
-            for v in vals:
-                if v is None:
-                    cur = rest.get("type", list(TYPES))
-                    cur = [cur] if isinstance(cur, str) else list(cur)
-                    rest["type"] = [x for x in cur if x != "null"]
-                elif isinstance(v, bool):
-                    rest[_NOT_BOOL] = sorted(set(rest.get(_NOT_BOOL, [])) | {v})
-                elif isinstance(v, str):
-                    rest[_NOT_STR] = list(dict.fromkeys(rest.get(_NOT_STR, []) + [v]))
-                elif _is_num(v) and _integers_only(rest):
-                    if _is_whole(v):  # a non-integer value excludes no integer
-                        rest[_NOT_INT] = sorted(set(rest.get(_NOT_INT, [])) | {int(v)})
-                else:
-                    raise UnsupportedFeatureError("not", "not enum/const of a number, array or object", w)
-            return rest
+            return self._negate_values(rest, [(vals, w)])
         branches = self._negated_keywords(inner, keys, w, rest)
         if branches is not None:
             if not branches:
@@ -118,6 +98,116 @@ class NegationMixin:
                                       "booleans/null, anyOf, not, required, true/false, numeric bounds, "
                                       "length/count bounds, properties, dependentRequired, additionalProperties "
                                       "inside an object whose keys are listed, and schemas made of these", w)
+
+    def _negate_values(self, rest, groups):
+        """``rest`` minus the values of ``groups`` (``[(values, JSON pointer), ...]``, the lists of
+        ``enum``/``const`` keywords under ``not``), as ``rest`` with its internal exclusion keywords
+        extended: ``null`` leaves ``type``; booleans, strings and integers are listed in ``_NOT_BOOL``/
+        ``_NOT_STR``/``_NOT_INT`` (integers only where the context, :func:`_ctx_types`, allows no
+        non-integer number; a fraction excludes no integer there). A number, array or object value
+        is no exclusion where the context allows no value of its type; elsewhere it is refused
+        (``UnsupportedFeatureError("not")`` naming its group's pointer).
+
+        One pass over the values (sets, one copy of ``rest``): folding them one at a time into
+        growing sorted lists was quadratic (20,000 values: 10-20 s). Checks the compile deadline
+        every 1,024 values."""
+        types = _ctx_types(rest)
+        null = False
+        bools: set = set()
+        strs: list = []
+        ints: set = set()
+        n = 0
+        for vals, w in groups:
+            for v in vals:
+                n += 1
+                if not n & 1023:
+                    self.check_deadline(w)
+                if v is None:
+                    null = True
+                elif isinstance(v, bool):
+                    bools.add(v)
+                elif isinstance(v, str):
+                    strs.append(v)
+                elif _is_num(v) and "number" not in types:
+                    if "integer" in types and _is_whole(v):  # a non-integer value excludes no integer
+                        ints.add(int(v))
+                elif not ((isinstance(v, list) and "array" not in types)
+                          or (isinstance(v, dict) and "object" not in types)):
+                    raise UnsupportedFeatureError("not", "not enum/const of a number, array or object", w)
+        out = dict(rest)
+        if null:
+            cur = out.get("type", list(TYPES))
+            cur = [cur] if isinstance(cur, str) else list(cur)
+            out["type"] = [x for x in cur if x != "null"]
+        if bools:
+            out[_NOT_BOOL] = sorted(set(out.get(_NOT_BOOL, [])) | bools)
+        if strs:
+            out[_NOT_STR] = list(dict.fromkeys([*out.get(_NOT_STR, []), *strs]))
+        if ints:
+            out[_NOT_INT] = sorted(set(out.get(_NOT_INT, [])) | ints)
+        return out
+
+    def _negate_all(self, rest, branches, w):
+        """``rest ∧ ¬b0 ∧ ¬b1 ∧ ...`` (``rest`` and ``not anyOf [b0, b1, ...]``; ``w`` the
+        ``anyOf``'s pointer), or False, whatever the order of the branches (the verdict and the
+        language).
+
+        * Branches that are an ``anyOf`` themselves are flattened into the list (¬(A ∨ (B ∨ C)) =
+          ¬A ∧ ¬B ∧ ¬C).
+        * The ``enum``/``const`` branches are excluded together, in one pass
+          (:meth:`_negate_values`): folded one branch at a time, each copied the exclusion list so
+          far (quadratic: 20,000 ``const`` branches took 10-20 s).
+        * Every other branch's positive form is one more member of one flat ``allOf`` beside
+          ``rest`` (:class:`_Fold`): wrapping ``rest`` in an ``allOf`` per branch nested them one
+          level per branch (``nesting_depth`` at 1,000 branches).
+        * A branch whose negation is refused in the context built so far (a number ``const``
+          where non-integer numbers are allowed, ``not integer`` of a number: :func:`_ctx_types`)
+          is tried again once the others have narrowed that context (``{type: integer, not:
+          {anyOf: [{minimum: 10}, {const: 5}]}}`` was refused in that order, compiled in the
+          other). The first refusal left is raised only when a whole pass made no progress, and
+          not at all when the branches that do fold leave nothing (False: exact). Malformed
+          schemas (``GrammarSyntaxError``) and limits are raised at once.
+
+        Checks the compile deadline once per branch tried."""
+        groups: list = []  # (values, pointer) of the enum/const branches
+        others: list = []  # (schema, pointer) of the rest
+        stack = [(branches, w, 0)]
+        while stack:  # depth-first, in the written order (errors then name the first branch)
+            bs, wp, i = stack.pop()
+            if i >= len(bs):
+                continue
+            stack.append((bs, wp, i + 1))
+            b, bw = bs[i], _ptr(wp, i)
+            if isinstance(b, dict):
+                bk = {k for k in b if k not in ANNOTATIONS and k in KNOWN}
+                if bk == {"anyOf"} and isinstance(b["anyOf"], list):
+                    stack.append((b["anyOf"], _ptr(bw, "anyOf"), 0))
+                    continue
+                if bk == {"const"}:
+                    groups.append(([b["const"]], bw))
+                    continue
+                if bk == {"enum"} and isinstance(b["enum"], list):
+                    groups.append((b["enum"], bw))
+                    continue
+            others.append((b, bw))
+        todo: list = ([(None, groups)] if groups else []) + others
+        fold = _Fold(rest)
+        while todo:
+            failed = []
+            for b, bw in todo:
+                self.check_deadline(bw if b is not None else w)
+                try:
+                    r = self._negate_values(fold.view, bw) if b is None else self._negate(fold.view, b, bw)
+                except UnsupportedFeatureError as e:
+                    failed.append(((b, bw), e))
+                    continue
+                if r is False:
+                    return False
+                fold.take(r)
+            if len(failed) == len(todo):
+                raise failed[0][1]
+            todo = [t for t, _ in failed]
+        return fold.result()
 
     #: keywords :meth:`_negated_keywords` negates one by one (De Morgan over the schema's keywords)
     NEGATABLE = frozenset({"type", "required", "properties", "minimum", "maximum", "exclusiveMinimum",
@@ -168,7 +258,9 @@ class NegationMixin:
         for k in sorted(keys):
             v = inner[k]
             if k in ("enum", "const"):
-                n = self._negate({}, {k: v}, _ptr(w, k))
+                # within the context's own types, as for "type" below: integers can be excluded
+                # where the context allows no other number
+                n = self._negate(_types_ctx(rest), {k: v}, _ptr(w, k))
                 if n is not False:
                     out.append(n)
             elif k == "not":
@@ -236,8 +328,7 @@ class NegationMixin:
             elif k == "type":
                 # within the context's own types (the branch is intersected with ``rest``): not
                 # integer of a value already known to be an integer is no branch, not a refusal
-                ctx = {"type": rest["type"]} if isinstance(rest, dict) and "type" in rest else {}
-                n = self._negate(ctx, {"type": v}, _ptr(w, "type"))
+                n = self._negate(_types_ctx(rest), {"type": v}, _ptr(w, "type"))
                 if n is not False:
                     out.append(n)
             elif k == "required":
@@ -300,9 +391,77 @@ def _listed_keys(s) -> list[str] | None:
     return None
 
 
-def _integers_only(s) -> bool:
-    """Whether ``s`` allows numbers only as integers (``type`` lists ``integer`` but not ``number``):
-    then ``not`` of numeric values excludes integers from a range (``_NOT_INT``)."""
-    t = s.get("type") if isinstance(s, dict) else None
-    t = [t] if isinstance(t, str) else t
-    return isinstance(t, list) and "integer" in t and "number" not in t
+def _ctx_types(s) -> set[str]:
+    """The ``type`` names (:data:`TYPES`) of the values ``s`` may allow, by the ``type`` keywords of
+    ``s`` and of its ``allOf`` members, recursively (their intersection; a superset of the truth:
+    other keywords are not read); ``integer`` is in it wherever ``number`` is. ``s`` is a context
+    of :meth:`NegationMixin._negate`, which wraps it in ``allOf`` as branches fold in: reading the
+    top-level ``type`` only made the verdict depend on the branches' order. Iterative (the
+    nesting is the schema's)."""
+    out = set(TYPES)
+    stack = [s]
+    while stack and out:
+        x = stack.pop()
+        if x is False:
+            return set()
+        if not isinstance(x, dict):
+            continue
+        t = x.get("type")
+        t = [t] if isinstance(t, str) else t
+        if isinstance(t, list):
+            ts = {y for y in t if isinstance(y, str)}
+            out &= ts | ({"integer"} if "number" in ts else set())
+        if isinstance(x.get("allOf"), list):
+            stack.extend(x["allOf"])
+    return out
+
+
+def _types_ctx(rest) -> dict:
+    """``{"type": [...]}`` of :func:`_ctx_types` (``{}`` when it allows every type, or ``rest`` is
+    no schema): the context of a branch that :meth:`NegationMixin._negated_keywords` builds, which
+    is then conjoined with ``rest``."""
+    ts = _ctx_types(rest) if isinstance(rest, dict) else set(TYPES)
+    return {} if ts == set(TYPES) else {"type": [t for t in TYPES if t in ts]}
+
+
+class _Fold:
+    """The conjunction that :meth:`NegationMixin._negate_all` builds: :attr:`view` is the context
+    plus the positive forms taken so far, one dict whose ``allOf`` list (:attr:`members`, owned
+    here, appended in place) holds the added members — so that each branch costs O(1), not a copy
+    of the members so far or one more level of nesting."""
+
+    def __init__(self, rest):
+        self.rest = self.view = rest
+        #: ``view["allOf"]`` when that list is ours to append to, else None
+        self.members: list | None = None
+        #: the positive forms added to ``rest`` while no branch refined its own keywords
+        self.added: list | None = []
+
+    def result(self):
+        """The conjunction: ``{"allOf": [rest, X, ...]}`` when the branches only added members
+        ``X`` (the shape :func:`._union._alternatives` reads for one), else :attr:`view`."""
+        if self.added:
+            return {"allOf": [self.rest, *self.added]}
+        return self.view
+
+    def take(self, r) -> None:
+        """Make ``r`` (``_negate(self.view, b)``, not False) the conjunction."""
+        v = self.view
+        if r is v:
+            return
+        if (isinstance(r, dict) and len(r) == 1 and isinstance(r.get("allOf"), list) and len(r["allOf"]) == 2
+                and r["allOf"][0] is v and isinstance(v, dict) and isinstance(v.get("allOf", []), list)):
+            # {"allOf": [view, X]}: X joins the flat member list
+            if self.members is None or v.get("allOf") is not self.members:
+                self.members = list(v.get("allOf", []))
+                self.view = {**v, "allOf": self.members}
+            self.members.append(r["allOf"][1])
+            if self.added is not None:
+                self.added.append(r["allOf"][1])
+            return
+        # a refinement of view's own keywords ({**view, "type": ...}, excluded values): it shares
+        # view's member list, which stays ours; anything else holds view inside (never appended to)
+        self.view = r
+        self.added = None
+        if not (isinstance(r, dict) and self.members is not None and r.get("allOf") is self.members):
+            self.members = None

@@ -298,13 +298,20 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             raise GrammarSyntaxError("a schema must be a JSON object or a boolean",
                                      json.dumps(s, default=str)[:200], 0, where)
 
+    def check_deadline(self, where: str) -> None:
+        """Raise ``CompileLimitError("compile_timeout_s")`` (naming ``where``) once :attr:`deadline`
+        has passed. :meth:`value` calls it per subschema; loops that run once per value or branch
+        of one keyword (a ``not`` of 20,000 ``enum`` values, the pairs of a wide ``oneOf``) call
+        it too, so that one keyword cannot run far past the limit."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CompileLimitError("compile_timeout_s", self.opt.compile_timeout_s, self.opt.compile_timeout_s,
+                                    f"compiling the schema at {where or '#'}: raise compile_timeout_s or simplify it")
+
     def value(self, schema, where: str) -> str | None:
         """Regex of the JSON texts valid against ``schema`` (our subset), None = nothing.
 
         Raises ``CompileLimitError("compile_timeout_s")`` once :attr:`deadline` has passed."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise CompileLimitError("compile_timeout_s", self.opt.compile_timeout_s, self.opt.compile_timeout_s,
-                                    f"compiling the schema at {where or '#'}: raise compile_timeout_s or simplify it")
+        self.check_deadline(where)
         r = self._value(schema, where)
         if r is None and not self.cut:
             self.empty.append((where, ("false",) if schema is False else
