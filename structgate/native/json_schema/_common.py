@@ -173,6 +173,37 @@ def _json_equal(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _json_key(v):
+    """A hashable key of the JSON value ``v`` such that two values get equal keys iff
+    :func:`_json_equal` (and jsonschema's ``equal``) holds: ``true`` is not ``1``, ``1`` is ``1.0``
+    (numbers compare and hash by value), arrays and objects by their members. None for what has no
+    such key (a NaN, a non-JSON object, nesting deeper than Python's recursion)."""
+    try:
+        return _key(v)
+    except (RecursionError, _NoKey):
+        return None
+
+
+class _NoKey(Exception):
+    pass
+
+
+def _key(v):
+    if isinstance(v, bool):
+        return ("b", v)
+    if _is_num(v) or (isinstance(v, float) and math.isinf(v)):
+        return ("n", v)
+    if isinstance(v, str):
+        return ("s", v)
+    if v is None:
+        return ("z",)
+    if isinstance(v, list):
+        return ("a", tuple(_key(x) for x in v))
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        return ("o", frozenset((k, _key(x)) for k, x in v.items()))
+    raise _NoKey
+
+
 def _count_refs(doc) -> dict[str, int]:
     """``$ref`` string -> number of times it is written anywhere in ``doc`` (iterative walk)."""
     out: dict[str, int] = {}

@@ -7,14 +7,21 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal, _ptr
+from ._common import (_MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal,
+                      _json_key, _ptr)
 
 
 class MergeMixin:
     """``allOf`` intersection and numeric bounds (part of ``compiler._Compiler``)."""
 
     def merge(self, parts, where) -> dict | bool:
-        """Intersect flat schemas into one dict, or raise UnsupportedFeatureError("allOf")."""
+        """Intersect flat schemas into one dict, or raise UnsupportedFeatureError("allOf").
+
+        Linear in the members and their ``required`` keys, ``properties`` keys and ``enum`` values
+        (keys and values are matched through dicts and sets; the ``not`` of many values folded by
+        :meth:`._negation.NegationMixin._negate_all` merges thousands of members), except: a key is
+        checked against each member with ``additionalProperties``, and ``enum`` values without a
+        :func:`._common._json_key` are compared one by one."""
         parts = [(s, w) for s, w in parts if s]
         if not parts:
             return True
@@ -60,11 +67,7 @@ class MergeMixin:
             vals = [s[kw] for s, _ in parts if kw in s]
             if vals:
                 m[kw] = f(vals)
-        req: list = []
-        for s, _ in parts:
-            for r in s.get("required", []):
-                if r not in req:
-                    req.append(r)
+        req = list(dict.fromkeys(r for s, _ in parts for r in s.get("required", [])))
         if req:
             m["required"] = req
         # enum / const → enum intersection
@@ -77,25 +80,26 @@ class MergeMixin:
         if enums:
             cur = enums[0]
             for e in enums[1:]:
-                cur = [v for v in cur if any(_json_equal(v, x) for x in e)]
+                ks = {_json_key(x) for x in e}
+                cur = [v for v in cur if (_json_key(v) in ks if _json_key(v) is not None
+                                          else any(_json_equal(v, x) for x in e))]
             m["enum"] = cur
         # properties
         if any(k in s for s, _ in parts for k in ("properties", "additionalProperties", "patternProperties")):
             if any("patternProperties" in s for s, _ in parts):
                 unsup("patternProperties across allOf members")
-            keys: list = []
-            for s, _ in parts:
+            # key -> the indices of the members that list it; each key's value schemas are those
+            # members' and, from each other member with additionalProperties, that (in member order)
+            listed: dict = {}
+            for i, (s, _) in enumerate(parts):
                 for k in s.get("properties", {}):
-                    if k not in keys:
-                        keys.append(k)
+                    listed.setdefault(k, []).append(i)
+            with_ap = [i for i, (s, _) in enumerate(parts) if "additionalProperties" in s]
             props = {}
-            for k in keys:
-                subs = []
-                for s, _ in parts:
-                    if k in s.get("properties", {}):
-                        subs.append(s["properties"][k])
-                    elif "additionalProperties" in s:
-                        subs.append(s["additionalProperties"])
+            for k, idx in listed.items():
+                own = set(idx)
+                subs = [parts[i][0]["properties"][k] if i in own else parts[i][0]["additionalProperties"]
+                        for i in (sorted(own.union(with_ap)) if with_ap else idx)]
                 props[k] = subs[0] if len(subs) == 1 else {"allOf": subs}
             if props:
                 m["properties"] = props

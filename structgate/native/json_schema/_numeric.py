@@ -31,11 +31,10 @@ JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 
 def alt(parts) -> str | None:
-    """``(?:a|b|...)`` of the non-None parts (deduplicated, order kept); None if there are none."""
-    seen: list[str] = []
-    for p in parts:
-        if p is not None and p not in seen:
-            seen.append(p)
+    """``(?:a|b|...)`` of the non-None parts (deduplicated, order kept); None if there are none.
+    Linear in the parts (deduplicated by a dict: a list scan per part was quadratic, 1 s of a
+    20,000-value ``enum``)."""
+    seen = list(dict.fromkeys(p for p in parts if p is not None))
     if not seen:
         return None
     if len(seen) == 1:

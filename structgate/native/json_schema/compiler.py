@@ -35,7 +35,7 @@ from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMA
                       DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
                       REPEAT_COUNT_KW, TYPES,
-                      _count_refs, _is_num, _is_whole, _json_equal, _load, _ptr)
+                      _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr)
 from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
@@ -87,6 +87,89 @@ class _CheckedValidator:
 
 _VALIDATOR_CLASSES: dict = {}
 
+#: an ``enum`` (an ``anyOf`` of ``const``/``enum`` branches) of at least this many values
+#: (branches) is checked through a key set: :func:`_hashed_enum`, :func:`_hashed_any_of`
+ENUM_SET_MIN = 16
+#: (id(list), kind) -> (the list, its length, its key set or None); at most :data:`_KEY_SETS_MAX`
+#: lists (then emptied): the lists of the schemas being compiled
+_KEY_SETS: dict[tuple, tuple] = {}
+_KEY_SETS_MAX = 64
+
+
+def _branch_values(b) -> list | None:
+    """The values of an ``anyOf`` branch that only lists values (``const`` or ``enum``, beside
+    annotations), else None."""
+    if not isinstance(b, dict):
+        return None
+    ks = set(b) - ANNOTATIONS
+    if ks == {"const"}:
+        return [b["const"]]
+    if ks == {"enum"} and isinstance(b["enum"], list):
+        return b["enum"]
+    return None
+
+
+def _key_set(lst: list, kind: str):
+    """The :func:`._common._json_key` set of the values of ``lst`` (``kind`` ``"enum"``: its items;
+    ``"anyOf"``: the values of its branches, None unless every branch only lists values), None when
+    a value has no key; cached by the list's identity."""
+    hit = _KEY_SETS.get((id(lst), kind))
+    if hit is None or hit[0] is not lst or hit[1] != len(lst):
+        if kind == "enum":
+            vals: list | None = lst
+        else:
+            parts = [_branch_values(b) for b in lst]
+            vals = None if None in parts else [v for p in parts for v in p]
+        keys = None if vals is None else [_json_key(x) for x in vals]
+        if len(_KEY_SETS) >= _KEY_SETS_MAX:
+            _KEY_SETS.clear()
+        hit = _KEY_SETS[(id(lst), kind)] = (lst, len(lst), None if keys is None or None in keys else frozenset(keys))
+    return hit[2]
+
+
+def _hashed_enum(validator, enums, instance, schema):
+    """jsonschema's ``enum`` keyword with the same verdicts (:func:`._common._json_key` equality is
+    jsonschema's ``equal``), in O(1) per instance for a long list: jsonschema scans the list and,
+    for an instance not in it, writes the whole list into the error message — checking the values
+    of an ``enum`` of N against a schema with a ``$ref``'d, ``allOf``'d or negated ``enum`` of M
+    costs N·M (20,000 values: minutes). Lists shorter than :data:`ENUM_SET_MIN`, and values without
+    a key, go to jsonschema's own check."""
+    from jsonschema import _keywords
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(enums, list) and len(enums) >= ENUM_SET_MIN:
+        keys, k = _key_set(enums, "enum"), _json_key(instance)
+        if keys is not None and k is not None:
+            if k not in keys:
+                yield ValidationError(f"{instance!r} is not one of the {len(enums)} values of the enum")
+            return
+    yield from _keywords.enum(validator, enums, instance, schema)
+
+
+def _hashed_any_of(validator, any_of, instance, schema):
+    """jsonschema's ``anyOf`` keyword, the same verdicts; an ``anyOf`` of at least
+    :data:`ENUM_SET_MIN` branches that only list values (``const``/``enum``) is a lookup in their
+    key set (jsonschema tries each branch: N·M for N values checked against M branches)."""
+    from jsonschema import _keywords
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(any_of, list) and len(any_of) >= ENUM_SET_MIN:
+        keys, k = _key_set(any_of, "anyOf"), _json_key(instance)
+        if keys is not None and k is not None:
+            if k not in keys:
+                yield ValidationError(f"{instance!r} is not one of the values of the {len(any_of)} branches")
+            return
+    yield from _keywords.anyOf(validator, any_of, instance, schema)
+
+
+def _short_not(validator, not_schema, instance, schema):
+    """jsonschema's ``not`` keyword, the same verdicts, without writing ``not_schema`` (a list of
+    20,000 values) into the message of each failure: the compiler reads verdicts only."""
+    from jsonschema.exceptions import ValidationError
+
+    if validator.evolve(schema=not_schema).is_valid(instance):
+        yield ValidationError(f"{instance!r} should not be valid under the schema of not")
+
 
 def _validator_class(draft: int):
     """The ``jsonschema`` validator class of the compiler's checks (``enum`` values against their
@@ -104,13 +187,18 @@ def _validator_class(draft: int):
       of the compiler writes integers as integer literals, and in such a document spells an
       ``enum`` value with the type it has: :meth:`_Compiler.const`). The normalisation reports
       draft 4 when any resource declares it: the whole document's integers are then read that way
-      (stricter elsewhere, never looser)."""
+      (stricter elsewhere, never looser).
+
+    ``enum``, ``anyOf`` and ``not`` are jsonschema's with the same verdicts, made linear for long
+    value lists (:func:`_hashed_enum`, :func:`_hashed_any_of`, :func:`_short_not`): the compiler
+    checks thousands of ``enum`` values against schemas holding thousands more."""
     cls = _VALIDATOR_CLASSES.get(draft)
     if cls is None:
         import jsonschema
         from jsonschema import Draft202012Validator, validators
 
-        extra = {"dependencies": jsonschema.Draft7Validator.VALIDATORS["dependencies"]}
+        extra = {"dependencies": jsonschema.Draft7Validator.VALIDATORS["dependencies"], "enum": _hashed_enum,
+                 "anyOf": _hashed_any_of, "not": _short_not}
         if draft == 4:
             cls = validators.extend(Draft202012Validator, extra, type_checker=jsonschema.Draft4Validator.TYPE_CHECKER)
         else:
@@ -491,10 +579,13 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
     def enum(self, schema, where):
         cands = self._finite_values(schema, where)
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
-        # values excluded by a folded `not` (internal keywords jsonschema does not know)
-        cands = [c for c in cands if not (isinstance(c, str) and c in schema.get(_NOT_STR, ()))
-                 and not (isinstance(c, bool) and c in schema.get(_NOT_BOOL, ()))
-                 and not (_is_num(c) and any(c == x for x in schema.get(_NOT_INT, ())))]
+        # values excluded by a folded `not` (internal keywords jsonschema does not know), as sets:
+        # a list scan per candidate was quadratic (an enum of 20,000 minus half of it: 30 s); a
+        # number is found in a set of ints iff it equals one (Python numbers hash by value)
+        nstr, nbool, nint = (set(schema.get(k, ())) for k in (_NOT_STR, _NOT_BOOL, _NOT_INT))
+        cands = [c for c in cands if not (isinstance(c, str) and c in nstr)
+                 and not (isinstance(c, bool) and c in nbool)
+                 and not (_is_num(c) and c in nint)]
         if rest:
             # the candidates come from the enum (or the const): checked against the other keywords
             # only (jsonschema's enum check scans the whole list per value: a 416-name time-zone
