@@ -34,7 +34,7 @@ from _matching import accepts
 
 from structgate import Constraint, get_backend
 from structgate.backends.interface import CompileOptions
-from structgate.errors import StructgateError
+from structgate.errors import CompileLimitError, StructgateError
 from structgate.native.json_schema import schema_to_grammar, schema_to_regex
 
 COMPACT = CompileOptions(whitespace="compact")
@@ -77,6 +77,9 @@ SCALE = [
     # 40,000 ~130 s -> 0.6-0.9 s
     ("enum minus not enum", {"enum": _STRS, "not": {"enum": _STRS[::2]}}, 9.0,
      ["v0", "v1", "v39998", "v39999", "v40001", 1]),
+    # a oneOf of 2,000 const branches (a proof per pair): 1,000 branches 10 s; 2,000 ~40 s -> 0.08 s
+    ("oneOf consts", {"oneOf": [{"const": f"v{i}"} for i in range(2_000)]}, 2.0,
+     ["v0", "v1999", "v2000", 0]),
 ]
 
 
@@ -101,6 +104,19 @@ def test_not_anyof_of_many_branches_is_one_flat_allof(llama3_vocab):
     g = get_backend("native", llama3_vocab, additional_properties=True).compile(Constraint.json_schema(schema))
     for v in ({}, {"k0": 1}, {"k1999": 1}, {"x": 1}, {"k2000": 1}, {"x": 1, "k5": 2}):
         assert accepts(g, llama3_vocab, _text(v)) == _valid(schema, v), v
+
+
+@pytest.mark.timeout(60)  # the hang guard: without the deadline check the pairs take minutes
+def test_deadline_is_checked_inside_the_oneof_pair_proofs():
+    """4,000 ``oneOf`` branches that no value list tells apart: 8 million pair proofs. With a 1 s
+    ``compile_timeout_s`` the compile fails with the typed limit (it ran past it for minutes: the
+    deadline was looked at per subschema only)."""
+    schema = {"oneOf": [{"type": "string", "minLength": i} for i in range(4_000)]}
+    t = time.monotonic()
+    with pytest.raises(CompileLimitError) as e:
+        schema_to_grammar(schema, CompileOptions(compile_timeout_s=1.0))
+    assert e.value.limit_name == "compile_timeout_s"
+    assert time.monotonic() - t < 10
 
 
 def test_not_enum_of_numbers_sound_where_numbers_are_not_integers_only():

@@ -314,10 +314,9 @@ class NegationMixin:
                 if not isinstance(v, list) or not v:
                     return None
                 out.append({"not": {"anyOf": v}})  # no branch matches
-                for i in range(len(v)):  # or two do
-                    for j in range(i + 1, len(v)):
-                        if not self.disjoint(v[i], v[j]):
-                            out.append({"allOf": [v[i], v[j]]})
+                # or two do (the pairs not proven disjoint)
+                out += [{"allOf": [v[i], v[j]]} for i, j in self.overlapping_pairs([self._conjuncts(b) for b in v],
+                                                                                    _ptr(w, "oneOf"))]
             elif k == "if":
                 if "then" in inner:
                     out.append({"allOf": [v, {"not": inner["then"]}]})
