@@ -127,39 +127,36 @@ def _key_set(lst: list, kind: str):
     return hit[2]
 
 
-def _hashed_enum(validator, enums, instance, schema):
-    """jsonschema's ``enum`` keyword with the same verdicts (:func:`._common._json_key` equality is
-    jsonschema's ``equal``), in O(1) per instance for a long list: jsonschema scans the list and,
-    for an instance not in it, writes the whole list into the error message — checking the values
-    of an ``enum`` of N against a schema with a ``$ref``'d, ``allOf``'d or negated ``enum`` of M
-    costs N·M (20,000 values: minutes). Lists shorter than :data:`ENUM_SET_MIN`, and values without
-    a key, go to jsonschema's own check."""
+def _hashed(keyword: str, what: str):
+    """jsonschema's ``keyword`` check (``enum`` or ``anyOf``) with the same verdicts, in O(1) per
+    instance for a long list: a lookup in the list's key set (:func:`_key_set`; the
+    :func:`._common._json_key` equality is jsonschema's ``equal``). jsonschema scans the list (an
+    ``anyOf`` tries each branch) and, for an instance not in an ``enum``, writes the whole list into
+    the error message — checking the values of an ``enum`` of N against a schema with a ``$ref``'d,
+    ``allOf``'d or negated ``enum`` of M costs N·M (20,000 values: minutes). Lists shorter than
+    :data:`ENUM_SET_MIN`, an ``anyOf`` with a branch that does not only list values
+    (``const``/``enum``), and instances without a key go to jsonschema's own check."""
     from jsonschema import _keywords
-    from jsonschema.exceptions import ValidationError
 
-    if isinstance(enums, list) and len(enums) >= ENUM_SET_MIN:
-        keys, k = _key_set(enums, "enum"), _json_key(instance)
-        if keys is not None and k is not None:
-            if k not in keys:
-                yield ValidationError(f"{instance!r} is not one of the {len(enums)} values of the enum")
-            return
-    yield from _keywords.enum(validator, enums, instance, schema)
+    fallback = getattr(_keywords, keyword)
+
+    def check(validator, values, instance, schema):
+        from jsonschema.exceptions import ValidationError
+
+        if isinstance(values, list) and len(values) >= ENUM_SET_MIN:
+            keys, k = _key_set(values, keyword), _json_key(instance)
+            if keys is not None and k is not None:
+                if k not in keys:
+                    yield ValidationError(f"{instance!r} is not one of the {len(values)} {what}")
+                return
+        yield from fallback(validator, values, instance, schema)
+
+    check.__name__ = f"_hashed_{keyword}"
+    return check
 
 
-def _hashed_any_of(validator, any_of, instance, schema):
-    """jsonschema's ``anyOf`` keyword, the same verdicts; an ``anyOf`` of at least
-    :data:`ENUM_SET_MIN` branches that only list values (``const``/``enum``) is a lookup in their
-    key set (jsonschema tries each branch: N·M for N values checked against M branches)."""
-    from jsonschema import _keywords
-    from jsonschema.exceptions import ValidationError
-
-    if isinstance(any_of, list) and len(any_of) >= ENUM_SET_MIN:
-        keys, k = _key_set(any_of, "anyOf"), _json_key(instance)
-        if keys is not None and k is not None:
-            if k not in keys:
-                yield ValidationError(f"{instance!r} is not one of the values of the {len(any_of)} branches")
-            return
-    yield from _keywords.anyOf(validator, any_of, instance, schema)
+_hashed_enum = _hashed("enum", "values of the enum")
+_hashed_any_of = _hashed("anyOf", "value-listing branches of the anyOf")
 
 
 def _short_not(validator, not_schema, instance, schema):
