@@ -305,14 +305,15 @@ def _sci(v) -> list[str]:
 def _spellings(v) -> list[str]:
     """The natural JSON spellings of ``v`` the compiler documents: plain decimal (with a trailing zero),
     scientific forms, and for an integral value its integer literal and ``.0`` form."""
-    if isinstance(v, int) and (abs(v) > 2 ** 1000 or float(v) != v):
-        return [str(v)]  # no double holds it: its integer literal only
+    big = abs(v) > 2 ** 53  # past 2**53 a value keeps the spellings of its own type (int or double)
+    if isinstance(v, int) and big:
+        return [str(v)]
     d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
     out = [json.dumps(v)] + _sci(v)
     plain = format(d, "f")  # without a point an integer literal: read exactly, so only int(v) below
     if len(plain.lstrip("-").replace(".", "")) <= 40:
         out += [plain, plain + "0"] if "." in plain else [plain + ".0"]
-    if isinstance(v, int) or v.is_integer():
+    if (isinstance(v, int) or v.is_integer()) and not big:
         out.append(str(int(v)))
     return out
 
@@ -338,12 +339,43 @@ def test_numeric_const_matches_natural_spellings(v):
 
 
 def test_integral_float_const_and_int_literals():
-    """1e23 is the double 99999999999999991611392: ``100000000000000000000000`` is an int that differs
-    from it (refused), ``100000000000000000000000.0`` and ``1e23`` read back as the double (accepted)."""
+    """1e23 is the double 99999999999999991611392. Its spellings read as a double are accepted
+    (``1e23``, ``100000000000000000000000.0``); integer literals are not: ``100000000000000000000000``
+    is an int that differs from it, and ``99999999999999991611392``, an int equal to it, is left out
+    because past 2**53 an int and a double of one value can differ under ``multipleOf``
+    (:func:`test_big_twins_stay_sound_under_multiple_of`). Up to 2**53 both types are spelled."""
     g = _compile({"const": 1e23})
-    for text, want in (("1e23", True), ("100000000000000000000000.0", True), ("99999999999999991611392", True),
-                       ("100000000000000000000000", False), ("9.9999999999999991611392e22", True)):
-        assert _valid({"const": 1e23}, text) == want and _accepts(g, text) == want, text
+    for text, want in (("1e23", True), ("100000000000000000000000.0", True), ("99999999999999991611392", False),
+                       ("100000000000000000000000", False), ("9.9999999999999991611392e22", False)):
+        assert _accepts(g, text) == want, text  # (the last: valid, an exponent form of the int's digits)
+        assert not want or _valid({"const": 1e23}, text), text
+    for v, texts in ((5.0, ["5", "5.0", "5e0", "-5"]), (2 ** 53, ["9007199254740992", "9007199254740992.0"])):
+        g = _compile({"const": v})
+        for text in texts:
+            assert _accepts(g, text) == _valid({"const": v}, text), (v, text)
+
+
+@pytest.mark.parametrize("schema", [
+    {"const": 1e23, "multipleOf": 10 ** 23},
+    {"enum": [1.152921504606847e18], "multipleOf": 9007199254740993},
+    {"type": "array", "items": {"const": 1e23, "multipleOf": 10 ** 23}},
+    {"anyOf": [{"const": 1e23}], "multipleOf": 10 ** 23},
+    {"allOf": [{"enum": [2.0 ** 60, 1]}, {"multipleOf": 2 ** 53 + 1}]},
+    {"allOf": [{"const": 2 ** 60}, {"multipleOf": 2.0 ** 60}]},
+    {"enum": [2 ** 54, 2.0 ** 54, 9007199254740993], "multipleOf": 3}])
+def test_big_twins_stay_sound_under_multiple_of(schema):
+    """Past 2**53 ``jsonschema`` divides a double and an int of one value differently (``1e23 % 10**23``
+    rounds the divisor to the double 1e23: 0; the int 99999999999999991611392 is no multiple of
+    10**23), so a value's spellings of the other type are not generated (found by a break-it
+    helper: the integer literal of an integral float was accepted). Every spelling of either type
+    that is accepted must be valid."""
+    g = _compile(schema)
+    wrap = (lambda x: f"[{x}]") if schema.get("type") == "array" else (lambda x: x)
+    texts = []
+    for v in (1e23, 99999999999999991611392, 10 ** 23, 2.0 ** 60, 2 ** 60, 2 ** 54, 2.0 ** 54, 9007199254740993):
+        texts += [str(int(v)), str(int(v)) + ".0", repr(float(v)), f"{float(v):e}"]
+    for text in texts:
+        assert not _accepts(g, wrap(text)) or _valid(schema, wrap(text)), f"accepted {text} against {schema}"
 
 
 def test_draft4_numbers_keep_their_types():
@@ -362,7 +394,7 @@ def test_const_spellings_through_the_backend(llama3_vocab):
     """The break-it helper's cases end to end: the token matcher takes ``1e-9`` for ``const: 1e-9``."""
     be = get_backend("native", llama3_vocab)
     for schema, texts in (({"const": 1e-9}, ["1e-9", "1E-9", "1.0e-9", "0.000000001", "1e-09"]),
-                          ({"enum": [1e-9, 2.5e+20]}, ["2.5e20", "250000000000000000000", "2.5E+20"])):
+                          ({"enum": [1e-9, 2.5e+20]}, ["2.5e20", "250000000000000000000.0", "2.5E+20"])):
         g = be.compile(Constraint.json_schema(schema))
         for text in texts:
             m = g.matcher()

@@ -392,19 +392,28 @@ def _spellings(d: Decimal, integer_literal: bool) -> str:
     return alt([plain, mant + exp])
 
 
+#: the largest magnitude at which a number's int and double spellings are interchangeable
+#: (:func:`number_literal_regex`): every integer up to 2**53 is a double, and int and double
+#: then divide alike in ``multipleOf``
+TWIN_MAX = 2 ** 53
+
+
 def number_literal_regex(v: int | float, int_strict: bool = False) -> str:
     """The JSON spellings of the number ``v`` (a ``const``/``enum`` value) that a validator
     (Python's ``json`` + ``jsonschema``) reads as a number equal to ``v``: an integer literal is
     read as the exact int, any other spelling as the double nearest its decimal value.
 
-    * an int ``v``: its integer literal; where a double holds ``v`` exactly, also the spellings
-      with a fraction or exponent (:func:`_spellings`) of ``v`` and of the double's shortest
-      spelling (``1e23`` for 99999999999999991611392);
+    * an int ``v``: its integer literal; for ``|v| <=`` :data:`TWIN_MAX` (2**53) also the spellings
+      with a fraction or exponent (:func:`_spellings`), read as the double ``float(v)``;
     * a float ``v``: the spellings with a fraction or exponent of its shortest spelling
-      (``repr``: ``1e-09``, ``2.5e+20``), which read back as ``v``; an integral ``v`` also its
-      exact integer literal (``99999999999999991611392`` for ``1e23``, never
-      ``100000000000000000000000``, an int that differs from the double) and that integer's
-      spellings;
+      (``repr``: ``1e-09``, ``2.5e+20``), which read back as ``v``; an integral ``v`` with
+      ``|v| <= 2**53`` also its integer literal (``-?5`` for ``5.0``).
+
+    Only up to 2**53 do the int and the double of one value get the same verdict from every
+    keyword: beyond it ``multipleOf`` divides a double with rounding and an int exactly (the double
+    ``1e23`` is a multiple of the int 10**23 for ``jsonschema``, since ``1e23 % 10**23`` rounds the
+    divisor, while the int 99999999999999991611392 equal to it is not), so a value there keeps the
+    spellings of its own type only;
     * zero: ``-?0``, with any fraction zeros and exponent (``-0.0``, ``0e5``).
 
     With ``int_strict`` (draft 4, where ``1.0`` is no integer) an int gets its integer literal only
@@ -417,16 +426,12 @@ def number_literal_regex(v: int | float, int_strict: bool = False) -> str:
         return _ZERO
     sign = "-" if v < 0 else ""
     if isinstance(v, int):
-        try:
-            held = float(v) == v
-        except OverflowError:
-            held = False
-        if int_strict or not held:
+        if int_strict or abs(v) > TWIN_MAX:
             return str(v)
         names = [(Decimal(v), True), (Decimal(repr(float(v))), False)]
     else:
         names = [(Decimal(repr(v)), False)]
-        if v.is_integer():  # its exact integer (1e23: 99999999999999991611392), also as a literal
+        if v.is_integer() and abs(v) <= TWIN_MAX:  # its exact integer, also as a literal
             names.insert(0, (Decimal(int(v)), not int_strict))
     body = alt(_spellings(d, lit) for i, (d, lit) in enumerate(names) if all(d != e for e, _ in names[:i]))
     return sign + (_group(body) if sign else body)
