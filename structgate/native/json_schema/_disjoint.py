@@ -98,6 +98,12 @@ class DisjointMixin:
         # finitely many values on one side: decided exactly by the validator
         for x, y in ((a, b), (b, a)):
             vals = _listed(x)
+            if vals is not None and getattr(self, "int_strict", False):
+                # draft 4: 1 and 1.0 are one value for enum/const but not for type: each value
+                # with its twins (the compiler's finite values do the same)
+                from .compiler import _retyped
+
+                vals = [t for v in vals for t in (v, _retyped(v, int), _retyped(v, float)) if t is not None]
             if vals is not None and len(vals) <= self.MAX_DISJOINT_VALUES:
                 try:
                     va, vb = self._validator_for(x), self._validator_for(y)

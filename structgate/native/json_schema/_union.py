@@ -177,14 +177,28 @@ class UnionMixin(DisjointMixin):
     def _values_only_in(self, ctx, others) -> list | None:
         """When ``ctx`` (a branch with the keywords beside ``oneOf``) lists finitely many values
         (``enum``/``const``): those valid against it and against none of ``others`` (decided by the
-        validator); None otherwise."""
+        validator); None otherwise.
+
+        Draft 4 (:attr:`int_strict`): the compiled ``enum`` also spells each value's twins (``1``
+        for ``1.0``, equal for ``enum``, not for ``type``), so a value is kept only when every twin
+        is valid against ``ctx`` and none of ``others`` (``oneOf [{type: integer}, {enum: [1.0]}]``:
+        ``1.0`` is dropped, since its twin ``1`` matches both branches)."""
         vals = ctx.get("enum") if isinstance(ctx.get("enum"), list) else [ctx["const"]] if "const" in ctx else None
         if vals is None or len(vals) > self.MAX_DISJOINT_VALUES:
             return None
         try:
             mine = self._validator_for(ctx)
             theirs = [self._validator_for(o) for o in others]
-            return [v for v in vals if mine.is_valid(v) and not any(t.is_valid(v) for t in theirs)]
+
+            def only_mine(v) -> bool:
+                return mine.is_valid(v) and not any(t.is_valid(v) for t in theirs)
+
+            if not getattr(self, "int_strict", False):
+                return [v for v in vals if only_mine(v)]
+            from .compiler import _retyped
+
+            return [v for v in vals if all(only_mine(t) for t in (v, _retyped(v, int), _retyped(v, float))
+                                           if t is not None)]
         except Exception:  # a schema the validator cannot read: the general form
             return None
 
