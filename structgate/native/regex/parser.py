@@ -38,7 +38,8 @@ Syntax and semantics
   non-alphanumeric character is itself; inside a class ``\\b`` is backspace (U+0008);
 * Unicode General_Category escapes ``\\p{Lu}``, ``\\p{Letter}``, ``\\p{gc=Nd}``, ``\\pL``, ``\\P{..}``,
   ``\\p{^..}``, ``\\p{Any}``, ``\\p{ASCII}``, ``\\p{Assigned}`` (names matched loosely; data from Python's
-  :mod:`unicodedata`, see :mod:`.unicode_props`), inside and outside classes;
+  :mod:`unicodedata`, see :mod:`.unicode_props`), inside and outside classes, not under ``(?i)`` or
+  ``(?a)`` (refused: engines read them differently there);
 * anchors ``^ $ \\A \\Z \\z`` anywhere: the DFA matches the whole text, so anchors at the ends are
   no-ops and anchors elsewhere are exact zero-width assertions (``a^b`` matches nothing,
   ``^a$|^b$`` is ``a|b``);
@@ -577,7 +578,7 @@ class _Parser:
             elif letter == "m":
                 flags.multiline = value
             elif letter == "a":
-                pass  # ASCII classes are the default
+                self._ascii_flag = True  # ASCII classes are the default; \\p{..} under it is refused
             elif letter == "i":
                 flags.ignorecase = value
             else:
@@ -662,7 +663,7 @@ class _Parser:
             raise self.err(f"bad escape: code point {s} beyond U+10FFFF", i)
         return cp, k + 1
 
-    def _code_escape(self, i: int, in_class: bool):
+    def _code_escape(self, i: int, in_class: bool, ignorecase: bool = False):
         """Escapes that denote a single code point or a class; returns (kind, value, end) with
         kind "char" (value = code point) or "set" (value = ranges), or None if not one of them."""
         p, n = self.p, self.n
@@ -713,7 +714,7 @@ class _Parser:
                 return "char", ord(p[j]) % 32, j + 1
             raise self.err("bad escape \\c: expected a letter", i)
         if c in "pP":
-            return self._property(i, c == "P")
+            return self._property(i, c == "P", ignorecase)
         if c == "0" or (in_class and c in _OCT):
             k = j
             while k < n and k < j + 2 and p[k] in _OCT:
@@ -724,7 +725,7 @@ class _Parser:
             return "char", cp, k
         return None
 
-    def _property(self, i: int, negated: bool):
+    def _property(self, i: int, negated: bool, ignorecase: bool):
         """``\\p{NAME}`` / ``\\P{NAME}`` / ``\\pL`` / ``\\p{^NAME}`` at ``i`` (the backslash): a
         Unicode General_Category set (:mod:`.unicode_props`); returns ("set" | "nset", ranges, end)."""
         from .unicode_props import UNICODE_VERSION, property_ranges
@@ -743,6 +744,12 @@ class _Parser:
             name, end = p[j], j + 1  # \pL: a one-letter name
         if not name:
             raise self.err(f"empty property name in {p[i:end]}", i)
+        if ignorecase or getattr(self, "_ascii_flag", False):
+            # engines disagree: PCRE leaves \\p unaffected by caseless matching, the regex module
+            # reads (?i)\\p{Lu} as any cased letter, ECMAScript's /iu folds both sides; (?a) limits
+            # \\p to ASCII in the regex module only
+            raise self.unsupported(f"Unicode property {p[i:end]} under the {'i' if ignorecase else 'a'} flag", i,
+                                   "engines read it differently; write the case variants or ranges out")
         try:
             ranges = property_ranges(name)
         except KeyError:
@@ -758,7 +765,7 @@ class _Parser:
         if i + 1 >= n:
             raise self.err("bad escape (end of pattern)", i)
         c = p[i + 1]
-        r = self._code_escape(i, False)
+        r = self._code_escape(i, False, flags.ignorecase)
         if r is not None:
             kind, val, j = r
             if kind == "set":
@@ -791,14 +798,14 @@ class _Parser:
         return Chars(((cp, cp),)), j
 
     # -- classes -----------------------------------------------------------------------------------
-    def _class_item(self, i: int):
+    def _class_item(self, i: int, ignorecase: bool = False):
         p = self.p
         c = p[i]
         if c != "\\":
             return "char", ord(c), i + 1
         if i + 1 >= self.n:
             raise self.err("unterminated character set", i)
-        r = self._code_escape(i, True)
+        r = self._code_escape(i, True, ignorecase)
         if r is not None:
             return r
         e = p[i + 1]
@@ -826,9 +833,9 @@ class _Parser:
                 break
             first = False
             item_pos = i
-            kind, val, i = self._class_item(i)
+            kind, val, i = self._class_item(i, ignorecase)
             if i + 1 < n and p[i] == "-" and p[i + 1] != "]":
-                kind2, val2, i = self._class_item(i + 1)
+                kind2, val2, i = self._class_item(i + 1, ignorecase)
                 if kind != "char" or kind2 != "char":
                     raise self.err(f"bad character range {p[item_pos:i]}", item_pos)
                 if val2 < val:

@@ -16,6 +16,10 @@ says (case, spaces, ``_`` and ``-`` ignored):
 * ``General_Category=X``, ``gc=X``;
 * ``Any`` (every code point), ``ASCII`` (U+0000..U+007F), ``Assigned`` (every category but Cn).
 
+Under the ``i`` or ``a`` flag a property escape is refused (``UnsupportedFeatureError``): engines read
+``(?i)\\p{Lu}`` differently (PCRE: unaffected; the ``regex`` module: any cased letter; ECMAScript
+``/iu``: both sides case-folded), and ``(?a)`` limits ``\\p`` to ASCII in the ``regex`` module only.
+
 Anything else — scripts (``Greek``, ``Script=Latin``, ``sc=``, ``scx=``), blocks (``InBasic_Latin``),
 binary properties (``Alphabetic``, ``White_Space``...) — is not known here:
 :func:`property_ranges` raises ``KeyError`` and the parser turns it into a typed
