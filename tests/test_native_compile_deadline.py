@@ -55,3 +55,19 @@ def test_validate_is_not_bounded_by_the_compile_timeout(llama3_vocab):
     with pytest.raises(CompileLimitError) as e:
         be.compile(Constraint.json_schema(schema))
     assert e.value.limit_name == "compile_timeout_s"
+
+
+@pytest.mark.timeout(20)
+def test_deadline_reached_inside_an_integer_exclusion(llama3_vocab):
+    """An integer range split around the values of a folded ``not: {enum}``: each piece under a float
+    ``multipleOf`` builds its own automaton (~16 ms), 3,000 pieces about a minute; the deadline is
+    checked between pieces (a break-it helper saw 91 s against a 60 s limit). Hang guard: the mark."""
+    import random
+
+    rng = random.Random(3)
+    schema = {"type": "integer", "multipleOf": 3.0,
+              "not": {"enum": [rng.randint(-2 ** 53, 2 ** 53) for _ in range(3000)]}}
+    be = get_backend("native", llama3_vocab, compile_timeout_s=0.5)
+    with pytest.raises(CompileLimitError) as e:
+        be.compile(Constraint.json_schema(schema))
+    assert e.value.limit_name == "compile_timeout_s", e.value

@@ -41,7 +41,9 @@ class NumberMixin:
             if ihi is None or cur is None or cur <= ihi:
                 pieces.append((cur, ihi))
             outs, left_out = [], None
-            for a, b in pieces:
+            for n, (a, b) in enumerate(pieces):
+                if n % 16 == 0:  # a piece under a multipleOf builds its own automaton (~16 ms)
+                    self.check_deadline(where)
                 piece = dict(rest)
                 if a is not None:
                     piece["minimum"] = a
