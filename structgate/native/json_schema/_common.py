@@ -231,3 +231,22 @@ def _load(schema):
 
             raise _too_deep(_text_depth(schema), "JSON Schema") from None
     return schema
+
+
+def _retyped(v, to):
+    """``v`` with every number that has an exact twin of type ``to`` (``int`` for an integral
+    float, ``float`` for an int a double holds exactly) replaced by it; None when nothing changes."""
+    if isinstance(v, bool):
+        return None
+    if to is int and isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+        return int(v)
+    if to is float and isinstance(v, int) and abs(v) <= 2 ** 53:
+        return float(v)
+    if isinstance(v, list):
+        new = [_retyped(x, to) for x in v]
+        return None if all(x is None for x in new) else [x if n is None else n for x, n in zip(v, new)]
+    if isinstance(v, dict):
+        new = {k: _retyped(x, to) for k, x in v.items()}
+        return None if all(x is None for x in new.values()) else {k: v[k] if n is None else n
+                                                                   for k, n in new.items()}
+    return None

@@ -29,7 +29,7 @@ from fractions import Fraction
 from math import ceil, floor
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
-from ._common import ANNOTATIONS, _is_num, _is_whole
+from ._common import ANNOTATIONS, _is_num, _is_whole, _retyped
 
 _ERRORS = (UnsupportedFeatureError, GrammarSyntaxError, CompileLimitError, RecursionError, ValueError,
            TypeError, KeyError)
@@ -101,8 +101,6 @@ class DisjointMixin:
             if vals is not None and getattr(self, "int_strict", False):
                 # draft 4: 1 and 1.0 are one value for enum/const but not for type: each value
                 # with its twins (the compiler's finite values do the same)
-                from .compiler import _retyped
-
                 vals = [t for v in vals for t in (v, _retyped(v, int), _retyped(v, float)) if t is not None]
             if vals is not None and len(vals) <= self.MAX_DISJOINT_VALUES:
                 try:

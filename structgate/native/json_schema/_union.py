@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
-from ._common import ANNOTATIONS, _json_key, _ptr
+from ._common import ANNOTATIONS, _json_key, _ptr, _retyped
 from ._disjoint import DisjointMixin, _kinds, _member
 from ._numeric import alt
 
@@ -195,8 +195,6 @@ class UnionMixin(DisjointMixin):
 
             if not getattr(self, "int_strict", False):
                 return [v for v in vals if only_mine(v)]
-            from .compiler import _retyped
-
             return [v for v in vals if all(only_mine(t) for t in (v, _retyped(v, int), _retyped(v, float))
                                            if t is not None)]
         except Exception:  # a schema the validator cannot read: the general form

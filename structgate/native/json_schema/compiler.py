@@ -30,7 +30,7 @@ from typing import Any
 from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
-from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
+from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS, _retyped,
                       DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
                       DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
@@ -202,25 +202,6 @@ def _validator_class(draft: int):
             cls = validators.extend(Draft202012Validator, extra)
         cls = _VALIDATOR_CLASSES[draft] = cls
     return cls
-
-
-def _retyped(v, to):
-    """``v`` with every number that has an exact twin of type ``to`` (``int`` for an integral
-    float, ``float`` for an int a double holds exactly) replaced by it; None when nothing changes."""
-    if isinstance(v, bool):
-        return None
-    if to is int and isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
-        return int(v)
-    if to is float and isinstance(v, int) and abs(v) <= 2 ** 53:
-        return float(v)
-    if isinstance(v, list):
-        new = [_retyped(x, to) for x in v]
-        return None if all(x is None for x in new) else [x if n is None else n for x, n in zip(v, new)]
-    if isinstance(v, dict):
-        new = {k: _retyped(x, to) for k, x in v.items()}
-        return None if all(x is None for x in new.values()) else {k: v[k] if n is None else n
-                                                                   for k, n in new.items()}
-    return None
 
 
 class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, StringMixin, ArrayMixin,
