@@ -250,3 +250,9 @@ def _retyped(v, to):
         return None if all(x is None for x in new.values()) else {k: v[k] if n is None else n
                                                                    for k, n in new.items()}
     return None
+
+
+def _with_twins(v) -> list:
+    """``v`` followed by its twins (:func:`_retyped` to ``int`` and to ``float``, where they differ):
+    the values draft 4 tells apart by ``type`` while ``enum``/``const`` call them equal."""
+    return [v] + [t for t in (_retyped(v, int), _retyped(v, float)) if t is not None]

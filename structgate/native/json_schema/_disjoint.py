@@ -29,7 +29,7 @@ from fractions import Fraction
 from math import ceil, floor
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
-from ._common import ANNOTATIONS, _is_num, _is_whole, _retyped
+from ._common import ANNOTATIONS, _is_num, _is_whole, _with_twins
 
 _ERRORS = (UnsupportedFeatureError, GrammarSyntaxError, CompileLimitError, RecursionError, ValueError,
            TypeError, KeyError)
@@ -98,10 +98,10 @@ class DisjointMixin:
         # finitely many values on one side: decided exactly by the validator
         for x, y in ((a, b), (b, a)):
             vals = _listed(x)
-            if vals is not None and getattr(self, "int_strict", False):
+            if vals is not None and self.int_strict:
                 # draft 4: 1 and 1.0 are one value for enum/const but not for type: each value
                 # with its twins (the compiler's finite values do the same)
-                vals = [t for v in vals for t in (v, _retyped(v, int), _retyped(v, float)) if t is not None]
+                vals = [t for v in vals for t in _with_twins(v)]
             if vals is not None and len(vals) <= self.MAX_DISJOINT_VALUES:
                 try:
                     va, vb = self._validator_for(x), self._validator_for(y)

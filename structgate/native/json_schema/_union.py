@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
-from ._common import ANNOTATIONS, _json_key, _ptr, _retyped
+from ._common import ANNOTATIONS, _json_key, _ptr, _with_twins
 from ._disjoint import DisjointMixin, _kinds, _member
 from ._numeric import alt
 
@@ -193,10 +193,9 @@ class UnionMixin(DisjointMixin):
             def only_mine(v) -> bool:
                 return mine.is_valid(v) and not any(t.is_valid(v) for t in theirs)
 
-            if not getattr(self, "int_strict", False):
+            if not self.int_strict:
                 return [v for v in vals if only_mine(v)]
-            return [v for v in vals if all(only_mine(t) for t in (v, _retyped(v, int), _retyped(v, float))
-                                           if t is not None)]
+            return [v for v in vals if all(only_mine(t) for t in _with_twins(v))]
         except Exception:  # a schema the validator cannot read: the general form
             return None
 

@@ -30,7 +30,7 @@ from typing import Any
 from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
-from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS, _retyped,
+from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS, _with_twins,
                       DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
                       DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
@@ -550,8 +550,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         if "const" in schema and "enum" in schema:
             cands = [c for c in cands if any(_json_equal(c, e) for e in schema["enum"])]
         if self.int_strict:
-            twins = ((_retyped(c, int), _retyped(c, float)) for c in cands)
-            cands = [t for c, tw in zip(cands, twins) for t in (c, *(x for x in tw if x is not None))]
+            cands = [t for c in cands for t in _with_twins(c)]
         return cands
 
     def enum(self, schema, where):

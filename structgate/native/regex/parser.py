@@ -260,6 +260,7 @@ class _Parser:
         self.n = len(pattern)
         self.where = where
         self.calls = calls
+        self._ascii_flag = False  # an (?a) flag was seen: \\p{..} is refused after it
         # piece cache: not with (?x) anywhere (comments and spaces change what a piece means)
         self._cache_ok = self.n >= 64 and _VERBOSE_FLAG.search(pattern) is None
         if self._cache_ok:
@@ -744,7 +745,7 @@ class _Parser:
             name, end = p[j], j + 1  # \pL: a one-letter name
         if not name:
             raise self.err(f"empty property name in {p[i:end]}", i)
-        if ignorecase or getattr(self, "_ascii_flag", False):
+        if ignorecase or self._ascii_flag:
             # engines disagree: PCRE leaves \\p unaffected by caseless matching, the regex module
             # reads (?i)\\p{Lu} as any cased letter, ECMAScript's /iu folds both sides; (?a) limits
             # \\p to ASCII in the regex module only
