@@ -346,6 +346,23 @@ class StructgateVllmGrammar(_VGrammar):
         self.num_processed_tokens = 0
 
 
+def _start_row(compiled: Any) -> Any:
+    """``compiled``, with the mask of its start state computed and cached where the engine caches
+    rows (a matcher with :attr:`~structgate.backends.interface.Matcher.supports_row_gather`: the
+    native engine). The native compile leaves that mask to the first fill (as XGrammar's and
+    llguidance's compiles do); here it is computed in the compile job, off the engine step, and
+    what it raises (a limit reached within the first token's lookahead) fails this request's
+    compile like any other compile error."""
+    import numpy as np
+
+    m = compiled.matcher()
+    if getattr(m, "supports_row_gather", False):
+        src, state = m.row_source()
+        if state >= 0:
+            src.slots(np.array([state], dtype=np.int64))
+    return compiled
+
+
 @dataclass
 class StructgateVllmBackend(_VBackend):
     """vLLM engine-level backend that compiles with structgate backend ``backend_name``.
@@ -448,8 +465,8 @@ class StructgateVllmBackend(_VBackend):
             try:
                 from .gc_policy import run_compile
 
-                compiled = run_compile(lambda: self._compile_with(backend_name, c) if other
-                                       else self.sg_backend.compile(c))
+                compiled = run_compile(lambda: _start_row(self._compile_with(backend_name, c) if other
+                                                          else self.sg_backend.compile(c)))
             except Exception as e:
                 metrics.record_compile_failure(engine, c.kind, getattr(e, "kind", None) or "internal")
                 if _same_every_time(e):
