@@ -25,6 +25,13 @@ Semantics match vLLM's xgrammar adapter: tokens after termination are ignored by
 ``accept_tokens``; ``validate_tokens`` stops after an accepted EOS; rollback restores the exact
 state (also across termination).
 
+A grammar that fails *during decoding* (a structgate error from a mask fill, an advance, a
+validation or a rollback: the native engine meets a limit such as ``max_dfa_states`` the first time
+it builds a configuration) fails only its own request: as vLLM's guidance backend does on a
+matcher error, it logs a warning once and from then on allows only EOS
+(:mod:`structgate.plugin.grammar_failure`), instead of raising into vLLM's engine core, which would
+kill the engine and every other request with it.
+
 For the batched scheduler hook: the grammar object exposes ``.matcher`` (the structgate Matcher)
 and the backend ``.sg_backend`` (the structgate Backend).
 
@@ -45,6 +52,8 @@ from typing import Any
 
 from .._env import env_float, env_int
 from ..backends.interface import Constraint
+from ..errors import StructgateError
+from .grammar_failure import FailedMatcher, fail_grammar, is_request_failure
 
 logger = logging.getLogger("structgate.plugin")
 
@@ -78,8 +87,6 @@ FAILED_ENTRIES = 256
 
 def _same_every_time(e: BaseException) -> bool:
     """True for a compile error that the same constraint, vocabulary and options always give."""
-    from ..errors import StructgateError
-
     return isinstance(e, StructgateError) and getattr(e, "limit_name", None) != "compile_timeout_s"
 
 
@@ -298,16 +305,26 @@ class StructgateVllmGrammar(_VGrammar):
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         """Advance by ``tokens``; tokens after termination are ignored. False if one is rejected
-        (the state then stays after the last accepted token, as in vLLM's xgrammar adapter)."""
+        (the state then stays after the last accepted token, as in vLLM's xgrammar adapter).
+
+        An advance that raises a structgate error (a limit met the first time a transition is
+        needed) fails this request's grammar (:mod:`structgate.plugin.grammar_failure`): that token
+        and any but EOS after it are rejected, so vLLM ends this request alone."""
         m = self.matcher
         for t in tokens:
             if m.is_terminated():
                 break
-            if not m.advance(int(t)):
+            try:
+                ok = m.advance(int(t))
+            except StructgateError as e:
+                m = self._fail(e, request_id)
+                ok = m.advance(int(t))
+            if not ok:
                 if not self._warned:
                     self._warned = True
-                    logger.error("structgate %s: token %s rejected for request %s", self.backend_name,
-                                 m.vocab.describe(int(t)), request_id)
+                    why = " (its grammar failed during decoding and allows only EOS)" if self._failed() else ""
+                    logger.error("structgate %s: token %s rejected for request %s%s", self.backend_name,
+                                 m.vocab.describe(int(t)), request_id, why)
                 record("reject", self.backend_name)
                 return False
             self.num_processed_tokens += 1
@@ -315,11 +332,15 @@ class StructgateVllmGrammar(_VGrammar):
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         """The longest accepted prefix of ``tokens`` (stops after an accepted EOS). Does not change
-        the matcher state."""
+        the matcher state. A structgate error fails the grammar (then only EOS validates)."""
         m = self.matcher
         if m.is_terminated() or not tokens:
             return []
-        n = m.validate([int(t) for t in tokens])
+        ids = [int(t) for t in tokens]
+        try:
+            n = m.validate(ids)
+        except StructgateError as e:
+            n = self._fail(e).validate(ids)
         for i in range(n):
             if int(tokens[i]) in self._eos:
                 n = i + 1
@@ -327,16 +348,36 @@ class StructgateVllmGrammar(_VGrammar):
         return list(tokens[:n])
 
     def rollback(self, num_tokens: int) -> None:
-        """Undo the last ``num_tokens`` accepted tokens (also across termination)."""
+        """Undo the last ``num_tokens`` accepted tokens (also across termination, and across a
+        failure: the grammar stays failed)."""
         if num_tokens <= 0:
             return
-        self.matcher.rollback(num_tokens)
+        try:
+            self.matcher.rollback(num_tokens)
+        except StructgateError as e:
+            self._fail(e)
         self.num_processed_tokens -= num_tokens
         record("rollback", self.backend_name, num_tokens)
 
     def fill_bitmask(self, bitmask: Any, idx: int) -> None:
-        """Write row ``idx`` of vLLM's int32 bitmask ``(rows, ceil(vocab/32))`` (CPU tensor)."""
-        self.matcher.fill_bitmask(bitmask, idx)
+        """Write row ``idx`` of vLLM's int32 bitmask ``(rows, ceil(vocab/32))`` (CPU tensor).
+
+        A structgate error while computing the mask (other than a :class:`BitmaskError`: a wrong
+        buffer) fails this request's grammar: the row allows only EOS, now and at later steps."""
+        try:
+            self.matcher.fill_bitmask(bitmask, idx)
+        except StructgateError as e:
+            self._fail(e).fill_bitmask(bitmask, idx)
+
+    def _fail(self, e: StructgateError, request_id: str | None = None):
+        """Mark this grammar failed by ``e`` and return its new matcher (EOS only), or re-raise ``e``
+        when it is not a request's failure (a :class:`~structgate.errors.BitmaskError`)."""
+        if not is_request_failure(e):
+            raise e
+        return fail_grammar(self, e, request_id)
+
+    def _failed(self) -> bool:
+        return isinstance(self.matcher, FailedMatcher)
 
     def is_terminated(self) -> bool:
         return self.matcher.is_terminated()

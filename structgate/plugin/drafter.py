@@ -96,6 +96,9 @@ import logging
 import os
 from typing import Any
 
+from ..errors import StructgateError
+from .grammar_failure import FailedMatcher, fail_grammar, is_request_failure
+
 __all__ = ["PROPOSER", "SPECULATIVE_CONFIG", "ENV_FORCED_DRAFTS", "MODES", "ForcedTokenProposer", "speculative_config",
            "forced_drafts_enabled", "forced_drafts_mode", "update_draft_token_ids", "install", "uninstall",
            "install_seeded_alignment", "stats"]
@@ -202,13 +205,19 @@ def _forced_for(scheduler: Any, request: Any, k: int, mode: str = "tokens") -> l
     if n <= 0:
         return []
     with _slot(grammar).lock:
-        if m.is_terminated():
+        if m.is_terminated() or isinstance(m, FailedMatcher):
             return []
-        if mode == "bytes":
-            from ..jump_forward import safe_forced_draft
+        try:
+            if mode == "bytes":
+                from ..jump_forward import safe_forced_draft
 
-            return safe_forced_draft(m, n)
-        return m.forced_tokens(n)
+                return safe_forced_draft(m, n)
+            return m.forced_tokens(n)
+        except StructgateError as e:  # a limit met walking the grammar: this request alone fails
+            if not is_request_failure(e):
+                raise
+            fail_grammar(grammar, e, request.request_id)
+            return []
 
 
 def update_draft_token_ids(self: Any, draft_token_ids: Any) -> None:

@@ -26,6 +26,11 @@ name                                   type       labels / meaning
                                                   ``stage``: ``validate`` (refused by the API
                                                   server's request validation, HTTP 400 before
                                                   the engine sees it) or ``compile`` (the engine)
+``decode_failures_total``              counter    ``backend``, ``error`` (the error's ``kind``),
+                                                  ``limit`` (its ``limit_name``, or empty): a
+                                                  request whose grammar failed during decoding
+                                                  and then allowed only EOS
+                                                  (:mod:`structgate.plugin.grammar_failure`)
 ``mask_fill_seconds``                  histogram  ``backend``: one step's bitmask fill (all rows)
 ``mask_fill_rows_total``               counter    ``backend``: rows filled
 ``fallbacks_total``                    counter    ``reason``: structgate took vLLM's slower path
@@ -60,7 +65,8 @@ from typing import Any, Callable, Iterable
 from ..vocab import Vocabulary
 
 __all__ = ["ENV_DIR", "COMPILE_BUCKETS", "FILL_BUCKETS", "ensure_dir", "metrics_dir", "record_compile",
-           "record_compile_failure", "record_fill", "record_fallback", "register_cache", "set_info",
+           "record_compile_failure", "record_decode_failure", "record_fill", "record_fallback", "register_cache",
+           "set_info",
            "snapshot", "flush", "read_all", "StructgateCollector", "render_text"]
 
 ENV_DIR = "STRUCTGATE_METRICS_DIR"
@@ -143,6 +149,13 @@ def record_compile_failure(backend: str, kind: str, error: str, stage: str = "co
     or ``"compile"`` (the engine core's compile). A request is counted once: one refused in
     validation never reaches the engine."""
     _inc("compile_failures_total", (backend, kind, error, stage))
+
+
+def record_decode_failure(backend: str, error: str, limit: str = "") -> None:
+    """A request's grammar failed during decoding (a mask fill or an advance raised an error of
+    kind ``error``, ``limit`` its limit name if any) and was ended with EOS-only rows
+    (:func:`structgate.plugin.grammar_failure.fail_grammar`). Counted once per request."""
+    _inc("decode_failures_total", (backend, error, limit))
 
 
 def record_fill(backend: str, seconds: float, rows: int) -> None:
@@ -285,6 +298,8 @@ def read_all(directory: str | None = None) -> list[dict]:
 _HELP = {
     "compile_seconds": "structgate: wall time of one grammar compile in the engine (cache misses)",
     "compile_failures_total": "structgate: constraints refused, by error kind and stage (validate / compile)",
+    "decode_failures_total": "structgate: requests whose grammar failed during decoding (then EOS only), by "
+                             "error kind and limit",
     "mask_fill_seconds": "structgate: wall time of one engine step's bitmask fill (all rows)",
     "mask_fill_rows_total": "structgate: bitmask rows filled",
     "fallbacks_total": "structgate: times structgate took vLLM's slower path, by reason",
@@ -293,6 +308,7 @@ _HELP = {
     "forced_draft_tokens_total": "structgate: grammar-forced tokens proposed as speculative drafts",
 }
 _LABELS = {"compile_seconds": ("backend", "kind"), "compile_failures_total": ("backend", "kind", "error", "stage"),
+           "decode_failures_total": ("backend", "error", "limit"),
            "mask_fill_seconds": ("backend",), "mask_fill_rows_total": ("backend",),
            "fallbacks_total": ("reason",), "cache_hits_total": ("backend",), "cache_misses_total": ("backend",),
            "forced_draft_tokens_total": ("backend",)}
@@ -359,8 +375,8 @@ class StructgateCollector:
                 cum.append(("+Inf", v[-2]))
                 fam.add_metric(list(k[1:]), cum, v[-1])
             yield fam
-        for name in ("compile_failures_total", "mask_fill_rows_total", "fallbacks_total", "cache_hits_total",
-                     "cache_misses_total", "forced_draft_tokens_total"):
+        for name in ("compile_failures_total", "decode_failures_total", "mask_fill_rows_total", "fallbacks_total",
+                     "cache_hits_total", "cache_misses_total", "forced_draft_tokens_total"):
             fam = CounterMetricFamily(f"structgate_{name[:-len('_total')]}", _HELP[name], labels=_LABELS[name])
             for k, v in sorted(counters.items()):
                 if k[0] == name:

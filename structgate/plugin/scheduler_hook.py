@@ -29,6 +29,17 @@ prefetched adapter row is used only if its epoch equals the current one; otherwi
 computed now, after *claiming* the epoch so that a queued prefetch job skips it. So every row
 reflects every accepted token.
 
+**A request whose grammar fails.** A structgate error raised while one request's mask is computed
+or its grammar advanced (the native engine builds its automaton lazily and may meet a limit such as
+``max_dfa_states`` mid-request) must not escape: this runs in the engine core's step, and an
+exception there kills the engine and every request. As vLLM's guidance backend does on a matcher
+error, that request's grammar is marked failed instead (:mod:`structgate.plugin.grammar_failure`:
+one warning, ``structgate_decode_failures_total``, EOS-only rows from then on). A native gather
+(``fill_rows`` over several requests' states) or an engine's batched fill that raises is redone row
+by row, so only the rows that raise fail; the others get their usual rows. A
+:class:`~structgate.errors.BitmaskError` (the caller's buffer) and non-structgate exceptions (bugs)
+still raise. The healthy path is unchanged (try blocks around the existing calls).
+
 Other backends (vLLM's own xgrammar/guidance/outlines) are untouched: the original method runs.
 
 Environment
@@ -46,6 +57,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from ..errors import StructgateError
+from . import grammar_failure as _gf
 
 __all__ = ["ENV_DISABLE", "ENV_PREFETCH", "hook_enabled", "prefetch_enabled", "BatchFill",
            "MaskPrefetcher", "grammar_bitmask", "accept_tokens", "validate_tokens", "install", "uninstall",
@@ -121,7 +135,9 @@ def _slot(grammar: Any) -> _Slot:
 
 
 _MATCHER_CLS: Any = None
-#: matcher type -> 0 (not a structgate Matcher), 1 (native-style: token_index + int state), 2 (adapter)
+#: matcher type -> 0 (not a structgate Matcher), 1 (native-style: token_index + int state), 2 (adapter),
+#: 3 (a failed grammar's :class:`~structgate.plugin.grammar_failure.FailedMatcher`: EOS only, filled
+#: on its own, never handed to an engine's batched fill nor prefetched)
 _KIND: dict[type, int] = {}
 
 
@@ -140,6 +156,8 @@ def _kind(m: Any) -> int:
             from ..backends.interface import Matcher as _MATCHER_CLS
         if not isinstance(m, _MATCHER_CLS):
             k = 0
+        elif isinstance(m, _gf.FailedMatcher):
+            k = 3
         else:
             # the interface's batched-fill declaration (Matcher.supports_row_gather / row_source)
             k = 1 if getattr(type(m), "supports_row_gather", False) else 2
@@ -188,6 +206,8 @@ class MaskPrefetcher:
                 _count("prefetch_native_submitted")
                 self._pool.submit(self._native_job, ti, st)
             return
+        if _kind(matcher) == 3:  # a failed grammar: its row is EOS only, nothing to prepare
+            return
         _count("prefetch_adapter_submitted")
         self._pool.submit(self._adapter_job, matcher, slot, epoch)
 
@@ -196,7 +216,7 @@ class MaskPrefetcher:
         try:
             ti.slots(np.array([state], dtype=np.int64))
             _count("prefetch_native_done")
-        except Exception:  # the synchronous path will raise it again, in context
+        except Exception:  # the synchronous path meets it again, in context (and fails that request alone)
             logger.debug("structgate: native prefetch failed", exc_info=True)
 
     @staticmethod
@@ -241,6 +261,11 @@ def prefetcher() -> MaskPrefetcher:
 class BatchFill:
     """Rows of one step's bitmask, collected and then filled with as few calls as possible.
 
+    A structgate error while one request's row is computed fails that request's grammar alone
+    (:mod:`structgate.plugin.grammar_failure`, as vLLM's guidance backend on a matcher error): its
+    row allows only EOS. A native gather or an engine's batched fill that raises one is redone row
+    by row, so the other requests of the group keep their rows.
+
     Parameters
     ----------
     bitmask : torch.Tensor | numpy.ndarray
@@ -249,18 +274,27 @@ class BatchFill:
         Used for ``fill_bitmask_batch`` when it has one.
     bitmask_np : numpy.ndarray | None
         A numpy view of ``bitmask`` (cached by the caller).
+    requests : dict | None
+        vLLM's ``{request id: Request}`` of the step: names the request of a failing grammar in its
+        warning (looked up only then).
     """
 
-    def __init__(self, bitmask: Any, sg_backend: Any = None, bitmask_np: np.ndarray | None = None) -> None:
+    def __init__(self, bitmask: Any, sg_backend: Any = None, bitmask_np: np.ndarray | None = None,
+                 requests: dict | None = None) -> None:
         if bitmask_np is None:
             bitmask_np = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         self.bm = bitmask_np
         self.bitmask = bitmask
         self.sg_backend = sg_backend
+        self.requests = requests
         self.full_rows: list[int] = []
-        self.native: dict[int, tuple[Any, list[int], list[int]]] = {}
+        #: id(token index) -> (token index, rows, states, grammars)
+        self.native: dict[int, tuple[Any, list[int], list[int], list[Any]]] = {}
         self.batch: list[tuple[Any, int]] = []
-        self.single: list[tuple[Any, int]] = []
+        self.batch_grammars: list[Any] = []  # the grammar of each pair of self.batch
+        self.single: list[tuple[Any, int, Any]] = []  # (matcher, row, grammar)
+        self.transient: list[tuple[int, Any]] = []  # (row, grammar) of adapter rows filled in add
+        self._failures0 = _gf.failures
         self.copies: list[tuple[int, int]] = []
         self.masked: list[tuple[int, tuple[int, ...]]] = []
 
@@ -287,9 +321,10 @@ class BatchFill:
                 return
             entry = self.native.get(id(ti))
             if entry is None:
-                entry = self.native[id(ti)] = (ti, [], [])
+                entry = self.native[id(ti)] = (ti, [], [], [])
             entry[1].append(row)
             entry[2].append(st)
+            entry[3].append(grammar)
             return
         if grammar.is_terminated():
             self.full_rows.append(row)
@@ -297,8 +332,12 @@ class BatchFill:
         if kind == 0:  # not a structgate grammar: vLLM's per-row call
             grammar.fill_bitmask(self.bitmask, row)
             return
-        if transient:
+        if kind == 3:  # a failed grammar: EOS only, no engine involved
             m.fill_bitmask(self.bm, row)
+            return
+        if transient:
+            self._fill_one(grammar, m, row)
+            self.transient.append((row, grammar))
             _count("fill_adapter_transient")
             return
         slot = _slot(grammar)
@@ -310,8 +349,9 @@ class BatchFill:
             slot.claimed_epoch = slot.epoch  # a queued prefetch for this epoch must not run now
         if self.sg_backend is not None and hasattr(self.sg_backend, "fill_bitmask_batch"):
             self.batch.append((m, row))
+            self.batch_grammars.append(grammar)
         else:
-            self.single.append((m, row))
+            self.single.append((m, row, grammar))
 
     def copy(self, dst: int, src: int) -> None:
         """Row ``dst`` = row ``src`` once the fills are done (rows after a rejected draft)."""
@@ -326,26 +366,92 @@ class BatchFill:
             words = bm[row].view(np.uint32)
             for t in ids:
                 words[t >> 5] &= ~np.uint32(1 << (t & 31))
-        for ti, rows, states in self.native.values():
+        for ti, rows, states, grammars in self.native.values():
             # one atomic gather (fill_rows: lookups and copies under the grammar's lock, so the
             # prefetching thread's next row cannot evict one in between)
             st = np.asarray(states, dtype=np.int64)
             lo, n = rows[0], len(rows)
-            if rows[-1] - lo == n - 1 and (n < 3 or rows[1] == lo + 1):  # contiguous (the usual case)
-                ti.fill_rows(st, bm[lo:lo + n])
-            else:
-                tmp = np.empty((n, bm.shape[1]), dtype=bm.dtype)
-                ti.fill_rows(st, tmp)
-                bm[rows] = tmp
+            try:
+                if rows[-1] - lo == n - 1 and (n < 3 or rows[1] == lo + 1):  # contiguous (the usual case)
+                    ti.fill_rows(st, bm[lo:lo + n])
+                else:
+                    tmp = np.empty((n, bm.shape[1]), dtype=bm.dtype)
+                    ti.fill_rows(st, tmp)
+                    bm[rows] = tmp
+            except StructgateError as e:  # some request's row: redo row by row, fail only those
+                self._native_rows_one_by_one(ti, rows, states, grammars, e)
             _count("fill_native_rows", n)
         if self.batch:
-            self.sg_backend.fill_bitmask_batch(self.batch, bm)
+            try:
+                self.sg_backend.fill_bitmask_batch(self.batch, bm)
+            except StructgateError as e:  # some request's row: redo row by row, fail only those
+                self._reraise_unless_request_failure(e)
+                _count("fill_adapter_batch_retried")
+                for (m, row), g in zip(self.batch, self.batch_grammars):
+                    self._fill_one(g, m, row)
             _count("fill_adapter_batched", len(self.batch))
-        for m, row in self.single:
-            m.fill_bitmask(bm, row)
+        for m, row, g in self.single:
+            self._fill_one(g, m, row)
             _count("fill_adapter_single")
+        if _gf.failures != self._failures0:  # some grammar failed during this step
+            self._eos_rows_of_failed()
         for dst, src in self.copies:
             bm[dst] = bm[src]
+
+    # -- failures (rare paths) ------------------------------------------------------------------------
+    @staticmethod
+    def _reraise_unless_request_failure(e: StructgateError) -> None:
+        if not _gf.is_request_failure(e):  # a BitmaskError: the buffer, not a request
+            raise e
+
+    def _fail(self, grammar: Any, e: StructgateError):
+        """Mark ``grammar`` failed (or re-raise ``e`` when it is not a request's failure); its new
+        matcher (EOS only)."""
+        self._reraise_unless_request_failure(e)
+        _count("fill_row_failed")
+        return _gf.fail_grammar(grammar, e, self._request_id(grammar))
+
+    def _eos_rows_of_failed(self) -> None:
+        """Every row of this step recorded for a grammar that has failed since (during this step: a
+        row, or an accepted draft, of its speculative positions) allows only EOS, including rows of
+        positions before the failure: its first sampled token is then EOS, which its failed grammar
+        accepts (a draft sampled from an earlier row would be refused, and the request would end
+        with FINISHED_ERROR instead of EOS)."""
+        bm = self.bm
+        rows = [(r, g) for _, rs, _, gs in self.native.values() for r, g in zip(rs, gs)]
+        rows += [(r, g) for (_, r), g in zip(self.batch, self.batch_grammars)]
+        rows += [(r, g) for _, r, g in self.single]
+        rows += self.transient
+        for row, g in rows:
+            m = g.matcher
+            if _kind(m) == 3:
+                m.fill_bitmask(bm, row)
+
+    def _request_id(self, grammar: Any) -> str | None:
+        for rid, req in (self.requests or {}).items():
+            if getattr(getattr(req, "structured_output_request", None), "grammar", None) is grammar:
+                return rid
+        return None
+
+    def _fill_one(self, grammar: Any, m: Any, row: int) -> None:
+        """``m.fill_bitmask(bm, row)``; a request failure fails ``grammar`` and fills its EOS row."""
+        try:
+            m.fill_bitmask(self.bm, row)
+        except StructgateError as e:
+            self._fail(grammar, e).fill_bitmask(self.bm, row)
+
+    def _native_rows_one_by_one(self, ti: Any, rows: list[int], states: list[int], grammars: list[Any],
+                                e: StructgateError) -> None:
+        """After gather ``ti.fill_rows`` raised ``e``: each row on its own (``ti.fill_row``); the
+        grammars whose row raises fail (EOS row), the others get their rows."""
+        self._reraise_unless_request_failure(e)
+        _count("fill_native_gather_retried")
+        bm = self.bm
+        for row, st, g in zip(rows, states, grammars):
+            try:
+                ti.fill_row(st, bm[row])
+            except StructgateError as err:
+                self._fail(g, err).fill_bitmask(bm, row)
 
 
 # -- the patched StructuredOutputManager methods --------------------------------------------------
@@ -390,7 +496,7 @@ def grammar_bitmask(self, requests: dict, structured_output_request_ids: list[st
         cached = (t, t if isinstance(t, np.ndarray) else t.numpy())
         self._sg_bitmask_np = cached
     bm_np = cached[1]
-    plan = BatchFill(self._grammar_bitmask, self.backend.sg_backend, bm_np)
+    plan = BatchFill(self._grammar_bitmask, self.backend.sg_backend, bm_np, requests)
     fixed = _LAYOUT == "fixed"
     stride = max_num_spec_tokens + (0 if is_diffusion else 1)
     idx = filled = 0  # next row; rows written so far (fixed layout: summed per block)
@@ -474,10 +580,15 @@ def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
         slot.epoch += 1
         epoch = slot.epoch
     if not ok:
-        logger.error("structgate: request %s: the grammar rejected sampled token(s) %s; the request fails "
-                     "(FINISHED_ERROR). This happens when the mask left no legal token (for instance "
-                     "another logits processor forbade the grammar's only tokens) or a mask was not "
-                     "applied.", request.request_id, list(new_token_ids))
+        if _kind(grammar.matcher) == 3:
+            logger.error("structgate: request %s: its grammar failed during decoding (%s) and accepts only EOS; "
+                         "token(s) %s rejected, the request fails (FINISHED_ERROR).", request.request_id,
+                         _gf.describe(grammar.matcher.error), list(new_token_ids))
+        else:
+            logger.error("structgate: request %s: the grammar rejected sampled token(s) %s; the request fails "
+                         "(FINISHED_ERROR). This happens when the mask left no legal token (for instance "
+                         "another logits processor forbade the grammar's only tokens) or a mask was not "
+                         "applied.", request.request_id, list(new_token_ids))
     elif prefetch_enabled():
         prefetcher().on_accepted(grammar, m, slot, epoch)
     return ok
