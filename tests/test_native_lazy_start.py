@@ -105,7 +105,7 @@ def test_start_mask_computed_when_undecided():
 def test_bridge_computes_start_row_in_compile_job(llama3_vocab):
     """The vLLM bridge's compile job computes the start's mask (off the engine step), and a limit
     reached within the first token's lookahead fails the compile there, typed."""
-    from structgate.plugin.bridge import _start_row
+    from structgate.backends.interface import warm_start_row as _start_row
 
     g = _start_row(NativeBackend(llama3_vocab).compile(Constraint.regex("[a-z]+@[a-z]+")))
     assert g.token_index.is_cached(START)

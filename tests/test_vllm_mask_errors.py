@@ -411,3 +411,38 @@ def test_forced_draft_walk_failure_fails_only_that_request(mode, monkeypatch):
     got = mgr.grammar_bitmask(reqs, ["mate", "other"], {}).copy()
     np.testing.assert_array_equal(got[0], eos_row())
     np.testing.assert_array_equal(got[1], want["other"])
+
+
+def test_failed_grammar_is_dropped_from_the_caches():
+    """Requests of one constraint share one compiled grammar and its lazily built automaton: after
+    one of them fails (a limit that counts what every request reached), the bridge's cache and the
+    engine's drop that grammar, so the next request compiles afresh; a request still running keeps
+    the grammar it holds."""
+    import types
+
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.plugin.bridge import StructgateVllmBackend
+    from structgate.plugin.grammar_failure import FailedMatcher, fail_grammar
+    from structgate.tokenizers import bundled_tokenizer_dir
+
+    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
+    mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
+                               hf_config=types.SimpleNamespace(eos_token_id=128009))
+    cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
+    be = StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+    rx = "[a-z]+@[a-z]+"
+    g1 = be.compile_grammar(StructuredOutputOptions.REGEX, rx)
+    g2 = be.compile_grammar(StructuredOutputOptions.REGEX, rx)
+    index = g1.matcher.row_source()[0]
+    assert g2.matcher.row_source()[0] is index  # one compiled grammar, shared
+    assert be.sg_backend.cache_len == 1
+    fail_grammar(g1, CompileLimitError("max_dfa_states", 200_001, 200_000))
+    assert isinstance(g1.matcher, FailedMatcher)
+    assert be.sg_backend.cache_len == 0 and not be._cache
+    g3 = be.compile_grammar(StructuredOutputOptions.REGEX, rx)
+    assert g3.matcher.row_source()[0] is not index  # compiled afresh
+    # the request still running on the old grammar is unaffected
+    at = tok.convert_tokens_to_ids("a")
+    assert g2.accept_tokens("r2", [at]) and not isinstance(g2.matcher, FailedMatcher)

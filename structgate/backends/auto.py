@@ -41,7 +41,8 @@ from typing import Any, ClassVar, Sequence
 from .. import errors as _errors
 from ..errors import ConstraintKindError, InvalidConstraintError, StructgateError, UnsupportedFeatureError
 from ..vocab import Vocabulary
-from .interface import CONSTRAINT_KINDS, Backend, CompiledGrammar, Constraint, Matcher, has_cheap_validate
+from .interface import (CONSTRAINT_KINDS, Backend, CompiledGrammar, Constraint, Matcher, has_cheap_validate,
+                        warm_start_row)
 
 __all__ = ["AutoBackend", "AutoCompiledGrammar", "DEFAULT_CHAIN", "DEFAULT_FALLBACK_ON"]
 
@@ -186,6 +187,13 @@ class AutoBackend(Backend):
         self._lock = threading.Lock()
         return self
 
+    def forget(self, constraint: Constraint) -> None:
+        """:meth:`Backend.forget` in every engine of the chain created so far."""
+        with self._lock:
+            engines = list(self._engines.values())
+        for e in engines:
+            e.forget(constraint)
+
     def engine_cache_stats(self) -> dict[str, dict[str, int]]:
         """The process-wide caches of the engines built so far, each name prefixed with its
         engine's (``native/shared_walks``)."""
@@ -220,7 +228,9 @@ class AutoBackend(Backend):
         for name in self.chain:
             be = self.engine(name)
             try:
-                inner = be.compile(constraint)
+                # the start's mask inside the try: a limit met within the first token's lookahead
+                # moves the constraint on, as one met by the compile itself does
+                inner = warm_start_row(be.compile(constraint))
             except self.fallback_on as e:
                 refused.append((name, e))
                 continue

@@ -49,7 +49,7 @@ from ..errors import ConstraintKindError, MatcherStateError
 from ..vocab import Vocabulary
 
 __all__ = ["Constraint", "ConstraintKind", "CompileOptions", "Backend", "CompiledGrammar", "Matcher",
-           "CONSTRAINT_KINDS", "has_cheap_validate"]
+           "CONSTRAINT_KINDS", "has_cheap_validate", "warm_start_row"]
 
 ConstraintKind = Literal["regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"]
 CONSTRAINT_KINDS: tuple[str, ...] = ("regex", "json_schema", "json_object", "choice", "grammar",
@@ -590,6 +590,12 @@ class Backend(ABC):
         self.check_kind(constraint)
         return self._compile(constraint)
 
+    def forget(self, constraint: Constraint) -> None:
+        """Drop what this backend cached for ``constraint`` (its compiled grammar), so the next
+        :meth:`compile` builds it afresh; grammars already handed out keep working. The vLLM
+        plugin calls it when a grammar fails during decoding (a limit met by the automaton that
+        all requests of the constraint share). Default: nothing cached, nothing to do."""
+
     def check_kind(self, constraint: Constraint) -> None:
         """Raise :class:`~structgate.errors.ConstraintKindError` when this backend does not take
         ``constraint.kind`` (:attr:`supported_kinds`)."""
@@ -606,6 +612,25 @@ class Backend(ABC):
         cheaper than its compile overrides this (see :func:`has_cheap_validate`: a server does not
         run the default on its event loop, it leaves the check to the compile)."""
         self.compile(constraint)
+
+
+def warm_start_row(compiled: CompiledGrammar) -> CompiledGrammar:
+    """``compiled``, with the mask of its start state computed and cached where the engine caches
+    rows (a matcher with :attr:`Matcher.supports_row_gather`: the native engine); other engines'
+    grammars pass through untouched.
+
+    The native compile leaves that mask to the first fill (as XGrammar's and llguidance's compiles
+    do: ``PushdownIndex.check_start``). Callers that want the work, and what it may raise (a
+    ``CompileLimitError`` met within the first token's lookahead), inside the compile call it
+    right after :meth:`Backend.compile`: the vLLM bridge (the compile job runs off the engine
+    step and its errors fail only that request) and ``structgate-auto`` (such a limit moves the
+    constraint on to the next engine of the chain)."""
+    m = compiled.matcher()
+    if getattr(m, "supports_row_gather", False):
+        src, state = m.row_source()
+        if state >= 0:
+            src.slots(np.array([state], dtype=np.int64))
+    return compiled
 
 
 def has_cheap_validate(backend: Any) -> bool:

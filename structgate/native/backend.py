@@ -471,6 +471,12 @@ class NativeBackend(Backend):
         with self._lock:
             self._cache.clear()
 
+    def forget(self, constraint: Constraint) -> None:
+        """Drop the cached compiled grammar of ``constraint`` (:meth:`Backend.forget`)."""
+        key = constraint.cache_key()
+        with self._lock:
+            self._cache.pop(key, None)
+
     @property
     def cache_len(self) -> int:
         return len(self._cache)

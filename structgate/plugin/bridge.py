@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._env import env_float, env_int
-from ..backends.interface import Constraint
+from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
 from .grammar_failure import FailedMatcher, fail_grammar, is_request_failure
 
@@ -296,10 +296,14 @@ class StructgateVllmGrammar(_VGrammar):
         Tokens accepted so far (rollback decrements).
     """
 
-    def __init__(self, matcher, backend_name: str, eos_ids: frozenset[int]):
+    def __init__(self, matcher, backend_name: str, eos_ids: frozenset[int], on_failure=None):
         self.matcher = matcher
         self.backend_name = backend_name
         self._eos = eos_ids
+        #: called with the error when this grammar fails during decoding
+        #: (:func:`~structgate.plugin.grammar_failure.fail_grammar`): the backend drops the shared
+        #: compiled grammar from its caches (:meth:`StructgateVllmBackend._forget`)
+        self.on_failure = on_failure
         self.num_processed_tokens = 0
         self._warned = False
 
@@ -385,23 +389,6 @@ class StructgateVllmGrammar(_VGrammar):
     def reset(self) -> None:
         self.matcher.reset()
         self.num_processed_tokens = 0
-
-
-def _start_row(compiled: Any) -> Any:
-    """``compiled``, with the mask of its start state computed and cached where the engine caches
-    rows (a matcher with :attr:`~structgate.backends.interface.Matcher.supports_row_gather`: the
-    native engine). The native compile leaves that mask to the first fill (as XGrammar's and
-    llguidance's compiles do); here it is computed in the compile job, off the engine step, and
-    what it raises (a limit reached within the first token's lookahead) fails this request's
-    compile like any other compile error."""
-    import numpy as np
-
-    m = compiled.matcher()
-    if getattr(m, "supports_row_gather", False):
-        src, state = m.row_source()
-        if state >= 0:
-            src.slots(np.array([state], dtype=np.int64))
-    return compiled
 
 
 @dataclass
@@ -506,8 +493,8 @@ class StructgateVllmBackend(_VBackend):
             try:
                 from .gc_policy import run_compile
 
-                compiled = run_compile(lambda: _start_row(self._compile_with(backend_name, c) if other
-                                                          else self.sg_backend.compile(c)))
+                compiled = run_compile(lambda: warm_start_row(self._compile_with(backend_name, c) if other
+                                                              else self.sg_backend.compile(c)))
             except Exception as e:
                 metrics.record_compile_failure(engine, c.kind, getattr(e, "kind", None) or "internal")
                 if _same_every_time(e):
@@ -525,7 +512,25 @@ class StructgateVllmBackend(_VBackend):
                 self._evict_locked()
             record("compile", self.backend_name, kind=c.kind,
                    served_by=getattr(compiled, "served_by", self.backend_name))
-        return StructgateVllmGrammar(compiled.matcher(), getattr(compiled, "served_by", self.backend_name), self._eos)
+        return StructgateVllmGrammar(compiled.matcher(), getattr(compiled, "served_by", self.backend_name), self._eos,
+                                     on_failure=lambda _e, k=key, g=compiled, c=c: self._forget(k, g, c))
+
+    def _forget(self, key: str, compiled: Any, constraint: Constraint) -> None:
+        """Drop ``compiled`` (cached under ``key``) from this backend's cache and the engine's, after
+        one of its requests failed during decoding. The requests of one constraint share one compiled
+        grammar and its lazily built automaton: a limit that one request met (``max_dfa_states``
+        counts the configurations every request reached) would fail every later request of that
+        constraint as soon as it reached a new state. The next request compiles afresh; requests
+        already running keep the grammar they hold."""
+        with self._cache_lock:
+            if self._cache.get(key) is compiled:
+                del self._cache[key]
+                self._cache_bytes.pop(key, None)
+            be = self.sg_backend
+        try:
+            be.forget(constraint)
+        except Exception:  # noqa: BLE001 - a third-party engine's cache never breaks the step
+            logger.debug("structgate: forget() failed", exc_info=True)
 
     def _evict_locked(self) -> None:
         """Drop least recently used grammars while the cache is over either bound (holding the lock).

@@ -15,7 +15,10 @@ matcher then only allows EOS), the failing request's grammar is *marked failed*:
 (``structgate_decode_failures_total``) and replaces the grammar's ``.matcher`` with a
 :class:`FailedMatcher` whose language from then on is EOS alone. Its rows allow only the EOS ids, it
 accepts EOS (and is then terminated, and vLLM ends the request as for any EOS) and refuses any other
-token (vLLM then ends the request with ``FINISHED_ERROR``). Nothing of it reaches the other requests.
+token (vLLM then ends the request with ``FINISHED_ERROR``). Nothing of it reaches the other requests,
+and the grammar's ``on_failure`` callback (set by the bridge) drops the shared compiled grammar from
+the caches, so the next request of that constraint compiles afresh instead of meeting the same
+limit in the automaton every request of it grew.
 
 Only :class:`~structgate.errors.StructgateError` is handled so (:func:`is_request_failure`): a
 :class:`~structgate.errors.BitmaskError` is a wrong buffer from the caller (the same for every
@@ -150,4 +153,10 @@ def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = No
 
     metrics.record_decode_failure(backend, getattr(error, "kind", None) or "error",
                                   getattr(error, "limit_name", None) or "")
+    cb = getattr(grammar, "on_failure", None)
+    if cb is not None:  # the bridge drops the shared compiled grammar from its caches
+        try:
+            cb(error)
+        except Exception:  # noqa: BLE001 - never inside the engine step
+            logger.debug("structgate: on_failure callback failed", exc_info=True)
     return failed
