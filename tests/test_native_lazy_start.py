@@ -114,3 +114,50 @@ def test_bridge_computes_start_row_in_compile_job(llama3_vocab):
     with pytest.raises(CompileLimitError) as ei:
         _start_row(g)
     assert ei.value.limit_name == "max_dfa_states"
+
+
+def test_warm_start_keeps_compile_timeout(llama3_vocab, monkeypatch):
+    """``compile_timeout_s`` counts the start's mask computed after the compile (the compile and
+    :meth:`warm_start` together), as it counted it when the compile computed it."""
+    from structgate.backends.interface import warm_start_row
+
+    g = NativeBackend(llama3_vocab, compile_timeout_s=5).compile(Constraint.regex("[a-z]{3}@[a-z]+"))
+    assert not g.token_index.is_cached(START)
+    g.compile_s = 5.0  # the compile itself took the whole budget
+    with pytest.raises(CompileLimitError) as ei:
+        warm_start_row(g)
+    assert ei.value.limit_name == "compile_timeout_s"
+    g2 = NativeBackend(llama3_vocab, compile_timeout_s=5).compile(Constraint.regex("[a-z]{4}@[a-z]+"))
+    assert warm_start_row(g2) is g2 and g2.token_index.is_cached(START)
+
+
+def test_auto_warms_start_inside_fallback(llama3_vocab):
+    """``structgate-auto`` computes native's start mask inside its fallback: a limit met there moves
+    the constraint on (tests/test_auto_backend.py has the llguidance case); a grammar that passes
+    arrives with its start mask cached."""
+    from structgate.backends.registry import get_backend
+
+    auto = get_backend("structgate-auto", llama3_vocab)
+    g = auto.compile(Constraint.regex("[a-z]+@[a-z]+"))
+    assert g.served_by == "native" and g.inner.token_index.is_cached(START)
+
+
+EOS_BYTES = Vocabulary([b"(b", b"xa", b")", b"", b"(b(xc", b")cb"], eos_token_ids=[0], special_token_ids=[3],
+                       name="eos-bytes")
+
+
+def test_eos_bit_only_where_the_start_accepts():
+    """An EOS id that spells bytes ("(b") is allowed by acceptance alone, never because its bytes
+    are a viable prefix (a rule call at the start, tokens completing it mid-token checked against
+    the stack: the bit was set there; found by a break-it helper, 2026-12-06)."""
+    from structgate.bitmask import allocate_bitmask
+
+    g = NativeBackend(EOS_BYTES, compile_cache_size=0, max_recursion_depth=3, inline_max_size=0).compile(
+        Constraint.grammar('root ::= r0\nr0 ::= r1 r1 r0*\nr1 ::= "x" | ("" "(" | [^a] "b")', "gbnf"))
+    m = g.matcher()
+    bm = allocate_bitmask(1, EOS_BYTES.vocab_size)
+    m.fill_bitmask(bm, 0)
+    bits = np.unpackbits(np.asarray(bm[0]).view(np.uint8), bitorder="little")[: EOS_BYTES.vocab_size]
+    assert not g.token_index.is_accepting(START)
+    assert not bits[0]
+    assert set(np.flatnonzero(bits).tolist()) == _brute_allowed(g.token_index, EOS_BYTES) - {0}

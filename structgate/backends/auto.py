@@ -91,6 +91,11 @@ class AutoCompiledGrammar(CompiledGrammar):
         self.constraint = inner.constraint
         self._owner = owner
 
+    def warm_start(self) -> None:
+        w = getattr(self.inner, "warm_start", None)  # (a third-party grammar may not subclass ours)
+        if w is not None:
+            w()
+
     def matcher(self, **kw: Any) -> Matcher:
         """The serving engine's own matcher (so engine-specific fast paths still apply), tagged
         with its engine (``matcher.sg_engine``) for :meth:`AutoBackend.fill_bitmask_batch`."""

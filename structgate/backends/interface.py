@@ -523,6 +523,11 @@ class CompiledGrammar(ABC):
         """Approximate memory held by this compiled grammar, bytes (0 if unknown)."""
         return 0
 
+    def warm_start(self) -> None:
+        """Do now the work the first mask fill would do first, raising what it would raise
+        (:func:`warm_start_row`). Default: nothing (engines whose compile computes the first mask,
+        or that cache no masks)."""
+
 
 class Backend(ABC):
     """A structured-output engine bound to one vocabulary.
@@ -615,21 +620,20 @@ class Backend(ABC):
 
 
 def warm_start_row(compiled: CompiledGrammar) -> CompiledGrammar:
-    """``compiled``, with the mask of its start state computed and cached where the engine caches
-    rows (a matcher with :attr:`Matcher.supports_row_gather`: the native engine); other engines'
-    grammars pass through untouched.
+    """``compiled`` after :meth:`CompiledGrammar.warm_start`: the mask of its start state computed
+    and cached where the engine caches rows (the native engine; other engines' grammars pass
+    through untouched).
 
     The native compile leaves that mask to the first fill (as XGrammar's and llguidance's compiles
     do: ``PushdownIndex.check_start``). Callers that want the work, and what it may raise (a
-    ``CompileLimitError`` met within the first token's lookahead), inside the compile call it
-    right after :meth:`Backend.compile`: the vLLM bridge (the compile job runs off the engine
-    step and its errors fail only that request) and ``structgate-auto`` (such a limit moves the
-    constraint on to the next engine of the chain)."""
-    m = compiled.matcher()
-    if getattr(m, "supports_row_gather", False):
-        src, state = m.row_source()
-        if state >= 0:
-            src.slots(np.array([state], dtype=np.int64))
+    ``CompileLimitError`` met within the first token's lookahead, ``compile_timeout_s`` counted from
+    the compile's start), inside the compile call this right after :meth:`Backend.compile`: the
+    vLLM bridge (the compile job runs off the engine step and its errors fail only that request)
+    and ``structgate-auto`` (such a limit moves the constraint on to the next engine of the
+    chain)."""
+    w = getattr(compiled, "warm_start", None)  # (a third-party grammar may not subclass ours)
+    if w is not None:
+        w()
     return compiled
 
 

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
 from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
-from .automaton import DFA
+from .automaton import DFA, START
 from .ir import Grammar
 from .matcher import NativeMatcher
 from .token_index import TokenIndex
@@ -108,6 +108,24 @@ class NativeCompiledGrammar(CompiledGrammar):
         if max_rollback_tokens is None:
             max_rollback_tokens = self.options.max_rollback_tokens
         return NativeMatcher(self.token_index, max_rollback_tokens=max_rollback_tokens)
+
+    def warm_start(self) -> None:
+        """Compute and cache the start state's mask now (:meth:`CompiledGrammar.warm_start`): the
+        compile leaves it to the first fill when the start's table row already proves a token
+        allowed (``PushdownIndex.check_start``). Raises as the compile would: a limit met within
+        the first token's lookahead (``CompileLimitError``), ``compile_timeout_s`` when the compile
+        and this took longer together (checked after, as the compile checks its own phases),
+        ``nesting_depth`` for a Python recursion overflow."""
+        t0 = time.monotonic()
+        try:
+            self.token_index.n_allowed(START)
+        except RecursionError:
+            raise _nesting_limit() from None
+        lim = self.options.compile_timeout_s
+        if lim and lim > 0:
+            el = self.compile_s + (time.monotonic() - t0)
+            if el > lim:
+                raise CompileLimitError("compile_timeout_s", round(el, 3), lim)
 
     @property
     def memory_size_bytes(self) -> int:

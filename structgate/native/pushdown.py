@@ -3790,6 +3790,9 @@ class PushdownIndex:
                         if good.size:
                             u = row.view(np.uint32)
                             np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+        # EOS is allowed by acceptance alone: an EOS id that spells bytes (a vocabulary may keep
+        # them) can end on a walked node, or among the tokens checked against the stack above
+        self._clear_eos(row)
         n_non_eos = _popcount(row)
         n_allowed = n_non_eos
         if self._accepting[state]:
@@ -4110,12 +4113,15 @@ class PushdownIndex:
         and llguidance's compiles leave theirs (the walk over the vocabulary was ~15 % of a
         MaskBench compile). Otherwise the start's row is computed and counted."""
         with self._lock:
-            self._ensure_rows([START])
             if self._accepting[START] and self._eos.size:
                 return
-            live = self._table[START].take(self._bc_np) > 0
-            if (live & _one_byte_tokens(self.vocab)).any():
-                return
+            # a start inside a counter far from its bounds gets its row from a count-free alias
+            # (:meth:`_aliased_row`), which computes no table row of its own: as before, there
+            if not (self.gnfa.dyn_node and self._count_alias(START) is not None):
+                self._ensure_rows([START])
+                live = self._table[START].take(self._bc_np) > 0
+                if (live & _one_byte_tokens(self.vocab)).any():
+                    return
         if self.n_allowed(START) == 0:
             raise IncompatibleVocabularyError(
                 f"no token of vocabulary {self.vocab.name!r} can start an output of this grammar")
