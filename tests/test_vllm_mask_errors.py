@@ -418,20 +418,13 @@ def test_failed_grammar_is_dropped_from_the_caches():
     one of them fails (a limit that counts what every request reached), the bridge's cache and the
     engine's drop that grammar, so the next request compiles afresh; a request still running keeps
     the grammar it holds."""
-    import types
-
-    from transformers import AutoTokenizer
+    from test_vllm_metrics import _vllm_engine
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
-    from structgate.plugin.bridge import StructgateVllmBackend
     from structgate.plugin.grammar_failure import FailedMatcher, fail_grammar
-    from structgate.tokenizers import bundled_tokenizer_dir
 
-    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
-    mc = types.SimpleNamespace(get_vocab_size=lambda: 128256, try_get_generation_config=lambda: {},
-                               hf_config=types.SimpleNamespace(eos_token_id=128009))
-    cfg = types.SimpleNamespace(model_config=mc, structured_outputs_config=None, speculative_config=None)
-    be = StructgateVllmBackend(cfg, tokenizer=tok, vocab_size=128256, backend_name="native")
+    make, tok = _vllm_engine()
+    be = make()
     rx = "[a-z]+@[a-z]+"
     g1 = be.compile_grammar(StructuredOutputOptions.REGEX, rx)
     g2 = be.compile_grammar(StructuredOutputOptions.REGEX, rx)

@@ -92,9 +92,7 @@ class AutoCompiledGrammar(CompiledGrammar):
         self._owner = owner
 
     def warm_start(self) -> None:
-        w = getattr(self.inner, "warm_start", None)  # (a third-party grammar may not subclass ours)
-        if w is not None:
-            w()
+        warm_start_row(self.inner)
 
     def matcher(self, **kw: Any) -> Matcher:
         """The serving engine's own matcher (so engine-specific fast paths still apply), tagged

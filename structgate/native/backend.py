@@ -73,6 +73,13 @@ def choice_to_regex(choices) -> str:
     return "(?:" + "|".join(escape_regex_literal(c) for c in choices) + ")"
 
 
+def _check_timeout(elapsed_s: float, limit_s: float | None) -> None:
+    """``CompileLimitError("compile_timeout_s")`` when ``elapsed_s`` (seconds) is over ``limit_s``
+    (``None`` or ``<= 0``: no limit)."""
+    if limit_s and limit_s > 0 and elapsed_s > limit_s:
+        raise CompileLimitError("compile_timeout_s", round(elapsed_s, 3), limit_s)
+
+
 class NativeCompiledGrammar(CompiledGrammar):
     """A compiled native grammar: its IR, NFA and lazily filled token index. Immutable from the
     outside and safe to share between threads (the index fills its caches under a lock).
@@ -121,11 +128,7 @@ class NativeCompiledGrammar(CompiledGrammar):
             self.token_index.n_allowed(START)
         except RecursionError:
             raise _nesting_limit() from None
-        lim = self.options.compile_timeout_s
-        if lim and lim > 0:
-            el = self.compile_s + (time.monotonic() - t0)
-            if el > lim:
-                raise CompileLimitError("compile_timeout_s", round(el, 3), lim)
+        _check_timeout(self.compile_s + (time.monotonic() - t0), self.options.compile_timeout_s)
 
     @property
     def memory_size_bytes(self) -> int:
@@ -354,11 +357,7 @@ class NativeBackend(Backend):
         return compile_regex(regex, options=opts)
 
     def _check_deadline(self, t0: float) -> None:
-        lim = self.options.compile_timeout_s
-        if lim and lim > 0:
-            el = time.monotonic() - t0
-            if el > lim:
-                raise CompileLimitError("compile_timeout_s", round(el, 3), lim)
+        _check_timeout(time.monotonic() - t0, self.options.compile_timeout_s)
 
     # -- Backend API --------------------------------------------------------------------------------
     def _compile(self, constraint: Constraint) -> NativeCompiledGrammar:

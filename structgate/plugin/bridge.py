@@ -53,7 +53,7 @@ from typing import Any
 from .._env import env_float, env_int
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
-from .grammar_failure import FailedMatcher, fail_grammar, is_request_failure
+from .grammar_failure import FailedMatcher, fail_grammar
 
 logger = logging.getLogger("structgate.plugin")
 
@@ -376,8 +376,6 @@ class StructgateVllmGrammar(_VGrammar):
     def _fail(self, e: StructgateError, request_id: str | None = None):
         """Mark this grammar failed by ``e`` and return its new matcher (EOS only), or re-raise ``e``
         when it is not a request's failure (a :class:`~structgate.errors.BitmaskError`)."""
-        if not is_request_failure(e):
-            raise e
         return fail_grammar(self, e, request_id)
 
     def _failed(self) -> bool:

@@ -97,7 +97,7 @@ import os
 from typing import Any
 
 from ..errors import StructgateError
-from .grammar_failure import FailedMatcher, fail_grammar, is_request_failure
+from .grammar_failure import FailedMatcher, fail_grammar
 
 __all__ = ["PROPOSER", "SPECULATIVE_CONFIG", "ENV_FORCED_DRAFTS", "MODES", "ForcedTokenProposer", "speculative_config",
            "forced_drafts_enabled", "forced_drafts_mode", "update_draft_token_ids", "install", "uninstall",
@@ -214,9 +214,7 @@ def _forced_for(scheduler: Any, request: Any, k: int, mode: str = "tokens") -> l
                 return safe_forced_draft(m, n)
             return m.forced_tokens(n)
         except StructgateError as e:  # a limit met walking the grammar: this request alone fails
-            if not is_request_failure(e):
-                raise
-            fail_grammar(grammar, e, request.request_id)
+            fail_grammar(grammar, e, request.request_id)  # (re-raises what is not a request's failure)
             return []
 
 

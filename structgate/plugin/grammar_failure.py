@@ -134,10 +134,13 @@ def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = No
     """Mark ``grammar`` (a vLLM grammar object over a structgate matcher, ``.matcher``) failed with
     ``error`` and return its new matcher (a :class:`FailedMatcher`). The first call per grammar logs
     one warning and counts ``structgate_decode_failures_total``; later calls return the same matcher.
+    An error that is not a request's failure (:func:`is_request_failure`) is re-raised instead.
 
     ``request_id``: named in the warning when the caller knows it.
     """
     global failures
+    if not is_request_failure(error):
+        raise error
     m = grammar.matcher
     if isinstance(m, FailedMatcher):
         return m

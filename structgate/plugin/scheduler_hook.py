@@ -407,9 +407,9 @@ class BatchFill:
     def _fail(self, grammar: Any, e: StructgateError):
         """Mark ``grammar`` failed (or re-raise ``e`` when it is not a request's failure); its new
         matcher (EOS only)."""
-        self._reraise_unless_request_failure(e)
+        m = _gf.fail_grammar(grammar, e, self._request_id(grammar))
         _count("fill_row_failed")
-        return _gf.fail_grammar(grammar, e, self._request_id(grammar))
+        return m
 
     def _eos_rows_of_failed(self) -> None:
         """Every row of this step recorded for a grammar that has failed since (during this step: a
