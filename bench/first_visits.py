@@ -6,6 +6,11 @@ Usage (from the repository root)::
     .venv/bin/python bench/first_visits.py --corpus DIR/maskbench --prefix BFCL --step 10 \
         --methods _compute,_walk,_descend,_compute_row,_allowed_row
 
+First, the mask steps split by kind: a *cached* step fills a row the index already holds, a
+*first visit* computes it (``PushdownIndex.is_cached`` before the fill); each step's
+``advance`` is timed apart. Grammars compile with the benchmark's options
+(``structgate_bench.sample.bench_options``).
+
 Each method's outermost calls are timed (a recursive or nested call of the same method counts
 once, inside its caller); methods nest, so the times of a caller include its callees'. Prints, per
 method, the number of outermost calls, their total seconds and the mean in µs, and the total mask
@@ -23,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from structgate import Constraint  # noqa: E402
 from structgate.native import pushdown  # noqa: E402
-from structgate_bench.sample import add_sample_args, load_sample  # noqa: E402
-from structgate_bench.worker import _make_backend, _walk  # noqa: E402
+from structgate_bench.sample import add_sample_args, bench_options, load_sample  # noqa: E402
+import numpy as np  # noqa: E402
+
+from structgate_bench.worker import _make_backend  # noqa: E402
 
 
 def _time_method(name: str, stats: dict) -> None:
@@ -47,6 +54,32 @@ def _time_method(name: str, stats: dict) -> None:
     setattr(pushdown.PushdownIndex, name, timed)
 
 
+def _walk_split(grammar, tests: list[dict], eos_ids: tuple[int, ...], width: int) -> list[tuple[int, int, bool]]:
+    """The benchmark's walk (``structgate_bench.worker._walk``: fill, check the token, advance;
+    EOS at the end), recording per step ``(fill ns, advance ns, row cached before the fill)``."""
+    pc = time.perf_counter_ns
+    bm = np.empty((1, width), dtype=np.int32)
+    row = bm[0]
+    out = []
+    for t in tests:
+        ids = t["ids"]
+        if ids is None:
+            continue
+        m = grammar.matcher()
+        for tok in list(ids) + [eos_ids[0]]:
+            index, state = m.row_source()
+            cached = state < 0 or index.is_cached(state)
+            t0 = pc()
+            m.fill_bitmask(bm, 0)
+            t1 = pc()
+            ok = (int(row[tok >> 5]) >> (tok & 31)) & 1
+            adv = m.advance(tok) if ok else False
+            out.append((t1 - t0, pc() - t1, cached))
+            if not ok or not adv:
+                break
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_sample_args(ap, 10)
@@ -56,20 +89,33 @@ def main(argv=None) -> None:
     if bad:
         ap.error(f"--methods: not a PushdownIndex method: {', '.join(bad)}")
     items, vocab, width, eos = load_sample(ap, a)
-    be = _make_backend("native", vocab, {"threads": 1})
+    be = _make_backend("native", vocab, bench_options(threads=1))
     stats: dict[str, list[int]] = {}
     for m in a.methods.split(","):
         _time_method(m, stats)
-    total = n = 0
+    recs: list[tuple[int, int, bool]] = []
     for it in items:
         try:
             g = be.compile(Constraint(it.kind, it.value, None))
         except Exception:  # refused schemas: no masks to time
             continue
-        _res, steps = _walk(g, it.tests, eos, width)
-        total += int(steps.sum())
-        n += steps.size
-    print(f"schemas {len(items)}  mask steps {n}  mask time {total / 1e9:.2f} s")
+        recs.extend(_walk_split(g, it.tests, eos, width))
+    if not recs:
+        print(f"schemas {len(items)}  no mask steps")
+        return
+    r = np.asarray(recs, dtype=np.int64)
+    fill, adv, cached = r[:, 0] / 1e3, r[:, 1] / 1e3, r[:, 2].astype(bool)
+    step = fill + adv
+    total = step.sum() / 1e6
+    print(f"schemas {len(items)}  mask steps {r.shape[0]}  mask time {total:.2f} s  "
+          f"(avg {step.mean():.0f} us, p50 {np.percentile(step, 50):.1f} us, p99 {np.percentile(step, 99):.0f} us)")
+    fv = ~cached
+    print(f"  cached fills   {int(cached.sum()):7d} steps  {fill[cached].sum() / 1e6:6.2f} s")
+    if fv.any():
+        print(f"  first visits   {int(fv.sum()):7d} steps  {fill[fv].sum() / 1e6:6.2f} s  "
+              f"(mean {fill[fv].mean():.0f} us, p50 {np.percentile(fill[fv], 50):.0f} us, "
+              f"p90 {np.percentile(fill[fv], 90):.0f} us)")
+    print(f"  advance        {r.shape[0]:7d} steps  {adv.sum() / 1e6:6.2f} s")
     for m, (calls, ns) in stats.items():
         print(f"{m:16s} calls {calls:7d}  {ns / 1e9:6.2f} s  {ns / calls / 1e3:8.1f} us/call")
 

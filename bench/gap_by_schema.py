@@ -10,7 +10,7 @@ Usage (from the repository root)::
 Mask time is what ``structgate bench maskbench`` times (``fill_bitmask`` plus ``advance`` per
 step, the same walk: ``structgate_bench.worker._walk``), but in one process for both backends:
 process-wide caches (native's walks shared across grammars, llguidance's) warm up over the
-schemas alike. Only schemas both backends compile count. Compare the ratio and the shares, not
+schemas alike. Both compile with the benchmark's options (``structgate_bench.sample.bench_options``). Only schemas both backends compile count. Compare the ratio and the shares, not
 the absolute times, with a benchmark run.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from structgate import Constraint  # noqa: E402
-from structgate_bench.sample import add_sample_args, load_sample  # noqa: E402
+from structgate_bench.sample import add_sample_args, bench_options, load_sample  # noqa: E402
 from structgate_bench.worker import _make_backend, _walk  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def main(argv=None) -> None:
     if len(names) != 2:
         ap.error(f"--backends: two names, got {a.backends!r}")
     items, vocab, width, eos = load_sample(ap, a)
-    bes = [_make_backend(n, vocab, {"threads": 1}) for n in names]
+    bes = [_make_backend(n, vocab, bench_options(threads=1)) for n in names]
     rows = []  # (ns A, ns B, steps A, steps B, id)
     for it in items:
         r = []

@@ -14,6 +14,7 @@ from .corpora import BenchItem, load_jsts, load_maskbench, load_regex_corpus, to
 from .report import (aggregate_jsts, aggregate_maskbench, aggregate_regex, markdown_jsts, markdown_maskbench,
                      markdown_regex, samples_for_plot, schema_outcome)
 from .runner import build_meta, jsonable, resolve_backends, run_backends
+from .sample import bench_options
 
 __all__ = ["bench_maskbench", "bench_jsts", "bench_regex", "DEFAULT_REGEX_CORPORA"]
 
@@ -157,7 +158,7 @@ def bench_maskbench(corpus: str, *, backends: list[str] | None = None, tokenizer
         items = load_maskbench(corpus, splits=splits)
         random.Random(shuffle).shuffle(items)
         items = items[:limit] if limit and limit > 0 else items
-    opts = {"whitespace": "flexible", "additional_properties": True, **(options or {})}
+    opts = bench_options(**(options or {}))
     runs, meta = _common_run("maskbench", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
                              argv=argv, corpus_desc={"path": str(corpus), "splits": splits, "limit": limit, "shuffle": shuffle,
@@ -183,7 +184,7 @@ def bench_jsts(suite: str, *, backends: list[str] | None = None, tokenizer: str 
                argv=None, checkpoint=None, max_wall_s=None) -> dict:
     """JSON-Schema-Test-Suite coverage per backend and keyword file (see :func:`aggregate_jsts`)."""
     items = load_jsts(suite, drafts=drafts, optional=optional, files=files, limit=limit)
-    opts = {"whitespace": "flexible", "additional_properties": True, **(options or {})}
+    opts = bench_options(**(options or {}))
     runs, meta = _common_run("jsts", items, backends=backends, tokenizer=tokenizer, timeout_s=timeout_s,
                              max_memory_mb=max_memory_mb, threads=threads, jobs=jobs, options=opts, progress=progress,
                              argv=argv, corpus_desc={"path": str(suite), "drafts": drafts, "optional": optional,

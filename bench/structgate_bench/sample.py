@@ -7,6 +7,17 @@ import argparse
 from . import _vocab
 from .corpora import load_maskbench, tokenize_items
 
+#: the options ``structgate bench maskbench`` and ``bench jsts`` compile with (flexible JSON
+#: whitespace, undeclared properties allowed as the specification says): a script that compiles
+#: with other options measures other grammars (with the defaults an in-process compile p50 was
+#: ~1.7 ms against the benchmark's ~3 ms, bench/README.md Day-21)
+JSON_BENCH_OPTIONS = {"whitespace": "flexible", "additional_properties": True}
+
+
+def bench_options(**extra) -> dict:
+    """A fresh dict of :data:`JSON_BENCH_OPTIONS` with ``extra`` on top (e.g. ``threads=1``)."""
+    return {**JSON_BENCH_OPTIONS, **extra}
+
 
 def add_sample_args(ap: argparse.ArgumentParser, step: int) -> None:
     """``--corpus``, ``--prefix``, ``--step`` (default ``step``), ``--tokenizer``."""

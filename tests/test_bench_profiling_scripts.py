@@ -1,0 +1,89 @@
+"""The in-process profiling scripts (``bench/first_visits.py``, ``bench/gap_by_schema.py``) compile
+with the options ``structgate bench maskbench`` uses, and first_visits' step split adds up.
+
+Oracle: the options the harness passes to its workers (``bench_maskbench`` with a recording
+runner), and the step count of the benchmark's own walk (``structgate_bench.worker._walk``)."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+from structgate import Constraint
+from structgate_bench import commands, sample
+from structgate_bench.corpora import load_maskbench, tokenize_items
+from structgate_bench.worker import _make_backend, _walk
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "maskbench_sample"
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _harness_options(monkeypatch) -> dict:
+    """The options ``bench_maskbench`` hands its workers (the run itself is not made)."""
+    seen = {}
+
+    def fake_run(kind, items, **kw):
+        seen.update(kw["options"])
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(commands, "_common_run", fake_run)
+    with pytest.raises(RuntimeError, match="stop"):
+        commands.bench_maskbench(str(CORPUS), backends=["native"], limit=1, progress=False, quiet=True)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["first_visits", "gap_by_schema"])
+def test_scripts_compile_with_the_harness_options(name, monkeypatch, llama3_vocab):
+    harness = _harness_options(monkeypatch)
+    assert harness == sample.JSON_BENCH_OPTIONS
+    mod = _script(name)
+    got = []
+
+    def record(backend, vocab, options):
+        got.append(dict(options))
+        raise SystemExit(0)  # stop at the first backend: only its options are under test
+
+    monkeypatch.setattr(mod, "_make_backend", record)
+    monkeypatch.setattr(mod, "load_sample", lambda ap, a: ([], llama3_vocab, 1, (0,)))
+    with pytest.raises(SystemExit):
+        mod.main(["--corpus", str(CORPUS)] + (["--backends", "native,native"] if name == "gap_by_schema" else []))
+    assert got and {k: got[0][k] for k in harness} == harness and got[0]["threads"] == 1
+
+
+def test_first_visits_split_adds_up(capsys, llama3_vocab):
+    """Cached fills plus first visits are every step of the benchmark's walk, and a grammar's
+    first fill is a first visit."""
+    mod = _script("first_visits")
+    mod.main(["--corpus", str(CORPUS), "--step", "3", "--methods", "_compute"])
+    out = capsys.readouterr().out
+    steps = int(re.search(r"mask steps (\d+)", out).group(1))
+    cached = int(re.search(r"cached fills\s+(\d+) steps", out).group(1))
+    first = int(re.search(r"first visits\s+(\d+) steps", out).group(1))
+    computes = int(re.search(r"_compute\s+calls\s+(\d+)", out).group(1))
+    # the oracle: the benchmark's walk over the same sample counts the same steps
+    items = load_maskbench(str(CORPUS))[::3]
+    tokenize_items(items, llama3_vocab)
+    be = _make_backend("native", llama3_vocab, sample.bench_options(threads=1))
+    width, eos = (llama3_vocab.vocab_size + 31) // 32, tuple(llama3_vocab.eos_token_ids)
+    n = n_grammars = 0
+    for it in items:
+        try:
+            g = be.compile(Constraint(it.kind, it.value, None))
+        except Exception:  # noqa: BLE001 - refused schemas have no steps, in either count
+            continue
+        n_grammars += 1
+        n += _walk(g, it.tests, eos, width)[1].size
+    assert steps == n == cached + first
+    assert first >= n_grammars  # each grammar's first fill computes its row
+    assert computes >= first  # a first visit computes at least its own row
