@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 import re
+import sys
 
 import pytest
 
@@ -87,3 +88,38 @@ def test_first_visits_split_adds_up(capsys, llama3_vocab):
     assert steps == n == cached + first
     assert first >= n_grammars  # each grammar's first fill computes its row
     assert computes >= first  # a first visit computes at least its own row
+
+
+def test_ab_walk_compares_and_restores_the_setting(capsys):
+    """Two values of a mask-path setting: same verdicts (the oracle: the setting changes no
+    language), the setting restored afterwards; a value that changes the language is reported."""
+    from structgate.native import pushdown
+
+    mod = _script("ab_walk")
+    before = pushdown.PushdownIndex.SUFFIX_OK_MAX
+    out = mod.main(["--corpus", str(CORPUS), "--step", "3", "--target",
+                    "structgate.native.pushdown:PushdownIndex.SUFFIX_OK_MAX", "--a", "2048", "--b", "0", "--no-gc"])
+    assert out["verdicts_equal"] is True
+    assert out["A"]["thread_s"] > 0 and out["B"]["thread_s"] > 0
+    assert pushdown.PushdownIndex.SUFFIX_OK_MAX == before
+    # a setting that changes verdicts is reported: here one that flips every walk's verdict
+    import types
+
+    knob = types.ModuleType("_ab_knob")
+    knob.flip = False
+    sys.modules["_ab_knob"] = knob
+    real_walk = mod._walk
+
+    def walk(g, tests, eos, width):
+        res, steps = real_walk(g, tests, eos, width)
+        return [{**r, "accepted": (not r["accepted"]) if knob.flip else r["accepted"]} for r in res], steps
+
+    mod._walk = walk
+    try:
+        out = mod.main(["--corpus", str(CORPUS), "--step", "3", "--target", "_ab_knob:flip", "--a", "False", "--b", "True"])
+    finally:
+        del sys.modules["_ab_knob"]
+    assert out["verdicts_equal"] is False and knob.flip is False
+    with pytest.raises(SystemExit):
+        mod.main(["--corpus", str(CORPUS), "--target", "structgate.native.pushdown:NoSuch", "--a", "1", "--b", "2"])
+    capsys.readouterr()
