@@ -548,3 +548,25 @@ def test_plain_literal_runs_parse_as_the_general_path(monkeypatch):
     P._PIECES.clear()
     assert [outcome(t) for t in cases] == fast
     assert sum(f.startswith(("Concat", "Alt")) for f in fast) > 100  # (most random cases parse)
+
+
+def test_has_anchor_visits_a_shared_subtree_once():
+    """``ir.has_anchor`` walks a hash-consed DAG once per distinct node: 60 levels of ``x x`` (2**60
+    paths) are answered at once, and the answer equals a tree walk's on parsed patterns."""
+    from structgate.native.ir import Anchor, has_anchor
+
+    def tree_walk(n):
+        if isinstance(n, Anchor):
+            return True
+        kids = n.items if isinstance(n, (Concat, Alt)) else (n.item,) if isinstance(n, Repeat) else ()
+        return any(tree_walk(k) for k in kids)
+
+    x = Chars(((0x61, 0x61),))
+    for leaf in (x, Anchor("end")):
+        node = Concat((x, leaf))
+        for _ in range(60):
+            node = Concat((node, Alt((node, x))))
+        assert has_anchor(node) is (leaf is not x)
+    for pat in ["ab", "a^b", "(?:a|b$)*c", "x(?:y(?:z|^))?", "(?:ab){2,3}$q", "[a-z]+"]:
+        node = parse_regex(pat)
+        assert has_anchor(node) is tree_walk(node), pat
