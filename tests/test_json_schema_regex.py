@@ -823,3 +823,44 @@ def test_a_bad_range_in_a_pattern_is_pointed_at_its_start_like_python(pattern):
     with pytest.raises(GrammarSyntaxError) as got:
         parse_pattern(pattern, "/pattern")
     assert got.value.position == want.value.pos, (got.value, want.value)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_literal_string_regex_translate_table_equals_per_character_spelling_and_re(seed):
+    """``literal_string_regex`` spells a value through one ``str.translate`` with a table filled
+    on first use: equal to spelling it code point by code point (plain printable ASCII, every
+    encoding of the rest, a lone surrogate by its escape, a split pair matching nothing), and its
+    regex matches ``json.dumps`` of the value (both ASCII modes) where the value has a spelling."""
+    import random
+
+    from structgate.native.json_schema import _charset as C
+    from structgate.native.json_schema._common import NEVER
+
+    def per_char(v: str) -> str:
+        if C._SPLIT_PAIR.search(v):
+            return NEVER
+        out = ['"']
+        for ch in v:
+            cp = ord(ch)
+            if 0xD800 <= cp <= 0xDFFF:
+                out.append(r"\\u" + C.fixed_width_range(cp, cp, 4, 16))
+            elif 0x20 <= cp < 0x7F and ch not in '"\\/':
+                out.append(C.class_text(((cp, cp),)))
+            else:
+                out.append(C.json_char_regex(((cp, cp),)))
+        out.append('"')
+        return "".join(out)
+
+    rng = random.Random(seed)
+    pools = [lambda: rng.randint(0, 0x7F), lambda: rng.randint(0x80, 0x7FF), lambda: rng.randint(0, 0x10FFFF),
+             lambda: rng.randint(0xD800, 0xDFFF)]
+    vals = ["", "abc", 'a"b\\c/d', "\x00\x1f\x7f", "héllo", "日本語", "\U0001F600", "\ud800", "\ud800\udc00"]
+    vals += ["".join(chr(rng.choice(pools)()) for _ in range(rng.randrange(8))) for _ in range(400)]
+    if seed == 3:
+        C._LITERAL_CHARS.clear()
+    for v in vals:
+        got = C.literal_string_regex(v)
+        assert got == per_char(v), v
+        if got != NEVER and not any(0xD800 <= ord(c) <= 0xDFFF for c in v):
+            for ascii_ in (True, False):
+                assert re.fullmatch(got, json.dumps(v, ensure_ascii=ascii_)), (v, ascii_)

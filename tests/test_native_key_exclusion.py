@@ -191,3 +191,29 @@ def _greedy(vocab, text: str) -> list[int]:
                 i = j
                 break
     return out
+
+
+def test_key_chain_memo_gives_the_fresh_trie_ir_and_language(llama3_vocab):
+    """A trie node on one name's path alone is that name's rest, built once per process and shared
+    (``_key_chain_ir``): the IR is equal to the one built with an empty memo, whatever sets were
+    built before (shared rests, a rest that is a suffix of another, the empty name), and the
+    language is the text form's."""
+    from structgate.native.json_schema import _grammar as G
+
+    sets = [s for s in NAME_SETS] + [["firstName", "lastName"], ["Name", "xName", "ame", "Nam"],
+                                     ["lastName"], ["", "e"], ["name", "names", "nameX"]]
+    build = G.key_not_in_ir.__wrapped__  # past the per-tuple lru_cache
+    fresh = {}
+    for s in sets:
+        G._KEY_CHAINS.clear()
+        fresh[tuple(s)] = build(tuple(s))
+    G._KEY_CHAINS.clear()
+    for s in sets + sets[::-1]:
+        assert build(tuple(s)) == fresh[tuple(s)], s
+    assert G._KEY_CHAINS["Name"] is G._key_chain_ir("Name")  # (rests shared across sets)
+    for names in (["firstName", "lastName"], ["lastName", "Name"]):
+        pi = _index(names, llama3_vocab)
+        oracle = re.compile(_key_not_in(list(names)) + "!", re.DOTALL)
+        for s in ["firstName", "lastName", "Name", "ame", "lastNam", "lastNames", "x", "", "firstname"]:
+            text = _canonical(s) + "!"
+            assert pi.matches(text.encode()) == bool(oracle.fullmatch(text)) == (s not in names), (names, s)

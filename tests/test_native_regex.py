@@ -518,3 +518,55 @@ def test_a_group_name_defined_twice_is_refused_like_python(pattern):
     assert got.value.position == want.value.pos
     parse_regex(pattern.replace("(?P<a>y)", "(?P<b>y)").replace("(?P<w>c)", "(?P<v>c)")
                 .replace("))(?:(?P<n>", "))(?:(?P<m>"))  # distinct names: fine
+
+
+def test_plain_literal_runs_parse_as_the_general_path(monkeypatch):
+    """The parser reads a run of plain characters at once (``_LITERAL_RUN``: each its interned
+    one-character set, the last left to the general path when a quantifier or a comment may
+    follow): the same tree (or the same error, at the same position) as the character-by-character
+    path, which the test forces by making every character "not literal"."""
+    import random
+
+    from structgate.native.regex import parser as P
+
+    cases = ["abc*", "abc+d", "ab(?#c)*", "ab(?#c)d", "a{2}bc{1,3}", "ab{x", "a}b]c", "(?i)abC", "(?x) a b # c\n d",
+             "(?i:ab)cD", "x(?&r)y", "ab|cd|", "a.b", "^ab$", "é日😀*", "a\\.b", "(?s)a.b", "ab??c", "abc{,2}", "a{",
+             "ab{2,1", "(?m)ab", "ab*+", "(ab)", "[ab]cd{0,4}", '"name"[ \\t\\n\\r]{0,4}:', "a(?#unterminated",
+             "ab)", "(?P<n>ab)cd(?P=n)", "ab\\"]
+    rng = random.Random(7)
+    atoms = ["a", "b", "é", "😀", ":", '"', "}", "]", "{2}", "*", "?", "+", "(?:", ")", "|", "(?#x)", "[a-c]", ".", "\\d", "{"]
+    cases += ["".join(rng.choice(atoms) for _ in range(rng.randrange(1, 12))) for _ in range(400)]
+
+    def outcome(text):
+        try:
+            return repr(P.parse_regex(text, calls=True))
+        except StructgateError as e:
+            return f"{type(e).__name__}: {e}"
+
+    fast = [outcome(t) for t in cases]
+    monkeypatch.setattr(P, "_NOT_LITERAL", "".join({ch for t in cases for ch in t}))
+    P._PIECES.clear()
+    assert [outcome(t) for t in cases] == fast
+    assert sum(f.startswith(("Concat", "Alt")) for f in fast) > 100  # (most random cases parse)
+
+
+def test_has_anchor_visits_a_shared_subtree_once():
+    """``ir.has_anchor`` walks a hash-consed DAG once per distinct node: 60 levels of ``x x`` (2**60
+    paths) are answered at once, and the answer equals a tree walk's on parsed patterns."""
+    from structgate.native.ir import Anchor, has_anchor
+
+    def tree_walk(n):
+        if isinstance(n, Anchor):
+            return True
+        kids = n.items if isinstance(n, (Concat, Alt)) else (n.item,) if isinstance(n, Repeat) else ()
+        return any(tree_walk(k) for k in kids)
+
+    x = Chars(((0x61, 0x61),))
+    for leaf in (x, Anchor("end")):
+        node = Concat((x, leaf))
+        for _ in range(60):
+            node = Concat((node, Alt((node, x))))
+        assert has_anchor(node) is (leaf is not x)
+    for pat in ["ab", "a^b", "(?:a|b$)*c", "x(?:y(?:z|^))?", "(?:ab){2,3}$q", "[a-z]+"]:
+        node = parse_regex(pat)
+        assert has_anchor(node) is tree_walk(node), pat

@@ -243,13 +243,25 @@ def ref(name: str) -> Ref:
 
 
 def has_anchor(node: Expr) -> bool:
-    """True if an :class:`Anchor` occurs anywhere in ``node`` (iterative)."""
+    """True if an :class:`Anchor` occurs anywhere in ``node`` (iterative; a subtree shared inside
+    ``node``, as the parser hash-conses them, is visited once: an enum's values share their
+    characters and suffixes)."""
+    seen: set[int] = set()
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
-        if isinstance(n, Anchor):
+        n = pop()
+        t = type(n)
+        if t is Concat or t is Alt:
+            if id(n) not in seen:
+                seen.add(id(n))
+                extend(n.items)
+        elif t is Repeat:
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.append(n.item)
+        elif isinstance(n, Anchor):
             return True
-        stack.extend(_children(n))
     return False
 
 

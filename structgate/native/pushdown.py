@@ -454,56 +454,72 @@ def _scan_rule(root, min_count: int, share_min: int | None) -> tuple:
         return size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)
     out: list[int] = []  # sizes of finished subtrees, taken off by their parent's marker
     sizes: dict[int, int] = {}  # an entry means "expanded here"
+    # every (parent expansion, non-leaf child) edge in walk order: the parent counts are taken
+    # from it at the end, only for the nodes that need one (above ``share_min``: seldom any)
+    edges: list = []
     # the stack holds nodes to expand and, under their children, a marker ``(node, number of
     # non-leaf children, summed size of the leaf children)`` that combines them (post-order);
     # leaves are measured where their parent is expanded, never pushed
     stack: list = [root]
+    pop, push, edge = stack.pop, stack.append, edges.append
+    sizes_get = sizes.get
     while stack:
-        e = stack.pop()
-        if type(e) is tuple:
+        e = pop()
+        te = type(e)
+        if te is tuple:
             v = sizes[id(e[0])] = _marker_size(e, out)
             out.append(v)
             continue
-        hit = sizes.get(id(e))
+        hit = sizes_get(id(e))
         if hit is not None:
             out.append(hit)
             continue
-        if type(e) is Repeat:
+        if te is Repeat:
             if e.min >= min_count or (e.max or 0) >= min_count:
                 large = True
             children = (e.item,)
         else:
             children = e.items
-            if not children and type(e) is Alt:  # an alternation of nothing matches nothing
+            if not children and te is Alt:  # an alternation of nothing matches nothing
                 empty = True
         at = len(stack)
-        stack.append(None)
+        push(None)
         nsub = lsum = 0
         for x in children:
             tx = type(x)
-            kx = id(x)
             if tx is Concat or tx is Alt or tx is Repeat:
-                count[kx] = count.get(kx, 0) + 1
-                node_of[kx] = x
-                stack.append(x)
+                edge(x)
+                push(x)
                 nsub += 1
             elif tx is Chars:
                 lsum += len(x.ranges) or 1
+                kx = id(x)
                 if kx not in leaf_seen:  # (interned: few distinct sets, one call each)
                     leaf_seen.add(kx)
                     empty |= _leaf_facts(x, ranges, extra, autos)
             else:
                 lsum += 1
+                kx = id(x)
                 if kx not in leaf_seen:
                     leaf_seen.add(kx)
                     lazy |= tx is LazyRule
                     empty |= _leaf_facts(x, ranges, extra, autos)
         stack[at] = (e, nsub, lsum)
     size = out.pop()
-    if share_min is not None:
-        keep = [k for k in count if sizes[k] > share_min]
-        count = {k: count[k] for k in keep}
-        node_of = {k: node_of[k] for k in keep}
+    if share_min is None:
+        for x in edges:  # (in walk order: the order of first occurrence, as callers read it)
+            kx = id(x)
+            count[kx] = count.get(kx, 0) + 1
+            node_of[kx] = x
+    else:
+        big = {k for k, v in sizes.items() if v > share_min}
+        big.discard(id(root))  # (no node's child)
+        if big:
+            for x in edges:
+                kx = id(x)
+                if kx in big:
+                    count[kx] = count.get(kx, 0) + 1
+                    node_of[kx] = x
     return size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._charset import _MUST_ESCAPE, ANY, SURROGATES, STRING, intersect, json_char_regex, subtract
 from ._common import JSON_VALUE_RULE, ROOT_RULE
+from ..ir import Ref, lit
 
 if TYPE_CHECKING:
     from .compiler import _Compiler
@@ -21,6 +22,9 @@ STRING_RULE = "__json_string"
 #: then the closing quote), called from every branch of a key exclusion
 KEY_TAIL_RULE = "__json_key_tail"
 SHARED_RULES = (STRING_RULE, KEY_TAIL_RULE)
+#: the leaves of :func:`key_not_in_ir`'s tries: a call of the key tail, the closing quote
+_TAIL = Ref(KEY_TAIL_RULE)
+_QUOTE = lit('"')
 
 #: parsed rule texts, by text (ASTs are immutable; the same texts recur across grammars:
 #: ``json:value``, number and format rules, members of recurring shapes)
@@ -99,36 +103,92 @@ def key_not_in_ir(names: tuple):
     Expr
         Concatenation starting with ``"``; :data:`~structgate.native.ir.NOTHING` if no string is left.
     """
-    from ..ir import NOTHING, Alt, Ref, lit, seq
+    from ..ir import seq
     from ._type_string import names_trie
 
     trie = names_trie(names)
-    tail = Ref(KEY_TAIL_RULE)
-    quote = lit('"')
-    # iterative post-order over the trie (names can be long)
+    # iterative post-order over the trie (names can be long); a node on the path of one name only
+    # (a chain to its end) is the IR of that name's rest, built once per process (:func:`_key_chain_ir`)
     done: dict[int, Any] = {}
     stack = [(trie, False)]
     while stack:
         node, ready = stack.pop()
-        chars = [c for c in node if c is not None]
         if not ready:
+            rest = _chain_rest(node)
+            if rest is not None:
+                done[id(node)] = _key_chain_ir(rest)
+                continue
             stack.append((node, True))
-            stack.extend((node[c], False) for c in chars)
+            stack.extend((node[c], False) for c in node if c is not None)
             continue
-        parts = []
-        o = _other_char_ir(tuple(sorted(chars)))
-        if o is not None:
-            parts.append(seq(o, tail))
-        for c in chars:
-            enc = _canonical_char_ir(((ord(c), ord(c)),))
-            if enc is not None:  # a lone surrogate in a name has no canonical spelling
-                parts.append(seq(enc, done[id(node[c])]))
-        if None not in node:  # not a listed name: the string may end here
-            parts.append(quote)
-        # the branches start with different characters: an Alt built directly (``alt()`` would
-        # hash every branch, and hashing a node hashes its whole subtree, recursively)
-        done[id(node)] = (parts[0] if len(parts) == 1 else Alt(tuple(parts))) if parts else NOTHING
-    return seq(quote, done[id(trie)])
+        done[id(node)] = _key_node_ir([c for c in node if c is not None], None in node,
+                                      [done[id(node[c])] for c in node if c is not None])
+    return seq(_QUOTE, done[id(trie)])
+
+
+def _chain_rest(node: dict) -> str | None:
+    """The rest of the one name whose path ``node`` lies on when no other name passes it (each
+    node below has one character and no name ends before the last), else None."""
+    rest = []
+    while True:
+        if len(node) != 1:
+            return None
+        c = next(iter(node))
+        if c is None:
+            return "".join(rest)
+        rest.append(c)
+        node = node[c]
+
+
+def _key_node_ir(chars: list, ends: bool, below: list):
+    """IR of a key-trie node (:func:`key_not_in_ir`): a character other than ``chars`` continues
+    in :data:`KEY_TAIL_RULE`; character ``chars[i]`` continues in ``below[i]``; the string may end
+    here unless a name ends here (``ends``)."""
+    from ..ir import NOTHING, Alt, seq
+
+    parts = []
+    o = _other_char_ir(tuple(sorted(chars)))
+    if o is not None:
+        parts.append(seq(o, _TAIL))
+    for c, b in zip(chars, below):
+        enc = _canonical_char_ir(((ord(c), ord(c)),))
+        if enc is not None:  # a lone surrogate in a name has no canonical spelling
+            parts.append(seq(enc, b))
+    if not ends:  # not a listed name: the string may end here
+        parts.append(_QUOTE)
+    # the branches start with different characters: an Alt built directly (``alt()`` would
+    # hash every branch, and hashing a node hashes its whole subtree, recursively)
+    return (parts[0] if len(parts) == 1 else Alt(tuple(parts))) if parts else NOTHING
+
+
+#: :func:`_key_chain_ir` by the rest of a name, for the process (cleared whole when full): the
+#: same property names recur in the objects of a schema and across schemas
+_KEY_CHAINS: dict[str, Any] = {}
+_KEY_CHAINS_MAX = 1 << 15
+
+
+def _key_chain_ir(rest: str):
+    """IR of a key-trie node from which one name's ``rest`` alone goes on (:func:`_chain_rest`):
+    :func:`_key_node_ir` along the chain, bottom-up from its longest rest already built; every
+    rest is memoised (``firstName`` and ``lastName`` share ``Name``'s)."""
+    hit = _KEY_CHAINS.get(rest)
+    if hit is not None:
+        return hit
+    n = len(rest)
+    j = 1
+    while j <= n and rest[j:] not in _KEY_CHAINS:
+        j += 1
+    if j <= n:
+        hit = _KEY_CHAINS[rest[j:]]
+    else:
+        j = n
+        hit = _key_node_ir([], True, [])
+    if len(_KEY_CHAINS) + j + 1 > _KEY_CHAINS_MAX:
+        _KEY_CHAINS.clear()
+    _KEY_CHAINS[rest[j:]] = hit
+    for i in range(j - 1, -1, -1):
+        hit = _KEY_CHAINS[rest[i:]] = _key_node_ir([rest[i]], False, [hit])
+    return hit
 
 
 def _grammar(c: _Compiler, root_text: str | None, root_where: str):

@@ -252,6 +252,26 @@ def intern_node(node: Node) -> Node:
     return _INTERN.setdefault(key, node)
 
 
+#: a run of characters the main loop reads as plain literals (outside verbose mode)
+_LITERAL_RUN = re.compile(r"[^()|*+?{^$\[.\\]+")
+_NOT_LITERAL = "()|*+?{^$[.\\"
+#: a plain character's :func:`intern_node` key (its one-code-point set's), by character
+_LITERAL_KEYS: dict[str, tuple] = {}
+
+
+def _literal_atom(ch: str) -> Node:
+    """The interned one-character set of ``ch`` (read through the intern table, so always the
+    table's node: the parser's plain-literal runs)."""
+    k = _LITERAL_KEYS.get(ch)
+    if k is None:
+        if len(_LITERAL_KEYS) >= 1 << 16:
+            _LITERAL_KEYS.clear()
+        cp = ord(ch)
+        k = _LITERAL_KEYS[ch] = (0, ((cp, cp),))
+    a = _INTERN.get(k)
+    return a if a is not None else intern_node(Chars(k[1]))
+
+
 class _Parser:
     def __init__(self, pattern: str, where: str | None, calls: bool = False):
         if not isinstance(pattern, str):
@@ -309,6 +329,17 @@ class _Parser:
                 i = self._skip_verbose(i)
                 continue
             atom: Node | None = None
+            if not flags.verbose and not flags.ignorecase and c not in _NOT_LITERAL:
+                # a run of plain characters (keys, enum values): each its interned one-character
+                # set; the run's last character is left to the general path below when a
+                # quantifier (or a comment before one) may follow it
+                j = _LITERAL_RUN.match(p, i).end()
+                if j < n and (p[j] in _QUANT_START or p.startswith("(?#", j)):
+                    j -= 1
+                if j > i:
+                    items.extend(map(_literal_atom, p[i:j]))
+                    i = j
+                    continue
             if c == "(" and self.calls and p.startswith("(?&", i):
                 atom, i = self._call(i)
             elif c == "(" and self._cache_ok and p.startswith("(?:", i) and i in self._groups \
