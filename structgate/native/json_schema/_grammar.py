@@ -176,11 +176,13 @@ def _key_chain_ir(rest: str):
         return hit
     n = len(rest)
     j = 1
-    while j <= n and rest[j:] not in _KEY_CHAINS:
+    hit = None
+    while j <= n:
+        hit = _KEY_CHAINS.get(rest[j:])  # (a read that another thread's clear cannot fail)
+        if hit is not None:
+            break
         j += 1
-    if j <= n:
-        hit = _KEY_CHAINS[rest[j:]]
-    else:
+    if hit is None:
         j = n
         hit = _key_node_ir([], True, [])
     if len(_KEY_CHAINS) + j + 1 > _KEY_CHAINS_MAX:
