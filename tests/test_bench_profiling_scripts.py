@@ -123,3 +123,29 @@ def test_ab_walk_compares_and_restores_the_setting(capsys):
     with pytest.raises(SystemExit):
         mod.main(["--corpus", str(CORPUS), "--target", "structgate.native.pushdown:NoSuch", "--a", "1", "--b", "2"])
     capsys.readouterr()
+
+
+def test_ab_trees_runs_each_side_on_its_own_tree(tmp_path):
+    """Side B's compiles run tree B's code and side A's tree A's: a copy of this tree whose
+    native compile logs each call is B; its log holds exactly one entry per schema (A's compiles,
+    from this tree, log nothing), and this process's own modules are back afterwards."""
+    import shutil
+
+    import structgate
+
+    copy = tmp_path / "tree"
+    ign = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "structgate", copy / "structgate", ignore=ign)
+    shutil.copytree(ROOT / "bench" / "structgate_bench", copy / "bench" / "structgate_bench", ignore=ign)
+    log = tmp_path / "compiles.log"
+    be = copy / "structgate" / "native" / "backend.py"
+    src = be.read_text()
+    marker = "    def _compile_uncached(self, constraint: Constraint, key: str) -> NativeCompiledGrammar:\n"
+    assert marker in src
+    be.write_text(src.replace(marker, marker + f"        open({str(log)!r}, 'a').write('x\\n')\n", 1))
+    mod = _script("ab_trees")
+    out = mod.main(["--corpus", str(CORPUS), "--step", "2", "--a", str(ROOT), "--b", str(copy)])
+    n_items = len(load_maskbench(str(CORPUS))[::2])
+    assert log.read_text().count("x") == n_items
+    assert out["n"] >= 1 and len(out["a_us"]) == len(out["b_us"]) == out["n"]
+    assert sys.modules["structgate"] is structgate

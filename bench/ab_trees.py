@@ -1,0 +1,129 @@
+"""In-process A/B of two checkouts of structgate: both trees imported into one process (their
+modules swapped in ``sys.modules`` before each use), every STEP-th MaskBench schema compiled by
+each in turn (the order alternating per schema), with the benchmark's options; prints the compile
+(TTFM: compile plus the first mask) and, with ``--walk``, the mask-walk (TBM) figures of each
+side and the median per-schema ratio B/A.
+
+Usage (from the repository root; ``git worktree add /tmp/base REV`` makes the other tree)::
+
+    .venv/bin/python bench/ab_trees.py --corpus DIR/maskbench --step 2 --a /tmp/base --b . [--walk]
+
+Why: on a shared VM separate benchmark runs drift by ±20-25 % within minutes, more than the
+changes they are meant to judge; here both sides run interleaved in one thread and are timed with
+``time.thread_time_ns`` (this thread's CPU time only), so drift and other processes' load hit
+them alike. Both trees' objects live in one heap, so the cyclic collector's pauses are longer
+than in a benchmark worker: judge by the median per-schema ratio (base against itself: 1.000)
+more than by sums or tails. Process-wide caches (class tries, shared walks, interned nodes) are
+per tree, so neither side warms the other's.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+_PREFIXES = ("structgate", "structgate_bench", "structgate_example_choice")
+
+
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in _PREFIXES
+
+
+def _load(root: Path, tokenizer: str, corpus: str | None):
+    """Import one tree's structgate and harness; returns its handles and its module table."""
+    for k in [k for k in sys.modules if _ours(k)]:
+        del sys.modules[k]
+    sys.path[:0] = [str(root), str(root / "bench")]
+    try:
+        from structgate import Constraint
+        from structgate_bench import _vocab
+        from structgate_bench.corpora import load_maskbench, tokenize_items
+        from structgate_bench.worker import _make_backend, _walk
+
+        vocab = _vocab.load_bench_vocabulary(tokenizer)
+        opts = {"threads": 1, "whitespace": "flexible", "additional_properties": True}
+        be = _make_backend("native", vocab, opts)
+        items = load_maskbench(corpus) if corpus else None
+    finally:
+        del sys.path[:2]
+    mods = {k: v for k, v in sys.modules.items() if _ours(k)}
+    return {"C": Constraint, "be": be, "walk": _walk, "vocab": vocab, "tok": tokenize_items, "items": items,
+            "mods": mods, "width": (vocab.vocab_size + 31) // 32, "eos": tuple(vocab.eos_token_ids)}
+
+
+def _stats(x: np.ndarray) -> str:
+    return (f"p50 {np.percentile(x, 50) / 1e3:.2f} ms  p90 {np.percentile(x, 90) / 1e3:.1f} ms  "
+            f"p99 {np.percentile(x, 99) / 1e3:.1f} ms  sum {x.sum() / 1e6:.2f} s")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", required=True, help="MaskBench folder (*.jsonl)")
+    ap.add_argument("--a", required=True, type=Path, help="tree A (a checkout's root)")
+    ap.add_argument("--b", required=True, type=Path, help="tree B")
+    ap.add_argument("--step", type=int, default=2, help="every STEP-th schema")
+    ap.add_argument("--offset", type=int, default=0, help="first schema of the selection")
+    ap.add_argument("--tokenizer", default="llama3")
+    ap.add_argument("--walk", action="store_true", help="also walk each schema's instances (TBM)")
+    a = ap.parse_args(argv)
+    if a.step < 1:
+        ap.error("--step must be >= 1")
+    for r in (a.a, a.b):
+        if not (r / "structgate" / "__init__.py").is_file():
+            ap.error(f"not a structgate checkout: {r}")
+    saved = {k: v for k, v in sys.modules.items() if _ours(k)}
+    try:
+        sides = [_load(a.a.resolve(), a.tokenizer, None), _load(a.b.resolve(), a.tokenizer, a.corpus)]
+        items = sides[1]["items"][a.offset:: a.step]
+        if a.walk:
+            sides[1]["tok"](items, sides[1]["vocab"])
+        compile_us: list[dict] = [{}, {}]
+        walk_ns = [0, 0]
+        steps: list[list] = [[], []]
+        for n, it in enumerate(items):
+            for side in ((0, 1) if n % 2 == 0 else (1, 0)):
+                S = sides[side]
+                sys.modules.update(S["mods"])
+                t0 = time.thread_time_ns()
+                try:
+                    g = S["be"].compile(S["C"](it.kind, it.value, None))
+                    bm = np.zeros((1, S["width"]), dtype=np.int32)
+                    g.matcher().fill_bitmask(bm, 0)
+                except Exception:  # noqa: BLE001 - refused on this side: not compared
+                    continue
+                compile_us[side][it.id] = (time.thread_time_ns() - t0) / 1e3
+                if a.walk:
+                    t1 = time.thread_time_ns()
+                    _res, st = S["walk"](g, it.tests, S["eos"], S["width"])
+                    walk_ns[side] += time.thread_time_ns() - t1
+                    steps[side].append(st)
+    finally:
+        for k in [k for k in sys.modules if _ours(k)]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+    keys = sorted(set(compile_us[0]) & set(compile_us[1]))
+    if not keys:
+        print("no schema compiled on both sides")
+        return {}
+    ca = np.array([compile_us[0][k] for k in keys])
+    cb = np.array([compile_us[1][k] for k in keys])
+    ratio = float(np.median(cb / ca))
+    print(f"schemas {len(keys)} (compiled on both sides)")
+    print(f"A {a.a}: compile {_stats(ca)}")
+    print(f"B {a.b}: compile {_stats(cb)}")
+    print(f"compile B/A: median per-schema ratio {ratio:.3f}, sums {cb.sum() / ca.sum():.3f}")
+    out = {"n": len(keys), "median_ratio": ratio, "a_us": ca.tolist(), "b_us": cb.tolist()}
+    if a.walk:
+        for side, name in ((0, "A"), (1, "B")):
+            s = np.concatenate(steps[side]) / 1e3 if steps[side] else np.zeros(1)
+            print(f"{name}: walks {walk_ns[side] / 1e9:.2f} s thread time, TBM avg {s.mean():.0f} us  "
+                  f"p99 {np.percentile(s, 99):.0f} us")
+        out["walk_s"] = [w / 1e9 for w in walk_ns]
+    return out
+
+
+if __name__ == "__main__":
+    main()
