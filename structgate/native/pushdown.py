@@ -3372,8 +3372,32 @@ class PushdownIndex:
                 self._sw_bytes -= old[5]
         return ent
 
+    #: at most this many tokens: a packed row is written from their ids directly
+    #: (:meth:`_allowed_row`), not through a bool array over the vocabulary
+    DIRECT_ROW_MAX = 4096
+
     def _allowed_row(self, trie: _ClassTrie, nodes: np.ndarray, tok_c: np.ndarray | None = None) -> np.ndarray:
-        """Packed row (int32 ``(width,)``) of the tokens ending on ``nodes`` (EOS never set)."""
+        """Packed row (int32 ``(width,)``) of the tokens ending on ``nodes`` (EOS never set).
+
+        Few tokens (most walks of a schema's own rules: a few dozen) are packed from their ids:
+        the ids are distinct, so the bits of one word are distinct and their OR is their sum, one
+        ``bincount`` over the words (float64 sums below 2**32 are exact). Many go through
+        :meth:`_allowed_bool` and ``packbits`` over the vocabulary."""
+        if tok_c is None or nodes.size * 8 <= trie.n_nodes:
+            ts = trie.node_tok_start
+            a = ts[nodes]
+            cnt = ts[nodes + 1] - a
+            tot = int(cnt.sum())
+            if tot <= self.DIRECT_ROW_MAX:
+                if not tot:
+                    return np.zeros(self.width, dtype=np.int32)
+                cs = cnt.cumsum()
+                toks = trie.tokens_by_node[(a - (cs - cnt)).repeat(cnt) + np.arange(tot, dtype=np.int64)]
+                toks = toks[toks < self.vocab.vocab_size]  # (ids past the vocabulary: none in a row)
+                w = np.left_shift(1, toks & 31, dtype=np.int64).astype(np.float64)
+                row = np.bincount(toks >> 5, weights=w, minlength=self.width).astype(np.uint32).view(np.int32)
+                self._clear_eos(row)
+                return row
         return _pack(self._allowed_bool(trie, nodes, tok_c))
 
     def _allowed_bool(self, trie: _ClassTrie, nodes: np.ndarray, tok_c: np.ndarray | None = None) -> np.ndarray:
