@@ -85,27 +85,71 @@ def _make_classes():
 
     class MatcherGrammar(SOG):
         """A vLLM ``StructuredOutputGrammar`` over a structgate Matcher (``.matcher``), shaped like
-        the plugin bridge's grammar: the scheduler hook only relies on ``.matcher``."""
+        the plugin bridge's grammar: the scheduler hook only relies on ``.matcher``.
+
+        An engine that raises in ``advance``/``validate``/``fill_bitmask`` (any ``Exception`` but
+        ``MemoryError``) fails this grammar alone, as :func:`structgate_bench.worker._walk` records
+        a failing item and goes on: :attr:`error` holds ``"Type: message"`` (500 characters at
+        most), ``accept_tokens`` returns False, ``validate_tokens`` returns ``[]``, the mask row is
+        left as it was, and the grammar reports itself terminated from then on."""
 
         def __init__(self, matcher: Any) -> None:
             self.matcher = matcher
+            #: the first engine failure (``"Type: message"``), None while there was none
+            self.error: str | None = None
+
+        def _failed(self, e: Exception) -> None:
+            if self.error is None:
+                self.error = f"{type(e).__name__}: {e}"[:500]
 
         def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
-            if self.matcher.is_terminated():
-                return True
-            return self.matcher.advance(list(tokens))
+            if self.error is not None:
+                return False
+            try:
+                if self.matcher.is_terminated():
+                    return True
+                return self.matcher.advance(list(tokens))
+            except MemoryError:
+                raise
+            except Exception as e:  # an engine failing mid-step: recorded, the run goes on
+                self._failed(e)
+                return False
 
         def validate_tokens(self, tokens: list[int]) -> list[int]:
-            return list(tokens[: self.matcher.validate(list(tokens))])
+            if self.error is not None:
+                return []
+            try:
+                return list(tokens[: self.matcher.validate(list(tokens))])
+            except MemoryError:
+                raise
+            except Exception as e:
+                self._failed(e)
+                return []
 
         def rollback(self, num_tokens: int) -> None:
-            self.matcher.rollback(num_tokens)
+            if self.error is None:
+                self.matcher.rollback(num_tokens)
 
         def fill_bitmask(self, bitmask, batch_index: int) -> None:
-            self.matcher.fill_bitmask(bitmask, batch_index)
+            if self.error is not None:
+                return
+            try:
+                self.matcher.fill_bitmask(bitmask, batch_index)
+            except MemoryError:
+                raise
+            except Exception as e:
+                self._failed(e)
 
         def is_terminated(self) -> bool:
-            return self.matcher.is_terminated()
+            if self.error is not None:
+                return True
+            try:
+                return self.matcher.is_terminated()
+            except MemoryError:
+                raise
+            except Exception as e:
+                self._failed(e)
+                return True
 
         def reset(self) -> None:
             self.matcher.reset()
@@ -244,6 +288,9 @@ class StepTimes:
     fill_cold_ms: list[float] = field(default_factory=list)
     fill_warm_ms: list[float] = field(default_factory=list)
     accept_ms: list[float] = field(default_factory=list)
+    #: one ``"phase r<k> (schema i, token p): Type: message"`` per request whose engine failed
+    #: (the request then restarts with a new grammar, the run goes on)
+    errors: list[str] = field(default_factory=list)
 
 
 def _trajectories(vocab: Any) -> list[tuple[int, list[int]]]:
@@ -266,6 +313,17 @@ def run_system(system: _System, vocab: Any, batch: int, steps: int, *, forward_m
     check : bool
         Assert that the next token of every request is allowed by its row (the masks are right).
     """
+    def failure(g, exc: BaseException | None) -> str | None:
+        """The engine failure of grammar ``g`` (its recorded ``error``: :class:`MatcherGrammar`'s,
+        or the plugin grammar's failed matcher's; else ``exc``), or None."""
+        err = getattr(g, "error", None)
+        if err is None:
+            e = getattr(getattr(g, "matcher", None), "error", None)  # plugin: grammar_failure.FailedMatcher
+            err = None if e is None else f"{type(e).__name__}: {e}"[:500]
+        if err is None and exc is not None:
+            err = f"{type(exc).__name__}: {exc}"[:500]
+        return err
+
     trajs = _trajectories(vocab)
     rng = np.random.default_rng(seed)
     plan = [(trajs[k % len(trajs)], int(rng.integers(0, len(trajs[k % len(trajs)][1])))) for k in range(batch)]
@@ -275,8 +333,19 @@ def run_system(system: _System, vocab: Any, batch: int, steps: int, *, forward_m
         reqs, ids, pos = {}, [], []
         for k, ((si, toks), off) in enumerate(plan):
             g = system.new_grammar(si)
-            if off and not g.accept_tokens(f"r{k}", toks[:off]):
-                raise RuntimeError(f"{system.name}: instance prefix rejected (schema {si}, {off} tokens)")
+            exc = None
+            try:
+                ok = not off or g.accept_tokens(f"r{k}", toks[:off])
+            except MemoryError:
+                raise
+            except Exception as e:  # an engine failing: recorded, the request starts over
+                ok, exc = False, e
+            if not ok:
+                err = failure(g, exc)
+                if err is None:
+                    raise RuntimeError(f"{system.name}: instance prefix rejected (schema {si}, {off} tokens)")
+                times.errors.append(f"{phase} r{k} (schema {si}, token {off}): {err}")
+                g, off = system.new_grammar(si), 0
             rid = f"r{k}"
             reqs[rid] = make_request(rid, g)
             ids.append(rid)
@@ -296,10 +365,24 @@ def run_system(system: _System, vocab: Any, batch: int, steps: int, *, forward_m
                     pos[k] = 0
                     continue
                 tok = toks[p]
-                if check and not (int(bm[k, tok >> 5]) >> (tok & 31)) & 1:
+                g = reqs[rid].structured_output_request.grammar
+                if failure(g, None) is None and check and not (int(bm[k, tok >> 5]) >> (tok & 31)) & 1:
                     raise AssertionError(f"{system.name}: row {k} forbids the instance's next token {tok}")
-                if not mgr.accept_tokens(reqs[rid], [tok]):
-                    raise AssertionError(f"{system.name}: token {tok} rejected")
+                exc = None
+                try:
+                    ok = mgr.accept_tokens(reqs[rid], [tok])
+                except MemoryError:
+                    raise
+                except Exception as e:  # an engine failing mid-step: recorded, the request starts over
+                    ok, exc = False, e
+                if not ok:
+                    err = failure(g, exc)
+                    if err is None:
+                        raise AssertionError(f"{system.name}: token {tok} rejected")
+                    times.errors.append(f"{phase} {rid} (schema {si}, token {p}): {err}")
+                    reqs[rid] = make_request(rid, system.new_grammar(si))
+                    pos[k] = 0
+                    continue
                 pos[k] = p + 1
             times.accept_ms.append((time.perf_counter() - t2) * 1e3)
             if forward_ms > 0:
@@ -343,7 +426,8 @@ def run_maskstep(systems: Sequence[str], batch_sizes: Sequence[int], steps: int,
             r = dict(system=name, batch=b, steps=steps,
                      fill_warm_ms=statistics.median(t.fill_warm_ms), fill_cold_ms=statistics.mean(t.fill_cold_ms),
                      fill_warm_p90_ms=float(np.percentile(t.fill_warm_ms, 90)),
-                     accept_ms=statistics.median(t.accept_ms), compile_s=system.compile_s)
+                     accept_ms=statistics.median(t.accept_ms), compile_s=system.compile_s,
+                     n_errors=len(t.errors), errors=t.errors[:5])
             log(f"{name:26s} B={b:4d}  mask/step warm {r['fill_warm_ms']:8.3f} ms  cold {r['fill_cold_ms']:8.3f} ms"
                 f"  accept/step {r['accept_ms']:7.3f} ms")
             results.append(r)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 from ..errors import GrammarSyntaxError, InvalidConstraintError
-from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges
+from .regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Node as RegexNode, Repeat, normalize_ranges, repeat_node
 
 __all__ = ["Ref", "ByteSet", "LazyRule", "LazyAutomaton", "Expr", "Grammar", "lit", "seq", "alt", "rep", "star", "plus", "opt",
            "chars", "ref", "byteset", "share_subtree", "share_subtrees", "rebuild", "has_anchor", "EMPTY", "NOTHING", "Chars", "Concat", "Alt", "Repeat", "Anchor"]
@@ -197,7 +197,9 @@ def alt(*items: Expr) -> Expr:
 
 
 def rep(item: Expr, lo: int, hi: int | None) -> Expr:
-    """``item{lo,hi}`` (``hi=None`` = unbounded).
+    """``item{lo,hi}`` (``hi=None`` = unbounded), simplified as
+    :func:`~structgate.native.regex.parser.repeat_node` does (a nullable ``item`` repeated without
+    its empty string).
 
     Raises
     ------
@@ -206,11 +208,7 @@ def rep(item: Expr, lo: int, hi: int | None) -> Expr:
     """
     if lo < 0 or (hi is not None and hi < lo):
         raise InvalidConstraintError(f"repetition bounds {{{lo},{hi}}} are invalid")
-    if hi == 0:
-        return EMPTY
-    if lo == 1 and hi == 1:
-        return item
-    return Repeat(item, lo, hi)
+    return repeat_node(item, lo, hi)
 
 
 def star(item: Expr) -> Expr:

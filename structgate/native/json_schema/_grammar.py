@@ -218,7 +218,7 @@ def _prune(g, why):
     the root no longer reaches; a root that produces none becomes NOTHING with ``why()`` as its
     :attr:`~structgate.native.ir.Grammar.empty_reason`."""
     from ..ir import NOTHING, Grammar, Ref
-    from ..regex.parser import EMPTY, Alt, Concat, Repeat
+    from ..regex.parser import EMPTY, Alt, Concat, Repeat, repeat_node
 
     prod = g.productive_rules()
     if g.root not in prod:
@@ -256,7 +256,7 @@ def _prune(g, why):
                 out = NOTHING if not xs else xs[0] if len(xs) == 1 else Alt(xs)
             elif isinstance(n, Repeat):
                 x = memo[id(n.item)]
-                out = (EMPTY if n.min == 0 else NOTHING) if x == NOTHING else Repeat(x, n.min, n.max)
+                out = (EMPTY if n.min == 0 else NOTHING) if x == NOTHING else repeat_node(x, n.min, n.max)
             else:
                 out = n
             memo[id(n)] = out

@@ -155,13 +155,15 @@ class NumberMixin:
             raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point, and "
                                           "only integral values, powers of two and decimal reciprocals whose "
                                           "double is exact enough (0.1, 0.01) are compiled", w)
-        # past the cap, up to 2**1024 - 2**970: validators test them (float(n) does not overflow)
-        gaps += [(cap + 1, FLOAT_INT_MAX), (-FLOAT_INT_MAX, -cap - 1)]
+        # past the cap, up to 2**1024 - 2**970: validators test them (float(n) does not overflow);
+        # beyond, jsonschema's n / mo overflows (the exact test decides; None: unbounded)
+        gaps += [(cap + 1, FLOAT_INT_MAX), (-FLOAT_INT_MAX, -cap - 1), (FLOAT_INT_MAX + 1, None),
+                 (None, -FLOAT_INT_MAX - 1)]
 
         def clip(a, b):
-            a = a if ilo is None else max(a, ilo)
-            b = b if ihi is None else min(b, ihi)
-            return (a, b) if a <= b else None
+            a = ilo if a is None else a if ilo is None else max(a, ilo)
+            b = ihi if b is None else b if ihi is None else min(b, ihi)
+            return (a, b) if a is None or b is None or a <= b else None
 
         outs = []
         for kind, a, b in zones:
@@ -175,6 +177,10 @@ class NumberMixin:
             missed = [c for c in (clip(a, b) for a, b in gaps) if c is not None]
             if missed:
                 a, b = missed[0]
+                if (a is None or a < -FLOAT_INT_MAX) or (b is None or b > FLOAT_INT_MAX):
+                    raise UnsupportedFeatureError("multipleOf", f"{mo!r}: every integer in range is beyond "
+                                                  "the doubles, where validators cannot divide it by a float "
+                                                  "(float(n) overflows); not compiled", w)
                 raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point; "
                                               f"the integers in range lie where their rounding decides "
                                               f"(here from {a} to {b}), which is not compiled", w)

@@ -159,6 +159,29 @@ _hashed_enum = _hashed("enum", "values of the enum")
 _hashed_any_of = _hashed("anyOf", "value-listing branches of the anyOf")
 
 
+def exact_multiple_of(validator, dB, instance, schema):
+    """jsonschema's ``multipleOf`` keyword with its verdicts wherever it reaches one, and the exact
+    test (``Fraction(instance) / Fraction(dB)`` integral) where it raises ``OverflowError``: a float
+    against an int beyond the doubles (``0.5`` and ``multipleOf: 10**400``: ``0.5 % 10**400``), an
+    int beyond the doubles against a float (``10**400`` and ``multipleOf: 0.5``: ``10**400 /
+    0.5``). jsonschema's own fallback, where only the quotient overflows, is that exact test too;
+    so an ``enum`` of huge integers beside a ``multipleOf`` is filtered exactly instead of failing
+    the compile."""
+    from fractions import Fraction
+
+    from jsonschema import _keywords
+    from jsonschema.exceptions import ValidationError
+
+    try:
+        errors = list(_keywords.multipleOf(validator, dB, instance, schema))
+    except OverflowError:
+        if (Fraction(instance) / Fraction(dB)).denominator != 1:
+            errors = [ValidationError(f"{instance!r} is not a multiple of {dB}")]
+        else:
+            errors = []
+    yield from errors
+
+
 def _short_not(validator, not_schema, instance, schema):
     """jsonschema's ``not`` keyword, the same verdicts, without writing ``not_schema`` (a list of
     20,000 values) into the message of each failure: the compiler reads verdicts only."""
@@ -188,14 +211,15 @@ def _validator_class(draft: int):
 
     ``enum``, ``anyOf`` and ``not`` are jsonschema's with the same verdicts, made linear for long
     value lists (:func:`_hashed_enum`, :func:`_hashed_any_of`, :func:`_short_not`): the compiler
-    checks thousands of ``enum`` values against schemas holding thousands more."""
+    checks thousands of ``enum`` values against schemas holding thousands more. ``multipleOf`` is
+    jsonschema's, exact where jsonschema overflows (:func:`exact_multiple_of`)."""
     cls = _VALIDATOR_CLASSES.get(draft)
     if cls is None:
         import jsonschema
         from jsonschema import Draft202012Validator, validators
 
         extra = {"dependencies": jsonschema.Draft7Validator.VALIDATORS["dependencies"], "enum": _hashed_enum,
-                 "anyOf": _hashed_any_of, "not": _short_not}
+                 "anyOf": _hashed_any_of, "not": _short_not, "multipleOf": exact_multiple_of}
         if draft == 4:
             cls = validators.extend(Draft202012Validator, extra, type_checker=jsonschema.Draft4Validator.TYPE_CHECKER)
         else:

@@ -890,11 +890,140 @@ class _Parser:
 
 
 def _repeat(atom: Node, lo: int, hi: int | None) -> Node:
+    return repeat_node(atom, lo, hi, intern_node)
+
+
+#: :func:`surely_nullable` per node id (the node pinned in the value); cleared whole when full
+_NULLABLE: dict[int, tuple] = {}
+_NULLABLE_MAX = 1 << 16
+#: :func:`repeat_node` leaves a concatenation of more nullable items than this as it is (its
+#: empty-free form has one alternative per item)
+NONEMPTY_CONCAT_MAX = 64
+
+
+def surely_nullable(node) -> bool:
+    """Whether ``node`` matches the empty string in every context: a concatenation of such items, an
+    alternation with one, a repeat with ``min == 0`` or such a body. Leaves other than regex nodes
+    (``ir.Ref``, ``ir.ByteSet``, ``ir.LazyRule``) and anchors count as not nullable, so a False is
+    "not known to be" (a reference may name a nullable rule). Iterative; memoised per node."""
+    t = type(node)
+    if t is Chars or t is Anchor or not (t is Concat or t is Alt or t is Repeat):
+        return False
+    hit = _NULLABLE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    stack = [(node, False)]
+    val: dict[int, bool] = {}
+    while stack:
+        n, fin = stack.pop()
+        k = id(n)
+        if k in val:
+            continue
+        tn = type(n)
+        if not (tn is Concat or tn is Alt or tn is Repeat):
+            val[k] = False
+            continue
+        h = _NULLABLE.get(k)
+        if h is not None and h[0] is n:
+            val[k] = h[1]
+            continue
+        kids = (n.item,) if tn is Repeat else n.items
+        if not fin:
+            stack.append((n, True))
+            stack.extend((x, False) for x in kids if id(x) not in val)
+            continue
+        if tn is Repeat:
+            v = n.min == 0 or val[id(n.item)]
+        elif tn is Concat:
+            v = all(val[id(x)] for x in kids)
+        else:
+            v = any(val[id(x)] for x in kids)
+        val[k] = v
+        if len(_NULLABLE) >= _NULLABLE_MAX:
+            _NULLABLE.clear()
+        _NULLABLE[k] = (n, v)
+    return val[id(node)]
+
+
+def _nonempty(node, mk, memo: dict):
+    """An expression between ``L(node) - {""}`` and ``L(node)`` (as languages), with the empty
+    string left out wherever :func:`surely_nullable` sees it: ``None`` when that is nothing (``node``
+    matches only the empty string). ``node`` itself when it is not surely nullable. ``mk`` makes
+    (interns) each new node; ``memo`` by node id for one call of :func:`repeat_node`."""
+    if not surely_nullable(node):
+        return node
+    k = id(node)
+    if k in memo:
+        return memo[k]
+    t = type(node)
+    if t is Alt:
+        parts: list = []
+        for x in node.items:
+            y = _nonempty(x, mk, memo)
+            if y is not None and y not in parts:
+                parts.append(y)
+        out = None if not parts else parts[0] if len(parts) == 1 else mk(Alt(tuple(parts)))
+    elif t is Repeat:
+        y = _nonempty(node.item, mk, memo)
+        out = None if y is None or node.max == 0 else _collapse(y, 1, node.max, mk)
+    else:  # a concatenation of surely nullable items: a1' a2..ak | (a2..ak)'
+        items = node.items
+        if len(items) > NONEMPTY_CONCAT_MAX:
+            out = node
+        else:
+            alts: list = []
+            tail = None  # a_i .. a_k as right-nested pairs, so the NFA builder shares each tail
+            for i in range(len(items) - 1, -1, -1):
+                y = _nonempty(items[i], mk, memo)
+                if y is not None:
+                    alts.append(y if tail is None else mk(Concat((y, tail))))
+                tail = items[i] if tail is None else mk(Concat((items[i], tail)))
+            alts.reverse()
+            out = None if not alts else alts[0] if len(alts) == 1 else mk(Alt(tuple(alts)))
+    memo[k] = out
+    return out
+
+
+def _collapse(item, lo: int, hi: int | None, mk):
+    """``item{lo,hi}`` for ``lo <= 1``, with a repeat ``z{1,h}`` as ``item`` folded into one:
+    ``(z{1,h}){lo,hi}`` is ``z{lo,h*hi}`` (``k`` copies give ``k`` to ``k*h`` of ``z``, and those
+    ranges leave no gap), which is unambiguous where the nested form is not."""
+    if type(item) is Repeat and item.min == 1:
+        h = None if item.max is None or hi is None else item.max * hi
+        item = item.item
+        if lo == 1 and h == 1:
+            return item
+    else:
+        h = hi
+    if lo == 1 and h == 1:
+        return item
+    return mk(Repeat(item, lo, h))
+
+
+def repeat_node(item, lo: int, hi: int | None, mk=None):
+    """The expression ``item{lo,hi}`` (``hi=None``: unbounded), simplified: ``EMPTY`` for ``hi ==
+    0``, ``item`` for ``{1,1}``, and a surely nullable ``item`` (:func:`surely_nullable`) repeated
+    with the empty string left out of it: ``x{m,n}`` of a nullable ``x`` is ``x'{0,n}`` where ``x'``
+    is ``x`` without the empty string (``(?:\\s|){0,700}`` is ``\\s{0,700}``, ``(?:a?)*`` is
+    ``a*``, ``((?:x?)*){0,3}`` is ``x*``). The same language; without it each of the ``n`` copies
+    could be skipped by an empty path, so every configuration held O(n) NFA items (seconds for
+    the first mask of ``(?:\\s|){0,700}``). ``mk``: makes each new node (the regex parser interns
+    them); None keeps them as built.
+
+    Returns
+    -------
+    Node
+        A :class:`Repeat`, ``item`` itself, ``EMPTY``, or a node built from ``item``'s parts.
+    """
+    mk = mk or (lambda n: n)
     if hi == 0:
         return EMPTY
+    if surely_nullable(item):
+        y = _nonempty(item, mk, {})
+        return EMPTY if y is None else _collapse(y, 0, hi, mk)
     if lo == 1 and hi == 1:
-        return atom
-    return Repeat(atom, lo, hi)
+        return item
+    return mk(Repeat(item, lo, hi))
 
 
 def parse_regex(pattern: str, *, where: str | None = None, calls: bool = False) -> Node:
