@@ -6,7 +6,7 @@ instead of being recorded for that request, as ``worker._walk`` records a failin
 Oracle: the same walk with a healthy matcher (every token accepted, no error), and the failure
 recorded once per failing request with the engine's message.
 
-Run: ``.venv/bin/pytest bench/test_bench_maskstep.py``
+Run: ``.venv/bin/pytest tests/test_bench_maskstep.py`` (CI runs it: tests/ is the suite's path)
 """
 from __future__ import annotations
 
