@@ -324,6 +324,16 @@ def run_system(system: _System, vocab: Any, batch: int, steps: int, *, forward_m
             err = f"{type(exc).__name__}: {exc}"[:500]
         return err
 
+    def attempt(accept, *args) -> tuple[bool, BaseException | None]:
+        """``(accepted, the engine's exception or None)`` of one accept call: an engine failing
+        mid-step is recorded and its request starts over (a MemoryError still ends the run)."""
+        try:
+            return bool(accept(*args)), None
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any engine failure is that request's
+            return False, e
+
     trajs = _trajectories(vocab)
     rng = np.random.default_rng(seed)
     plan = [(trajs[k % len(trajs)], int(rng.integers(0, len(trajs[k % len(trajs)][1])))) for k in range(batch)]
@@ -333,13 +343,7 @@ def run_system(system: _System, vocab: Any, batch: int, steps: int, *, forward_m
         reqs, ids, pos = {}, [], []
         for k, ((si, toks), off) in enumerate(plan):
             g = system.new_grammar(si)
-            exc = None
-            try:
-                ok = not off or g.accept_tokens(f"r{k}", toks[:off])
-            except MemoryError:
-                raise
-            except Exception as e:  # an engine failing: recorded, the request starts over
-                ok, exc = False, e
+            ok, exc = attempt(g.accept_tokens, f"r{k}", toks[:off]) if off else (True, None)
             if not ok:
                 err = failure(g, exc)
                 if err is None:
@@ -368,13 +372,7 @@ def run_system(system: _System, vocab: Any, batch: int, steps: int, *, forward_m
                 g = reqs[rid].structured_output_request.grammar
                 if failure(g, None) is None and check and not (int(bm[k, tok >> 5]) >> (tok & 31)) & 1:
                     raise AssertionError(f"{system.name}: row {k} forbids the instance's next token {tok}")
-                exc = None
-                try:
-                    ok = mgr.accept_tokens(reqs[rid], [tok])
-                except MemoryError:
-                    raise
-                except Exception as e:  # an engine failing mid-step: recorded, the request starts over
-                    ok, exc = False, e
+                ok, exc = attempt(mgr.accept_tokens, reqs[rid], [tok])
                 if not ok:
                     err = failure(g, exc)
                     if err is None:

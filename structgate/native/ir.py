@@ -243,7 +243,8 @@ def ref(name: str) -> Ref:
 def has_anchor(node: Expr) -> bool:
     """True if an :class:`Anchor` occurs anywhere in ``node`` (iterative; a subtree shared inside
     ``node``, as the parser hash-conses them, is visited once: an enum's values share their
-    characters and suffixes)."""
+    characters and suffixes). The walk of :func:`expr_references`, inlined for the same reason:
+    :func:`expr_leaves`' generator took twice as long on a 416-value enum (2.4 against 1.2 ms)."""
     seen: set[int] = set()
     stack = [node]
     pop, extend = stack.pop, stack.extend
