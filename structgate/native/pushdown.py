@@ -3420,15 +3420,28 @@ class PushdownIndex:
             allowed[self._eos] = False
         return allowed
 
+    def _eos_words(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(words, bits)``: the row words holding EOS ids (distinct, intp) and each word's EOS
+        bits (uint32), computed once."""
+        wb = self.__dict__.get("_eos_wb")
+        if wb is None:
+            acc: dict[int, int] = {}
+            for e in self._eos.tolist():
+                acc[e >> 5] = acc.get(e >> 5, 0) | (1 << (e & 31))
+            wb = self._eos_wb = (np.asarray(list(acc), dtype=np.intp), np.asarray(list(acc.values()), dtype=np.uint32))
+        return wb
+
     def _clear_eos(self, row: np.ndarray) -> None:
+        """Clear the EOS ids' bits of ``row`` (int32 ``(width,)``, in place)."""
+        words, bits = self._eos_words()
         u = row.view(np.uint32)
-        for e in self._eos:
-            u[e >> 5] &= np.uint32(~(1 << (int(e) & 31)) & 0xFFFFFFFF)
+        u[words] &= ~bits
 
     def _set_eos(self, row: np.ndarray) -> None:
+        """Set the EOS ids' bits of ``row`` (int32 ``(width,)``, in place)."""
+        words, bits = self._eos_words()
         u = row.view(np.uint32)
-        for e in self._eos:
-            u[e >> 5] |= np.uint32(1 << (int(e) & 31))
+        u[words] |= bits
 
     def _store_row(self, state: int, row: np.ndarray, n_allowed: int, n_non_eos: int) -> int:
         if self._free:
