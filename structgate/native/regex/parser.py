@@ -945,12 +945,19 @@ def surely_nullable(node) -> bool:
     return val[id(node)]
 
 
-def _nonempty(node, mk, memo: dict):
+#: :func:`_nonempty` rewrites this many levels of nesting at most; below, a body is kept as it is
+#: (its empty string included: the same language, only the repeat's cost of old). A recursion, so
+#: a bound well under Python's stack (a 500-deep nullable nest failed with RecursionError)
+NONEMPTY_DEPTH_MAX = 200
+
+
+def _nonempty(node, mk, memo: dict, depth: int = 0):
     """An expression between ``L(node) - {""}`` and ``L(node)`` (as languages), with the empty
-    string left out wherever :func:`surely_nullable` sees it: ``None`` when that is nothing (``node``
-    matches only the empty string). ``node`` itself when it is not surely nullable. ``mk`` makes
-    (interns) each new node; ``memo`` by node id for one call of :func:`repeat_node`."""
-    if not surely_nullable(node):
+    string left out wherever :func:`surely_nullable` sees it, within :data:`NONEMPTY_DEPTH_MAX`
+    levels: ``None`` when that is nothing (``node`` matches only the empty string). ``node`` itself
+    when it is not surely nullable (or lies deeper). ``mk`` makes (interns) each new node; ``memo``
+    by node id for one call of :func:`repeat_node`."""
+    if depth > NONEMPTY_DEPTH_MAX or not surely_nullable(node):
         return node
     k = id(node)
     if k in memo:
@@ -959,12 +966,12 @@ def _nonempty(node, mk, memo: dict):
     if t is Alt:
         parts: list = []
         for x in node.items:
-            y = _nonempty(x, mk, memo)
+            y = _nonempty(x, mk, memo, depth + 1)
             if y is not None and y not in parts:
                 parts.append(y)
         out = None if not parts else parts[0] if len(parts) == 1 else mk(Alt(tuple(parts)))
     elif t is Repeat:
-        y = _nonempty(node.item, mk, memo)
+        y = _nonempty(node.item, mk, memo, depth + 1)
         out = None if y is None or node.max == 0 else _collapse(y, 1, node.max, mk)
     else:  # a concatenation of surely nullable items: a1' a2..ak | (a2..ak)'
         items = node.items
@@ -974,7 +981,7 @@ def _nonempty(node, mk, memo: dict):
             alts: list = []
             tail = None  # a_i .. a_k as right-nested pairs, so the NFA builder shares each tail
             for i in range(len(items) - 1, -1, -1):
-                y = _nonempty(items[i], mk, memo)
+                y = _nonempty(items[i], mk, memo, depth + 1)
                 if y is not None:
                     alts.append(y if tail is None else mk(Concat((y, tail))))
                 tail = items[i] if tail is None else mk(Concat((items[i], tail)))
