@@ -217,3 +217,33 @@ def test_key_chain_memo_gives_the_fresh_trie_ir_and_language(llama3_vocab):
         for s in ["firstName", "lastName", "Name", "ame", "lastNam", "lastNames", "x", "", "firstname"]:
             text = _canonical(s) + "!"
             assert pi.matches(text.encode()) == bool(oracle.fullmatch(text)) == (s not in names), (names, s)
+
+
+def test_key_chain_memo_stays_small_for_long_names(monkeypatch):
+    """A name longer than ``KEY_CHAIN_MEMO_LEN`` keeps only its last ``KEY_CHAIN_MEMO_LEN``
+    characters' rests in the memo (every rest as a key held ~n²/2 characters: ~1 GB for a
+    40,000-character name), and its IR is the one built with the memo cleared (the long and the
+    short rests alike), also when a shorter name with the same ending was built first."""
+    from structgate.native.json_schema import _grammar as G
+
+    build = G.key_not_in_ir.__wrapped__
+    long_name = "".join(chr(0x61 + (i * 7) % 26) for i in range(20_000))
+    G._KEY_CHAINS.clear()
+    build((long_name,))
+    assert all(len(k) <= G.KEY_CHAIN_MEMO_LEN for k in G._KEY_CHAINS)
+    assert sum(map(len, G._KEY_CHAINS)) <= (G.KEY_CHAIN_MEMO_LEN + 1) ** 2
+    # the same IR with and without the memo, past the memoised length (a short one here, so the
+    # IR stays shallow enough for ``==``)
+    monkeypatch.setattr(G, "KEY_CHAIN_MEMO_LEN", 8)
+    name = long_name[:60]
+    G._KEY_CHAINS.clear()
+    fresh = build((name,))
+    G._KEY_CHAINS.clear()
+    build((name[-20:],))  # a shorter name ending the same way, first
+    assert build((name,)) == fresh
+    G._KEY_CHAINS.clear()
+    two = build((name, name[:30] + "zz"))
+    build((name[-9:],))
+    assert build((name, name[:30] + "zz")) == two
+    assert all(len(k) <= 8 for k in G._KEY_CHAINS)
+    G._KEY_CHAINS.clear()

@@ -165,31 +165,40 @@ def _key_node_ir(chars: list, ends: bool, below: list):
 #: same property names recur in the objects of a schema and across schemas
 _KEY_CHAINS: dict[str, Any] = {}
 _KEY_CHAINS_MAX = 1 << 15
+#: rests of names up to this many characters are memoised: a longer name's chain is built from
+#: its memoised last :data:`KEY_CHAIN_MEMO_LEN` characters, the rest built and not kept (every
+#: suffix of a 40,000-character name as a key held 8e8 characters, ~1 GB, for the process)
+KEY_CHAIN_MEMO_LEN = 256
 
 
 def _key_chain_ir(rest: str):
     """IR of a key-trie node from which one name's ``rest`` alone goes on (:func:`_chain_rest`):
     :func:`_key_node_ir` along the chain, bottom-up from its longest rest already built; every
-    rest is memoised (``firstName`` and ``lastName`` share ``Name``'s)."""
-    hit = _KEY_CHAINS.get(rest)
-    if hit is not None:
-        return hit
+    rest of at most :data:`KEY_CHAIN_MEMO_LEN` characters is memoised (``firstName`` and
+    ``lastName`` share ``Name``'s), so the memo holds at most ``_KEY_CHAINS_MAX`` entries of at
+    most that many characters."""
     n = len(rest)
-    j = 1
-    hit = None
-    while j <= n:
-        hit = _KEY_CHAINS.get(rest[j:])  # (a read that another thread's clear cannot fail)
-        if hit is not None:
-            break
-        j += 1
+    cut = max(0, n - KEY_CHAIN_MEMO_LEN)
+    tail = rest[cut:]  # the longest rest that is memoised
+    hit = _KEY_CHAINS.get(tail)
     if hit is None:
-        j = n
-        hit = _key_node_ir([], True, [])
-    if len(_KEY_CHAINS) + j + 1 > _KEY_CHAINS_MAX:
-        _KEY_CHAINS.clear()
-    _KEY_CHAINS[rest[j:]] = hit
-    for i in range(j - 1, -1, -1):
-        hit = _KEY_CHAINS[rest[i:]] = _key_node_ir([rest[i]], False, [hit])
+        m = len(tail)
+        j = 1
+        while j <= m:
+            hit = _KEY_CHAINS.get(tail[j:])  # (a read that another thread's clear cannot fail)
+            if hit is not None:
+                break
+            j += 1
+        if hit is None:
+            j = m
+            hit = _key_node_ir([], True, [])
+        if len(_KEY_CHAINS) + j + 1 > _KEY_CHAINS_MAX:
+            _KEY_CHAINS.clear()
+        _KEY_CHAINS[tail[j:]] = hit
+        for i in range(j - 1, -1, -1):
+            hit = _KEY_CHAINS[tail[i:]] = _key_node_ir([tail[i]], False, [hit])
+    for i in range(cut - 1, -1, -1):  # the characters before the memoised rest: built, not kept
+        hit = _key_node_ir([rest[i]], False, [hit])
     return hit
 
 
