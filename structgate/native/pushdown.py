@@ -1849,6 +1849,21 @@ def _tok_root(trie: "_ClassTrie", vocab_size: int) -> np.ndarray:
     return tr
 
 
+def _tokens_ending(trie: "_ClassTrie", nodes: np.ndarray, limit: int | None = None) -> np.ndarray | None:
+    """Token ids (int64) ending on the class nodes ``nodes`` (global ids), from the node-sorted
+    token list: one gather however many nodes; None when there are more than ``limit``."""
+    ts = trie.node_tok_start
+    a = ts[nodes]
+    cnt = ts[nodes + 1] - a
+    tot = int(cnt.sum())
+    if limit is not None and tot > limit:
+        return None
+    if not tot:
+        return _EMPTY_I64
+    cs = cnt.cumsum()
+    return trie.tokens_by_node[(a - (cs - cnt)).repeat(cnt) + np.arange(tot, dtype=np.int64)]
+
+
 _scratch_local = threading.local()
 
 
@@ -2176,6 +2191,12 @@ class PushdownIndex:
         self._free: list[int] = []
         self._eos = np.asarray(sorted(set(vocab.eos_token_ids)), dtype=np.intp)
         self._eos_set = frozenset(int(e) for e in self._eos)
+        # the row words holding EOS ids and each word's EOS bits (:meth:`_clear_eos`, :meth:`_set_eos`)
+        eos_bits: dict[int, int] = {}
+        for e in self._eos.tolist():
+            eos_bits[e >> 5] = eos_bits.get(e >> 5, 0) | (1 << (e & 31))
+        self._eos_words = np.asarray(list(eos_bits), dtype=np.intp)
+        self._eos_bits = np.asarray(list(eos_bits.values()), dtype=np.uint32)
         self._trie = class_trie(vocab, bc)
         self._token_cnode = self._tok_c(self._trie)
         self._rule_tries: dict[int, _ClassTrie | None] = {}
@@ -3384,15 +3405,8 @@ class PushdownIndex:
         ``bincount`` over the words (float64 sums below 2**32 are exact). Many go through
         :meth:`_allowed_bool` and ``packbits`` over the vocabulary."""
         if tok_c is None or nodes.size * 8 <= trie.n_nodes:
-            ts = trie.node_tok_start
-            a = ts[nodes]
-            cnt = ts[nodes + 1] - a
-            tot = int(cnt.sum())
-            if tot <= self.DIRECT_ROW_MAX:
-                if not tot:
-                    return np.zeros(self.width, dtype=np.int32)
-                cs = cnt.cumsum()
-                toks = trie.tokens_by_node[(a - (cs - cnt)).repeat(cnt) + np.arange(tot, dtype=np.int64)]
+            toks = _tokens_ending(trie, nodes, self.DIRECT_ROW_MAX)
+            if toks is not None:
                 toks = toks[toks < self.vocab.vocab_size]  # (ids past the vocabulary: none in a row)
                 w = np.left_shift(1, toks & 31, dtype=np.int64).astype(np.float64)
                 row = np.bincount(toks >> 5, weights=w, minlength=self.width).astype(np.uint32).view(np.int32)
@@ -3408,40 +3422,22 @@ class PushdownIndex:
             live = np.zeros(trie.n_nodes + 1, dtype=bool)
             live[nodes] = True
             return live.take(tok_c)
-        ts = trie.node_tok_start
-        a = ts[nodes]
-        cnt = ts[nodes + 1] - a
-        tot = int(cnt.sum())
         allowed = np.zeros(self.vocab.vocab_size, dtype=bool)
-        if tot:
-            cs = cnt.cumsum()
-            idx = (a - (cs - cnt)).repeat(cnt) + np.arange(tot, dtype=np.int64)
-            allowed[trie.tokens_by_node[idx]] = True
+        toks = _tokens_ending(trie, nodes)
+        if toks.size:
+            allowed[toks] = True
             allowed[self._eos] = False
         return allowed
 
-    def _eos_words(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(words, bits)``: the row words holding EOS ids (distinct, intp) and each word's EOS
-        bits (uint32), computed once."""
-        wb = self.__dict__.get("_eos_wb")
-        if wb is None:
-            acc: dict[int, int] = {}
-            for e in self._eos.tolist():
-                acc[e >> 5] = acc.get(e >> 5, 0) | (1 << (e & 31))
-            wb = self._eos_wb = (np.asarray(list(acc), dtype=np.intp), np.asarray(list(acc.values()), dtype=np.uint32))
-        return wb
-
     def _clear_eos(self, row: np.ndarray) -> None:
         """Clear the EOS ids' bits of ``row`` (int32 ``(width,)``, in place)."""
-        words, bits = self._eos_words()
         u = row.view(np.uint32)
-        u[words] &= ~bits
+        u[self._eos_words] &= ~self._eos_bits
 
     def _set_eos(self, row: np.ndarray) -> None:
         """Set the EOS ids' bits of ``row`` (int32 ``(width,)``, in place)."""
-        words, bits = self._eos_words()
         u = row.view(np.uint32)
-        u[words] |= bits
+        u[self._eos_words] |= self._eos_bits
 
     def _store_row(self, state: int, row: np.ndarray, n_allowed: int, n_non_eos: int) -> int:
         if self._free:
@@ -3684,15 +3680,7 @@ class PushdownIndex:
             d += 1
         if not res:
             return _EMPTY_I64
-        nodes = np.unique(np.concatenate(res))
-        ts = trie.node_tok_start
-        a = ts[nodes]
-        cnt = ts[nodes + 1] - a
-        tot = int(cnt.sum())
-        if not tot:
-            return _EMPTY_I64
-        cs = cnt.cumsum()
-        toks = trie.tokens_by_node[(a - (cs - cnt)).repeat(cnt) + np.arange(tot, dtype=np.int64)]
+        toks = _tokens_ending(trie, np.unique(np.concatenate(res)))
         return toks[(toks < self.vocab.n_tokens) & ~np.isin(toks, self._eos)]
 
     def _uncertain(self, acc_nodes: np.ndarray, trie):
