@@ -718,3 +718,44 @@ class LengthProduct(LazyAutomaton):
     def symbols(self) -> list:
         return [e for q in range(len(self.d.delta)) for _, e in self._moves(q)]
 
+
+
+class DfaRules(LengthProduct):
+    """``L(d)`` itself as a lazily generated right-linear grammar: one rule per DFA state, built
+    when the matcher first reaches it (a :class:`LengthProduct` with no length bound, whose count
+    stays 0, without its length sets). For automata with more states than
+    ``max_automaton_rules`` allows as eager rules: a pattern key set minus the listed property
+    names, a ``propertyNames`` language, a large remainder product. Compile cost: none per state;
+    each reached state costs one rule build at mask time.
+
+    Parameters
+    ----------
+    d : CPDFA
+        Trimmed (every state reaches acceptance) and minimal, start state 0.
+    enc : callable
+        ``enc(charset)`` → IR expression of one symbol, or None (no spelling). Symbols must be
+        characters (their spellings reference no grammar rule: bodies are built after the grammar
+        was analysed); automata over items or members (``contains``, counted members) keep eager
+        rules and their limit.
+    name : str
+        Prefix of the generated rules' names (messages).
+    """
+
+    def __init__(self, d: CPDFA, enc, name: str) -> None:
+        n = len(d.delta)
+        self.d, self.lmin, self.lmax, self.name = d, 0, None, name
+        self.start = (0, 0)
+        self._groups = [None] * n
+        self._enc = enc
+        self._symbols = CalledRules(name + ".sym")
+        self._e, self._per, self._lens = 0, 1, None
+        self._inf = [True] * n
+        self._reach_all = 0
+        self._live = {}
+        self._rep_k = {}
+
+    def live(self, state) -> bool:
+        return True  # trimmed: every state reaches acceptance
+
+    def canonical(self, state, depth: int | None = None):
+        return None  # no count: nothing to alias

@@ -68,10 +68,12 @@ class RefsMixin:
             out.insert(head, (s, w))  # the schema's own keywords first: its properties lead
         return out
 
-    def _emit_dfa(self, d, enc, what: str, where: str) -> str | None:
+    def _emit_dfa(self, d, enc, what: str, where: str, lazy: bool = True) -> str | None:
         """Text for a code-point automaton (:func:`._automata.emit`): inline when its eliminated
         regex is at most :attr:`automaton_inline_max` characters (regex mode: :attr:`max_size`),
-        else (grammar mode) right-linear rules ``dfa:<pointer>.<n>.<state>`` in :attr:`rules`."""
+        else (grammar mode) right-linear rules ``dfa:<pointer>.<n>.<state>`` in :attr:`rules`, or,
+        past ``max_automaton_rules`` states and with ``lazy``, rules generated when first reached
+        (:meth:`_lazy_dfa`; without ``lazy`` the ``CompileLimitError`` is raised)."""
         base = "dfa:" + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
         n = 1
         while f"{base}.{n}.0" in self.rules:
@@ -81,8 +83,44 @@ class RefsMixin:
             self.rules[name] = text
             self.rule_where[name] = where or "#"
         cap = self.automaton_inline_max if self.grammar else self.max_size
-        return emit(d, enc, inline_cap=cap, define=define if self.grammar else None, name_base=base, what=what,
-                    where=where, max_rules=self.max_automaton_rules)
+        try:
+            return emit(d, enc, inline_cap=cap, define=define if self.grammar else None, name_base=base, what=what,
+                        where=where, max_rules=self.max_automaton_rules)
+        except CompileLimitError as e:
+            if not (lazy and self.grammar) or e.limit_name != "max_automaton_rules":
+                raise
+        # more states than eager rules may have: the automaton's rules generated lazily, when
+        # the matcher first reaches each state (:class:`._automata.DfaRules`); nothing is dropped
+        return self._lazy_dfa(d, enc, what, where)
+
+    def _lazy_dfa(self, d, enc, what: str, where: str) -> str | None:
+        """Grammar mode: a rule ``auto:<pointer>.<n>`` whose body is the start of a
+        :class:`._automata.DfaRules` of ``d`` (its states' rules built when first reached); the
+        text calls it. None = the empty language."""
+        from ..ir import LazyRule
+        from ._automata import DfaRules
+        from ._grammar import parse_rule
+
+        d = trim(d)
+        if d is None:
+            return None
+        d = minimize(d)
+        memo: dict = {}
+
+        def enc_ir(cs):
+            if cs not in memo:
+                t = enc(cs)
+                memo[cs] = None if t is None else parse_rule(t)
+            return memo[cs]
+
+        base = "auto:" + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
+        n = 1
+        while f"{base}.{n}" in self.ir_rules:
+            n += 1
+        name = f"{base}.{n}"
+        self.ir_rules[name] = LazyRule(DfaRules(d, enc_ir, name), (0, 0))
+        self.rule_where[name] = where or "#"
+        return f"(?&{name})"
 
     #: a length product estimated (pattern states × (bound + 1)) at most this large is built eagerly
     #: and written inline when its text fits; anything larger is a :class:`._automata.LengthProduct`
@@ -111,8 +149,9 @@ class RefsMixin:
             p = trim(product(d, length_dfa(lmin, lmax, max_states=cap, what=what, where=where), max_states=cap, what=what, where=where))
             if p is None:
                 return None
-            try:  # inline, or at most max_automaton_rules right-linear rules
-                return self._emit_dfa(p, enc, what, where)
+            try:  # inline, or at most max_automaton_rules right-linear rules (else the lazy product
+                # below, whose count-free states alias the masks of long strings)
+                return self._emit_dfa(p, enc, what, where, lazy=False)
             except CompileLimitError as e:
                 if e.limit_name != "max_automaton_rules":
                     raise

@@ -231,7 +231,7 @@ class ArrayMixin:
         def enc(cs):
             return alt(syms[s] for a, b in cs for s in range(a, b + 1) if syms[s] is not None)
 
-        body = self._emit_dfa(d, enc, "contains", cw)
+        body = self._emit_dfa(d, enc, "contains", cw, lazy=False)
         if body is None:
             return None
         ws = self.ws

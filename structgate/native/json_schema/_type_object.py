@@ -563,7 +563,7 @@ class ObjectMixin:
         def enc(cs):
             return alt(sym_text[s] for a, b in cs for s in range(a, b + 1))
 
-        body = self._emit_dfa(d, enc, what, w)
+        body = self._emit_dfa(d, enc, what, w, lazy=False)
         if body is None:
             return None
         ws = self.ws
