@@ -499,9 +499,10 @@ def test_pattern_properties_nested_patterns_get_both_schemas():
     assert m('{"abc": "x"}') and m('{"abc": "xy"}') and valid(s, {"abc": "x"})
     assert not m('{"abc": ""}')  # matches both: string, 1..2 characters
     assert not m('{"abc": "xyz"}') and not m('{"abc": 1}')
-    # the other keys of ^ab would need ^ab's schema alone: a regex cannot write "^ab but not ^abc$",
-    # so they are not generated (extra keys are optional), never generated with the wrong schema
-    assert not m('{"abd": ""}') and valid(s, {"abd": ""})
+    # the other keys of ^ab need ^ab's schema alone: "^ab but not ^abc$" is a product automaton
+    # (_pattern_regions); they were left out before (a silent narrowing)
+    assert m('{"abd": ""}') and valid(s, {"abd": ""})
+    assert not m('{"abd": "xyz"}') and not valid(s, {"abd": "xyz"})
 
 
 def test_pattern_properties_unsatisfiable_combination_never_generated():
@@ -515,18 +516,18 @@ def test_pattern_properties_unsatisfiable_combination_never_generated():
     assert m2('{"b": 1}') and not m2('{"a": 1}') and not m2('{"b": "x"}')
 
 
-def test_pattern_properties_partial_overlap_generates_no_key_of_either():
-    # "ab" needs string and integer, "a" only string, "b" only integer: a regex cannot split them,
-    # so neither pattern's keys are generated (never a key with a schema it does not need); a
-    # disjoint third pattern still is
+def test_pattern_properties_partial_overlap_splits_the_keys():
+    # "ab" needs string and integer (nothing), "a" only string, "b" only integer: the keys are split
+    # into regions by product automata (_pattern_regions; before, neither pattern's keys were
+    # generated at all); a disjoint third pattern is generated as before. Grammar and regex mode
     s = {"type": "object", "patternProperties": {"^a": {"type": "string"}, "b$": {"type": "integer"},
                                                  "^z$": {"type": "null"}}}
     m = matcher(s)
     rx = re.compile(schema_to_regex(s))
-    for text in ("{}", '{"z": null}'):
-        assert m(text) and rx.fullmatch(text) and valid(s, json.loads(text))
-    for text in ('{"a": "x"}', '{"b": 1}', '{"ab": 1}', '{"ab": "x"}', '{"z": 1}'):
-        assert not m(text) and not rx.fullmatch(text)
+    for text in ("{}", '{"z": null}', '{"a": "x"}', '{"b": 1}', '{"axb": 1}', '{"xb": 2}', '{"ab": 1}',
+                 '{"ab": "x"}', '{"z": 1}', '{"a": 1}', '{"b": "x"}'):
+        want = valid(s, json.loads(text))
+        assert m(text) == want and bool(rx.fullmatch(text)) == want, text
 
 
 def test_pattern_properties_undecided_overlap_is_a_typed_error(monkeypatch):

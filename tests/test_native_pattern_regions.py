@@ -1,0 +1,78 @@
+"""``patternProperties`` whose patterns overlap partially, or where one strictly contains another:
+every key gets the ``allOf`` of exactly the patterns it matches.
+
+Before: a pattern that overlapped another partially (``^a`` and ``b$``: ``"ab"`` matches both,
+``"ax"`` only the first) or strictly contained one (``^a`` ⊃ ``^ab``) had its keys left out
+("sound: extra keys are optional"), so valid instances with those keys were rejected (a silent
+narrowing; 6-27 of 63 one-key instances per schema below). Now those keys are split into regions:
+for each set ``T`` of such patterns, the keys every pattern of ``T`` matches and no other does, with
+the ``allOf`` of ``T``'s schemas (``_TypeObject._pattern_regions``).
+
+Oracle: jsonschema (Draft 2020-12) on every instance, listed properties first (declared order).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import jsonschema
+import pytest
+
+from _matching import accepts
+from structgate import Constraint, get_backend
+from structgate.testing import tiny_vocabulary
+
+PATTERNS = [
+    {"^a": {"type": "integer"}, "b$": {"minimum": 5}},  # partial overlap
+    {"^a": {"type": "string"}, "^ab": {"maxLength": 3}},  # strict containment
+    {"a": {"type": "integer"}, "b": {"type": "string"}},  # overlap with an unsatisfiable region
+    {"^a": {"type": "integer"}, "b$": {"minimum": 5}, "^.b": {"maximum": 9}},  # three, every region
+    {"^a": {"type": "integer"}, "^b": {"type": "string"}, "^[ab]": {"minimum": 2, "minLength": 2}},
+]
+KEYS = ["a", "ab", "b", "xb", "abb", "ax", "x", "bb", "aab", "ba", ""]
+VALUES = [1, 7, 12, "s", "long", None, 2.5, [1]]
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return tiny_vocabulary()
+
+
+@pytest.fixture(scope="module")
+def native(vocab):
+    return get_backend("native", vocab, additional_properties=True)
+
+
+@pytest.mark.parametrize("props", [{}, {"ab": {"type": "number"}}, {"x": {"const": 1}}])
+@pytest.mark.parametrize("pp", PATTERNS)
+def test_every_key_gets_the_patterns_it_matches(native, vocab, pp, props):
+    schema = {"type": "object", "properties": props, "patternProperties": pp}
+    g = native.compile(Constraint("json_schema", json.dumps(schema)))
+    val = jsonschema.Draft202012Validator(schema)
+    n_valid = 0
+    for k, v in itertools.product(KEYS, VALUES):
+        inst = {k: v}
+        ok = val.is_valid(inst)
+        n_valid += ok
+        assert accepts(g, vocab, json.dumps(inst)) == ok, inst
+    rnd = random.Random(5)
+    for _ in range(60):  # several keys, the listed one first
+        keys = rnd.sample(KEYS, 2)
+        inst = {k: rnd.choice(VALUES) for k in ([*props] if rnd.random() < 0.5 else []) + keys}
+        assert accepts(g, vocab, json.dumps(inst)) == val.is_valid(inst), inst
+    assert n_valid > 0
+
+
+def test_more_overlapping_patterns_than_regions_stay_sound(native, vocab):
+    """Past ``MAX_PATTERN_REGIONS`` partially overlapping patterns, their keys are left out as
+    before: nothing invalid is accepted."""
+    pp = {f"{c}": {"type": "integer", "minimum": i} for i, c in enumerate("abcdefg")}
+    schema = {"type": "object", "patternProperties": pp}
+    g = native.compile(Constraint("json_schema", json.dumps(schema)))
+    val = jsonschema.Draft202012Validator(schema)
+    for k in ["ab", "abc", "gf", "x", "a"]:
+        for v in [0, 3, 9, "s"]:
+            inst = {k: v}
+            if accepts(g, vocab, json.dumps(inst)):
+                assert val.is_valid(inst), inst
