@@ -396,6 +396,11 @@ def test_validate_skips_determinisation(llama3_vocab, monkeypatch):
     with pytest.raises(CompileLimitError) as ei:
         b.validate(Constraint.regex("(?:^|a){3000000}"))
     assert ei.value.limit_name == "max_nfa_states"
+    # a regex with an anchor inside compiles to the eager DFA, which expands its counted repeats
+    # (no counters): validate sizes it so (it passed (?:a^|b){3000000}, which compile refuses)
+    with pytest.raises(CompileLimitError) as ei:
+        b.validate(Constraint.regex("(?:a^|b){3000000}"))
+    assert ei.value.limit_name == "max_nfa_states"
     b.validate(Constraint.regex("(a?b?){3000000}"))
     b.validate(Constraint.regex("(a{2000}){2000}"))
     monkeypatch.setattr(rx, "compile_regex", real)

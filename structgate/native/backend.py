@@ -479,8 +479,14 @@ class NativeBackend(Backend):
 
                 check_schema(constraint.value, self.options)  # the compiler pass, no IR: cheap
                 return
-            # the size the compile will build: large counted repeats are counters, not copies
-            check_size(count_large_repeats(self.to_grammar(constraint))[0], RegexOptions().max_nfa_states)
+            # the size the compile will build: large counted repeats are counters, not copies,
+            # except on the eager DFA's path (one rule with anchors inside), which expands them
+            from .ir import has_anchor
+
+            grammar = self.to_grammar(constraint)
+            if not (len(grammar.rules) == 1 and has_anchor(grammar.rules[grammar.root])):
+                grammar = count_large_repeats(grammar)[0]
+            check_size(grammar, RegexOptions().max_nfa_states)
         except RecursionError:
             raise _nesting_limit() from None
 
