@@ -77,10 +77,10 @@ BAD = [
     ({"structured_outputs": {"choice": []}}, "cannot be an empty list"),  # vLLM's own generic check
     # over a compile limit: found by validation in the API server (a counted repeat of a nullable
     # item is expanded: ("ab"{1000}){1000} or maxLength: 100000000 are binary counters, and compile) ...
-    # (bodies the NFA expands: a nullable rule's reference; a repeat of a nullable body,
-    # ("a"? "b"?){3000000}, 65 nullable items or (^|a){3000000}, is a counter of its non-empty
-    # form, regex.parser.repeat_node)
-    ({"structured_outputs": {"grammar": 'root ::= x{3000000}\nx ::= "a"? "b"?'}}, "max_nfa_states"),
+    # (nested repeats under the counters' 32 copies; a repeat of a nullable body, ("a"? "b"?){3000000},
+    # 65 nullable items, (^|a){3000000} or a nullable rule's reference x{3000000}, is a counter
+    # of its non-empty form, regex.parser.repeat_node and pushdown.count_large_repeats)
+    ({"structured_outputs": {"grammar": 'root ::= ((((("a" "b" | "c"){31}){31}){31}){31}){31}'}}, "max_nfa_states"),
     # ... or only by the engine's compile (validation passes them)
     ({"structured_outputs": {"json": {"type": "object", "properties": {
         "s": {"type": "string", "pattern": "^" + _NESTED_31 + "$"}}}}}, "max_nfa_states"),

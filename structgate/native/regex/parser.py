@@ -914,19 +914,22 @@ W_BOTH = 0b1000
 W_ALL = 0b1111
 
 
-def empty_when(node) -> int:
+def empty_when(node, leaf=None, memo: dict | None = None) -> int:
     """Where ``node`` matches the empty string: a mask of worlds (see :data:`W_ALL`). A
     concatenation: the worlds of all its items; an alternation: of any; a repeat with ``min == 0``:
     all (else its body's); an anchor: its own (``^``: :data:`W_START`, ``$``: :data:`W_END`); a code
     point set: none. Leaves other than regex nodes (``ir.Ref``, ``ir.ByteSet``, ``ir.LazyRule``)
-    count as none, so a 0 is "not known to" (a reference may name a nullable rule). Iterative;
+    count as none, so a 0 is "not known to" (a reference may name a nullable rule), unless
+    ``leaf(node)`` gives their masks (a grammar's nullable rules); then ``memo`` (a dict kept by
+    the caller for that ``leaf``) holds the values instead of the process-wide memo. Iterative;
     memoised per node."""
     t = type(node)
     if t is Anchor:
         return W_START if node.kind == "start" else W_END
     if not (t is Concat or t is Alt or t is Repeat):
-        return 0
-    hit = _NULLABLE.get(id(node))
+        return 0 if leaf is None or t is Chars else leaf(node)
+    table = _NULLABLE if leaf is None else memo
+    hit = table.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
     stack = [(node, False)]
@@ -938,9 +941,10 @@ def empty_when(node) -> int:
             continue
         tn = type(n)
         if not (tn is Concat or tn is Alt or tn is Repeat):
-            val[k] = (W_START if n.kind == "start" else W_END) if tn is Anchor else 0
+            val[k] = (W_START if n.kind == "start" else W_END) if tn is Anchor else \
+                0 if leaf is None or tn is Chars else leaf(n)
             continue
-        h = _NULLABLE.get(k)
+        h = table.get(k)
         if h is not None and h[0] is n:
             val[k] = h[1]
             continue
@@ -960,9 +964,9 @@ def empty_when(node) -> int:
             for x in kids:
                 v |= val[id(x)]
         val[k] = v
-        if len(_NULLABLE) >= _NULLABLE_MAX:
-            _NULLABLE.clear()
-        _NULLABLE[k] = (n, v)
+        if len(table) >= _NULLABLE_MAX and leaf is None:
+            table.clear()
+        table[k] = (n, v)
     return val[id(node)]
 
 
@@ -1005,14 +1009,18 @@ def _guarded(mask: int, node, mk, after: bool = False):
 NONEMPTY_DEPTH_MAX = 200
 
 
-def _nonempty(node, mk, memo: dict, depth: int = 0):
+def _nonempty(node, mk, memo: dict, depth: int = 0, ctx=None):
     """An expression ``y`` with ``L(y) ⊆ L(node)`` and ``node = y | [E]`` (as languages in every
     context), where ``E`` is :func:`empty_when` ``(node)``'s assertion (:func:`_assertion`): the
     empty string is left out of ``node`` wherever :func:`empty_when` sees it, within
     :data:`NONEMPTY_DEPTH_MAX` levels. ``None`` when ``y`` is nothing (``node`` matches only
     zero-width). ``node`` itself when it never matches empty (or lies deeper). ``mk`` makes
-    (interns) each new node; ``memo`` by node id for one call of :func:`repeat_node`."""
-    if depth > NONEMPTY_DEPTH_MAX or not empty_when(node):
+    (interns) each new node; ``memo`` by node id for one call of :func:`repeat_node`. ``ctx``, for
+    a grammar's references: ``(ew, prime)``, ``ew(node)`` its :func:`empty_when` with the
+    grammar's nullable rules, ``prime(leaf, depth)`` the empty-free form of a leaf ``ew`` calls
+    nullable (the same contract)."""
+    ew = empty_when if ctx is None else ctx[0]
+    if depth > NONEMPTY_DEPTH_MAX or not ew(node):
         return node
     k = id(node)
     if k in memo:
@@ -1023,21 +1031,23 @@ def _nonempty(node, mk, memo: dict, depth: int = 0):
     elif t is Alt:  # (a | [Ea]) | (b | [Eb]) = (a | b) | [Ea | Eb]
         parts: list = []
         for x in node.items:
-            y = _nonempty(x, mk, memo, depth + 1)
+            y = _nonempty(x, mk, memo, depth + 1, ctx)
             if y is not None and y not in parts:
                 parts.append(y)
         out = None if not parts else parts[0] if len(parts) == 1 else mk(Alt(tuple(parts)))
     elif t is Repeat:
-        y = _nonempty(node.item, mk, memo, depth + 1)
+        y = _nonempty(node.item, mk, memo, depth + 1, ctx)
         out = None if y is None or node.max == 0 else \
-            _repeat_parts(y, empty_when(node.item), node.min, node.max, mk, True)
-    else:
-        out = _concat_nonempty(node.items, mk, memo, depth)
+            _repeat_parts(y, ew(node.item), node.min, node.max, mk, True)
+    elif t is Concat:
+        out = _concat_nonempty(node.items, mk, memo, depth, ctx)
+    else:  # a leaf that ctx's ew calls nullable (a reference to a nullable rule)
+        out = ctx[1](node, depth)
     memo[k] = out
     return out
 
 
-def _concat_nonempty(items, mk, memo: dict, depth: int):
+def _concat_nonempty(items, mk, memo: dict, depth: int, ctx=None):
     """:func:`_nonempty` of the concatenation of ``items`` (each of which may match empty: their
     :func:`empty_when` masks are all non-zero). ``a1 a2..ak`` with ``a1 = a1' | [E1]`` is
     ``a1' a2..ak | [E1] (a2..ak)' | [E1 & E(a2..ak)]``: its empty-free form has one alternative per
@@ -1045,23 +1055,24 @@ def _concat_nonempty(items, mk, memo: dict, depth: int):
     flat (the tails shared as right-nested pairs); a longer run is split in halves ``L R``:
     ``(L R)' = L' R | [E(L)] R'``, each half a node of its own (so the NFA builder builds each half
     once per continuation: O(n) states, O(log n) levels)."""
+    ew = empty_when if ctx is None else ctx[0]
     n = len(items)
     if n > NONEMPTY_CONCAT_MAX:
         h = n // 2
         left, right = _concat_tree(items[:h], mk), _concat_tree(items[h:], mk)
         parts = []
-        y = _nonempty(left, mk, memo, depth + 1)
+        y = _nonempty(left, mk, memo, depth + 1, ctx)
         if y is not None:
             parts.append(mk(Concat((y, right))))
-        y = _nonempty(right, mk, memo, depth + 1)
+        y = _nonempty(right, mk, memo, depth + 1, ctx)
         if y is not None:
-            parts.append(_guarded(empty_when(left), y, mk))
+            parts.append(_guarded(ew(left), y, mk))
         return None if not parts else parts[0] if len(parts) == 1 else mk(Alt(tuple(parts)))
-    masks = [empty_when(x) for x in items]
+    masks = [ew(x) for x in items]
     alts: list = []
     tail = None  # a_i .. a_k as right-nested pairs, so the NFA builder shares each tail
     for i in range(n - 1, -1, -1):
-        y = _nonempty(items[i], mk, memo, depth + 1)
+        y = _nonempty(items[i], mk, memo, depth + 1, ctx)
         if y is not None:
             alts.append(y if tail is None else mk(Concat((y, tail))))
         tail = items[i] if tail is None else mk(Concat((items[i], tail)))
@@ -1069,7 +1080,7 @@ def _concat_nonempty(items, mk, memo: dict, depth: int):
     out: list = []
     prefix, j = W_ALL, 0
     for i in range(n):
-        y = _nonempty(items[i], mk, memo, depth + 1)  # (memoised)
+        y = _nonempty(items[i], mk, memo, depth + 1, ctx)  # (memoised)
         if y is not None:
             out.append(_guarded(prefix, alts[j], mk))
             j += 1
