@@ -263,3 +263,23 @@ def test_long_nullable_concatenation_under_a_repeat(k, vocab, native):
             "x" + "".join(rng.choice("ab") for _ in range(rng.randint(0, 12))) + rng.choice(["y", "", "a"])
             for _ in range(30)]:
         assert accepts(compiled, vocab, s) == bool(oracle.fullmatch(s)), s
+
+
+def test_concatenation_past_the_item_limit_is_left_as_written(vocab, native):
+    """Past ``NONEMPTY_CONCAT_ITEMS_MAX`` items a nullable concatenation's repeat is built as
+    written (a configuration inside it holds O(n) items whatever its form: the rewrite would trade
+    ``max_nfa_states`` for minutes or memory): the same language, and a typed refusal for a large
+    count, as before."""
+    from structgate.errors import CompileLimitError
+    from structgate.native.regex.parser import NONEMPTY_CONCAT_ITEMS_MAX
+
+    k = NONEMPTY_CONCAT_ITEMS_MAX + 1
+    body = "".join(f"{'ab'[i % 2]}?" for i in range(k))
+    assert _repeats_of_nullable(parse_regex(f"x(?:{body}){{0,3}}y"))
+    assert not _repeats_of_nullable(parse_regex(f"x(?:{body[:-2]}){{0,3}}y"))
+    compiled = native.compile(Constraint.regex(f"x(?:{body}){{0,3}}y"))
+    for s in ["xy", "xaby", "xbay", "xaay", "xcy", "x" + "ab" * 20 + "y"]:
+        assert accepts(compiled, vocab, s) == bool(re.fullmatch(r"x[ab]*y", s)), s
+    with pytest.raises(CompileLimitError) as e:
+        native.compile(Constraint.regex(f"x(?:{body}){{0,3000}}y"))
+    assert e.value.limit_name == "max_nfa_states"

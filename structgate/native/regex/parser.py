@@ -901,6 +901,13 @@ _NULLABLE_MAX = 1 << 16
 #: many levels of nesting); a longer one is split in two halves, recursively (a balanced tree of
 #: such runs: O(log n) levels, O(n) new nodes)
 NONEMPTY_CONCAT_MAX = 64
+#: :func:`_nonempty` leaves a concatenation of more items than this as it is (its empty string
+#: included: the same language, the repeat's cost of old, e.g. ``max_nfa_states`` for a large
+#: count). A configuration inside a concatenation of ``n`` nullable items holds O(n) NFA items
+#: whatever its form (``x(?:a?b?c?...)y`` alone: 8,000 items ~3 s to the second mask, 20,000 out
+#: of memory), so past this many the rewritten repeat would trade a typed refusal for that cost
+#: (``(?:a?b?c?...){0,300}``: 1,000 items ~1.6 s for five characters, 4,000 ~27 s)
+NONEMPTY_CONCAT_ITEMS_MAX = 1024
 
 #: The empty string's contexts, for :func:`empty_when`: a position of the text is in one of four
 #: worlds, bit ``at_start + 2 * at_end`` (``at_start``: the position is 0; ``at_end``: it is the
@@ -1040,7 +1047,7 @@ def _nonempty(node, mk, memo: dict, depth: int = 0, ctx=None):
         out = None if y is None or node.max == 0 else \
             _repeat_parts(y, ew(node.item), node.min, node.max, mk, True)
     elif t is Concat:
-        out = _concat_nonempty(node.items, mk, memo, depth, ctx)
+        out = node if len(node.items) > NONEMPTY_CONCAT_ITEMS_MAX else _concat_nonempty(node.items, mk, memo, depth, ctx)
     else:  # a leaf that ctx's ew calls nullable (a reference to a nullable rule)
         out = ctx[1](node, depth)
     memo[k] = out
