@@ -389,14 +389,16 @@ def test_validate_skips_determinisation(llama3_vocab, monkeypatch):
     monkeypatch.setattr(rx, "compile_regex", boom)
     b.validate(Constraint.json_object())  # schema translation + parse only
     b.validate(Constraint.regex("[ab]*a[ab]{8}"))  # the state limit is found by the walks, not here
-    # a counted repeat of an item that may match empty through an assertion is expanded
-    # (non-nullable ones, (a{2000}){2000}, are binary counters that compile, and so is a surely
+    # a counted repeat of an item with an anchor inside is expanded (the eager DFA's path)
+    # (non-nullable ones, (a{2000}){2000}, are binary counters that compile, and so is a
     # nullable body once its empty string is left out: (a?b?){3000000} is (?:ab?|b){0,3000000},
-    # regex.parser.repeat_node): over max_nfa_states, found without determinising
+    # (?:^|a){3000000} is a{3000000}|^a{0,2999999}, regex.parser.repeat_node): over
+    # max_nfa_states, found without determinising
     with pytest.raises(CompileLimitError) as ei:
-        b.validate(Constraint.regex("(?:^|a){3000000}"))
+        b.validate(Constraint.regex("(?:a^|b){3000000}"))
     assert ei.value.limit_name == "max_nfa_states"
     b.validate(Constraint.regex("(a?b?){3000000}"))
+    b.validate(Constraint.regex("(?:^|a){3000000}"))
     b.validate(Constraint.regex("(a{2000}){2000}"))
     monkeypatch.setattr(rx, "compile_regex", real)
     with pytest.raises(CompileLimitError):

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-#: 65 optional letters: a concatenation longer than the nullable-body rewrite takes (NONEMPTY_CONCAT_MAX)
-_NULLABLE_65 = "".join(f"{chr(97 + i % 26)}?" for i in range(65))
+#: five nested repeats of 31 (each under the 32 a counter takes, LARGE_REPEAT_MIN_COUNT): 31**5 copies
+_NESTED_31 = "(?:(?:(?:(?:(?:ab|c){31}){31}){31}){31}){31}"
 
 pytest.importorskip("vllm")
 httpx = pytest.importorskip("httpx")
@@ -77,12 +77,13 @@ BAD = [
     ({"structured_outputs": {"choice": []}}, "cannot be an empty list"),  # vLLM's own generic check
     # over a compile limit: found by validation in the API server (a counted repeat of a nullable
     # item is expanded: ("ab"{1000}){1000} or maxLength: 100000000 are binary counters, and compile) ...
-    # (bodies the NFA expands: a nullable rule's reference, 65 nullable items; a repeat of a
-    # surely nullable body, ("a"? "b"?){3000000}, is a counter of its non-empty form, regex.parser.repeat_node)
-    ({"structured_outputs": {"grammar": 'root ::= x{3000000}\nx ::= "a"? "b"?'}}, "max_nfa_states"),
+    # (nested repeats under the counters' 32 copies; a repeat of a nullable body, ("a"? "b"?){3000000},
+    # 65 nullable items, (^|a){3000000} or a nullable rule's reference x{3000000}, is a counter
+    # of its non-empty form, regex.parser.repeat_node and pushdown.count_large_repeats)
+    ({"structured_outputs": {"grammar": 'root ::= ((((("a" "b" | "c"){31}){31}){31}){31}){31}'}}, "max_nfa_states"),
     # ... or only by the engine's compile (validation passes them)
     ({"structured_outputs": {"json": {"type": "object", "properties": {
-        "s": {"type": "string", "pattern": "^(?:" + _NULLABLE_65 + "){3000000}$"}}}}}, "max_nfa_states"),
+        "s": {"type": "string", "pattern": "^" + _NESTED_31 + "$"}}}}}, "max_nfa_states"),
 ]
 # large counted repeats that were over a limit before the counters, and a pattern × maxLength
 # product that was max_product_states before it was generated lazily: now valid requests (issue 10)

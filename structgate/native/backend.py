@@ -229,7 +229,8 @@ class NativeBackend(Backend):
     #: extras that must be integers (limits and sizes); checked when the backend is made
     INT_EXTRAS = ("compile_cache_size", "inline_max_size", "compile_processes", "row_budget_bytes", "max_regex_size", "regex_unroll_depth",
                   "rule_inline_max_chars", "shared_inline_max_chars", "automaton_inline_max_chars",
-                  "max_automaton_rules", "max_multiple_of", "max_product_states")
+                  "max_automaton_rules", "max_multiple_of", "max_enumerated_multiples",
+                  "max_product_states")
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
@@ -479,8 +480,14 @@ class NativeBackend(Backend):
 
                 check_schema(constraint.value, self.options)  # the compiler pass, no IR: cheap
                 return
-            # the size the compile will build: large counted repeats are counters, not copies
-            check_size(count_large_repeats(self.to_grammar(constraint))[0], RegexOptions().max_nfa_states)
+            # the size the compile will build: large counted repeats are counters, not copies,
+            # except on the eager DFA's path (one rule with anchors inside), which expands them
+            from .ir import has_anchor
+
+            grammar = self.to_grammar(constraint)
+            if not (len(grammar.rules) == 1 and has_anchor(grammar.rules[grammar.root])):
+                grammar = count_large_repeats(grammar)[0]
+            check_size(grammar, RegexOptions().max_nfa_states)
         except RecursionError:
             raise _nesting_limit() from None
 

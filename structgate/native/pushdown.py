@@ -63,7 +63,7 @@ from .ir import (ByteSet, CalledRules, Grammar, LazyAutomaton, LazyRule, Ref, _e
                  rebuild)
 from .regex.dfa import _Closures
 from .regex.nfa import BYTE, EPS, NFA, drive
-from .regex.parser import Alt, Anchor, Chars, Concat, Repeat
+from .regex.parser import W_ALL, Alt, Anchor, Chars, Concat, Repeat, _nonempty, empty_when, repeat_node
 
 __all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CLASSES", "CALL", "RET",
            "class_trie", "no_gc", "count_large_repeats"]
@@ -575,6 +575,10 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None =
 
 
 COUNT_PREFIX = "__count"
+#: the prefix of the empty-free rules of nullable rules :func:`count_large_repeats` makes (a large
+#: repeat of a reference to a nullable rule ``x`` is ``x'{0,n}``)
+NONEMPTY_PREFIX = "__nonempty"
+
 
 class RepeatCounter(LazyAutomaton):
     """``x{lo,hi}`` (``hi`` None: unbounded) as a lazily generated unary counter: state ``c`` (the
@@ -689,6 +693,15 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     becomes a :class:`RepeatCounter` instead (a unary counter generated on demand, whose counts
     far from the bounds share one mask row).
 
+    A repeat of ``min_count`` or more copies of a body nullable through a reference to a nullable
+    rule (whatever its size: each copy could be skipped by an empty path, so a configuration held
+    O(n) NFA items) is first rewritten as :func:`~.regex.parser.repeat_node` rewrites a surely
+    nullable one, ``x{m,n}`` = ``x'{0,n}`` (the same language): ``x'`` is ``x`` without the empty
+    string, calling an empty-free rule ``__nonempty<i>_<r>`` (:data:`NONEMPTY_PREFIX`) for each
+    nullable rule ``r`` where ``x`` may start (none is left-recursive: ``r`` would be). Where that
+    form still matches empty (a nullable leaf the rewrite does not see into, a nest deeper than
+    ``NONEMPTY_DEPTH_MAX``) the repeat stays as written.
+
     Returns
     -------
     (grammar, counting rule names)
@@ -748,16 +761,67 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         return [exact(item, k) for k in range(m.bit_length() - 1, -1, -1) if m >> k & 1]
 
     size_memo: dict = {} if memo is None else memo
+    # the empty-free forms of nullable rules (a repeat of a reference to one: x{0,700} with x ::=
+    # "a"? "b"?, built as written, held O(n) NFA items per configuration, like a nullable body)
+    primed: dict[str, Expr | None] = {}  # nullable rule -> a reference to its empty-free rule, or None
+    primed_rules: dict[str, Expr] = {}  # the empty-free rules' bodies
+    rewrote: list = []  # the repeats of nullable references rewritten
+    ew_memo: dict = {}
+    ne_memo: dict = {}
+
+    def ew(x) -> int:
+        return empty_when(x, lambda y: W_ALL if isinstance(y, Ref) and y.name in null[0] else 0, ew_memo)
+
+    def prime(x, depth: int):
+        name = x.name
+        if name not in primed:
+            body = _nonempty(rules[name], lambda n: n, ne_memo, depth + 1, (ew, prime))
+            if body is None:
+                primed[name] = None
+            else:
+                nm = f"{NONEMPTY_PREFIX}{len(primed_rules)}_{name}"
+                while nm in taken:
+                    nm += "_"
+                taken.add(nm)
+                primed_rules[nm] = body
+                primed[name] = Ref(nm)
+        return primed[name]
+
+    def still_nullable(y) -> bool:
+        """``_nullable`` of ``y`` with the empty-free rules' own nullability (a fixpoint: a body
+        may keep a nullable leaf the rewrite does not see into, e.g. a lazily generated rule)."""
+        from .ir import _nullable
+
+        null_all = set(null[0])
+        changed = True
+        while changed:
+            changed = False
+            for nm, b in primed_rules.items():
+                if nm not in null_all and _nullable(b, null_all):
+                    null_all.add(nm)
+                    changed = True
+        return _nullable(y, null_all)
 
     def replace(nd: Repeat):
         count = max(nd.min, nd.max if nd.max is not None else 0)
-        if count < min_count or _size(nd.item, size_memo) * count <= min_expand:
+        if count < min_count:
             return nd
         if not null:
             null.append(grammar.nullable_rules())
         from .ir import _nullable
 
-        if _nullable(nd.item, null[0]):
+        if _nullable(nd.item, null[0]):  # (whatever its size: each copy could be skipped)
+            # nullable through a reference (a surely nullable body is rewritten when built,
+            # regex.parser.repeat_node): x{m,n} = x'{0,n} with x' its empty-free form
+            y = _nonempty(nd.item, lambda n: n, ne_memo, 0, (ew, prime)) if ew(nd.item) == W_ALL else nd.item
+            if y is not None and (y is nd.item or still_nullable(y)):
+                return nd
+            rewrote.append(nd)
+            if y is None:
+                return EMPTY
+            r = repeat_node(y, 0, nd.max)
+            return replace(r) if isinstance(r, Repeat) else r
+        if _size(nd.item, size_memo) * count <= min_expand:
             return nd
         if lazy:
             return counter(nd)
@@ -782,10 +846,16 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         return rebuild(node, done, post=lambda r: replace(r) if isinstance(r, Repeat) else r)
 
     new_rules = {r: rewrite(rules[r]) if r in rules else None for r in grammar.reachable()}
-    if not new and not counters:
+    done_primed: set[str] = set()
+    while len(done_primed) < len(primed_rules):  # the empty-free rules' own large repeats
+        for nm in [nm for nm in primed_rules if nm not in done_primed]:
+            done_primed.add(nm)
+            primed_rules[nm] = rewrite(primed_rules[nm])
+    if not new and not counters and not rewrote:
         return grammar, set()
     full = dict(rules)
     full.update((r, b) for r, b in new_rules.items() if b is not None)
+    full.update(primed_rules)
     full.update(new)
     g = grammar.derived(full, keep_calls=set(grammar.keep_calls) | set(new))
     g.__dict__["_n_counters"] = len(counters)  # (read by build_grammar_nfa: a bound on frame needs)

@@ -49,6 +49,11 @@ DEFAULT_MAX_AUTOMATON_RULES = 256
 #: largest integer ``multipleOf`` compiled (one automaton state per residue;
 #: ``CompileOptions.extra["max_multiple_of"]``)
 DEFAULT_MAX_MULTIPLE_OF = 1_000
+#: a bounded integer range whose ``multipleOf`` automaton is refused (``max_automaton_rules``,
+#: ``max_product_states``, ``max_regex_size``) or whose ``multipleOf`` is above ``max_multiple_of``
+#: is written as its multiples, one literal each, when it holds at most this many
+#: (``CompileOptions.extra["max_enumerated_multiples"]``)
+DEFAULT_MAX_ENUMERATED_MULTIPLES = 4_096
 #: grammar mode: the rule names of the root and of "any JSON value"
 #: the largest count a ``minLength``/``maxLength``/``minItems``/``maxItems``/``minContains``/
 #: ``maxContains`` may give: counts become regex repetitions ``{m,n}``, bounded as in Python's re

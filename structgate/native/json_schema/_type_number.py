@@ -10,7 +10,8 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ..regex.parser import parse_regex
 from ._automata import from_ast, product, remainder_dfa, trim
 from ._charset import class_text
-from ._common import _MULT_INT, _NOT_INT, DEFAULT_MAX_MULTIPLE_OF, _dec, _decimal_bound, _ptr
+from ._common import (_MULT_INT, _NOT_INT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
+                      _decimal_bound, _ptr)
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
 #: most fraction digits of a decimal bound of the range construction (it recurses once per digit):
@@ -190,32 +191,91 @@ class NumberMixin:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
         automaton over decimal digits (:func:`._automata.remainder_dfa`, ``m + 3`` states)
         intersected with the digit-range automaton of the bounds. ``m`` is bounded by
-        ``options.extra["max_multiple_of"]`` (default :data:`DEFAULT_MAX_MULTIPLE_OF`)."""
+        ``options.extra["max_multiple_of"]`` (default :data:`DEFAULT_MAX_MULTIPLE_OF`). A range
+        bounded on both sides that holds at most ``options.extra["max_enumerated_multiples"]``
+        (:data:`DEFAULT_MAX_ENUMERATED_MULTIPLES`) multiples is written as those literals
+        (:func:`_literals_text`) where the automaton is refused or ``m`` is above that bound:
+        ``multipleOf: 7`` between ``10**400`` and ``10**400 + 20`` (403 minimal states)."""
         ilo, ihi = _integer_bounds(lo, hi)
         if m == 1:
             return JSON_INTEGER if ilo is None and ihi is None else integer_range(ilo, ihi)
         if ilo is not None and ihi is not None and ilo > ihi:
             return None
-        limit = int(self.opt.extra.get("max_multiple_of", DEFAULT_MAX_MULTIPLE_OF))
-        if m > limit:
-            raise CompileLimitError("max_multiple_of", m, limit, f"multipleOf at {where or 'the root'}: the "
-                                    "remainder automaton has one state per residue; raise "
-                                    "CompileOptions.extra['max_multiple_of'] to allow it")
         what = "multipleOf"
         key = ("multipleOf", m, ilo, ihi)
         if key in self._dfa_texts:
             return self._dfa_texts[key]
-        cap = self.max_product_states
-        d = remainder_dfa(m)
-        if ilo is not None or ihi is not None:
-            rng = integer_range(ilo, ihi)
-            if rng is None:
-                return None
-            d = product(from_ast(parse_regex(rng), max_states=cap, what=what, where=where), d,
-                        max_states=cap, what=what, where=where)
-        out = self._emit_dfa(trim(d), class_text, what, where)
+        few = None  # the multiples in range, when the range is bounded and holds few enough
+        if ilo is not None and ihi is not None:
+            first, last = -(-ilo // m), ihi // m
+            if last - first + 1 <= int(self.opt.extra.get("max_enumerated_multiples", DEFAULT_MAX_ENUMERATED_MULTIPLES)):
+                few = [k * m for k in range(first, last + 1)]
+        limit = int(self.opt.extra.get("max_multiple_of", DEFAULT_MAX_MULTIPLE_OF))
+        if m > limit:
+            if few is None:
+                raise CompileLimitError("max_multiple_of", m, limit, f"multipleOf at {where or 'the root'}: the "
+                                        "remainder automaton has one state per residue; raise "
+                                        "CompileOptions.extra['max_multiple_of'] to allow it")
+            out = _literals_text(few)
+        else:
+            try:
+                cap = self.max_product_states
+                d = remainder_dfa(m)
+                if ilo is not None or ihi is not None:
+                    rng = integer_range(ilo, ihi)
+                    if rng is None:
+                        return None
+                    d = product(from_ast(parse_regex(rng), max_states=cap, what=what, where=where), d,
+                                max_states=cap, what=what, where=where)
+                out = self._emit_dfa(trim(d), class_text, what, where)
+            except CompileLimitError as e:
+                if few is None or e.limit_name not in ("max_automaton_rules", "max_product_states", "max_regex_size"):
+                    raise
+                out = _literals_text(few)
         self._dfa_texts[key] = out
         return out
+
+
+def _literals_text(values: list[int]) -> str | None:
+    """A regex text matching exactly the decimal literals of ``values`` (``str(v)``: canonical JSON
+    integers, what :func:`._numeric.integer_range` writes): a trie of their characters, each run
+    that all the strings of a branch share written once (a few hundred literals of 400 digits that
+    differ in their last digits are one prefix and a small tree). None for no values."""
+    strs = sorted({str(v) for v in values})
+    if not strs:
+        return None
+
+    def trie(group: list[str]) -> str:
+        # group: sorted, distinct; their common prefix, then a branch per next character
+        p = _common_prefix(group[0], group[-1])
+        rest = [s[len(p):] for s in group]
+        ends = rest[0] == ""  # (sorted: the empty rest, if any, comes first)
+        if ends:
+            rest = rest[1:]
+        if not rest:
+            return p  # (digits and '-': plain characters)
+        branches, i = [], 0
+        while i < len(rest):
+            j = i
+            while j < len(rest) and rest[j][0] == rest[i][0]:
+                j += 1
+            branches.append(trie(rest[i:j]))
+            i = j
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            body = ("(?:" + body + ")?") if len(branches) == 1 else body + "?"
+        return p + body
+
+    return trie(strs)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
 
 
 def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:

@@ -893,27 +893,54 @@ def _repeat(atom: Node, lo: int, hi: int | None) -> Node:
     return repeat_node(atom, lo, hi, intern_node)
 
 
-#: :func:`surely_nullable` per node id (the node pinned in the value); cleared whole when full
+#: :func:`empty_when` per node id (the node pinned in the value); cleared whole when full
 _NULLABLE: dict[int, tuple] = {}
 _NULLABLE_MAX = 1 << 16
-#: :func:`repeat_node` leaves a concatenation of more nullable items than this as it is (its
-#: empty-free form has one alternative per item)
+#: :func:`_nonempty` builds the empty-free form of a concatenation of this many nullable items or
+#: fewer flat (one alternative per item, the items after it shared as right-nested pairs: that
+#: many levels of nesting); a longer one is split in two halves, recursively (a balanced tree of
+#: such runs: O(log n) levels, O(n) new nodes)
 NONEMPTY_CONCAT_MAX = 64
+#: :func:`_nonempty` leaves a concatenation of more items than this as it is (its empty string
+#: included: the same language, the repeat's cost of old, e.g. ``max_nfa_states`` for a large
+#: count). A configuration inside a concatenation of ``n`` nullable items holds O(n) NFA items
+#: whatever its form (``x(?:a?b?c?...)y`` alone: 8,000 items ~3 s to the second mask, 20,000 out
+#: of memory), so past this many the rewritten repeat would trade a typed refusal for that cost
+#: (``(?:a?b?c?...){0,300}``: 1,000 items ~1.6 s for five characters, 4,000 ~27 s)
+NONEMPTY_CONCAT_ITEMS_MAX = 1024
+
+#: The empty string's contexts, for :func:`empty_when`: a position of the text is in one of four
+#: worlds, bit ``at_start + 2 * at_end`` (``at_start``: the position is 0; ``at_end``: it is the
+#: text's length; both: the empty text). A node's mask has the bits of the worlds where it matches
+#: the empty string at that position. Anchors only assert, so every mask is monotone: nothing
+#: (0), ``^`` (:data:`W_START`), ``$`` (:data:`W_END`), ``^$`` (:data:`W_BOTH`), ``^|$`` (``W_START |
+#: W_END``) or everywhere (:data:`W_ALL`).
+W_START = 0b1010
+W_END = 0b1100
+W_BOTH = 0b1000
+W_ALL = 0b1111
 
 
-def surely_nullable(node) -> bool:
-    """Whether ``node`` matches the empty string in every context: a concatenation of such items, an
-    alternation with one, a repeat with ``min == 0`` or such a body. Leaves other than regex nodes
-    (``ir.Ref``, ``ir.ByteSet``, ``ir.LazyRule``) and anchors count as not nullable, so a False is
-    "not known to be" (a reference may name a nullable rule). Iterative; memoised per node."""
+def empty_when(node, leaf=None, memo: dict | None = None) -> int:
+    """Where ``node`` matches the empty string: a mask of worlds (see :data:`W_ALL`). A
+    concatenation: the worlds of all its items; an alternation: of any; a repeat with ``min == 0``:
+    all (else its body's); an anchor: its own (``^``: :data:`W_START`, ``$``: :data:`W_END`); a code
+    point set: none. Leaves other than regex nodes (``ir.Ref``, ``ir.ByteSet``, ``ir.LazyRule``)
+    count as none, so a 0 is "not known to" (a reference may name a nullable rule), unless
+    ``leaf(node)`` gives their masks (a grammar's nullable rules); then ``memo`` (a dict kept by
+    the caller for that ``leaf``) holds the values instead of the process-wide memo. Iterative;
+    memoised per node."""
     t = type(node)
-    if t is Chars or t is Anchor or not (t is Concat or t is Alt or t is Repeat):
-        return False
-    hit = _NULLABLE.get(id(node))
+    if t is Anchor:
+        return W_START if node.kind == "start" else W_END
+    if not (t is Concat or t is Alt or t is Repeat):
+        return 0 if leaf is None or t is Chars else leaf(node)
+    table = _NULLABLE if leaf is None else memo
+    hit = table.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
     stack = [(node, False)]
-    val: dict[int, bool] = {}
+    val: dict[int, int] = {}
     while stack:
         n, fin = stack.pop()
         k = id(n)
@@ -921,9 +948,10 @@ def surely_nullable(node) -> bool:
             continue
         tn = type(n)
         if not (tn is Concat or tn is Alt or tn is Repeat):
-            val[k] = False
+            val[k] = (W_START if n.kind == "start" else W_END) if tn is Anchor else \
+                0 if leaf is None or tn is Chars else leaf(n)
             continue
-        h = _NULLABLE.get(k)
+        h = table.get(k)
         if h is not None and h[0] is n:
             val[k] = h[1]
             continue
@@ -933,16 +961,53 @@ def surely_nullable(node) -> bool:
             stack.extend((x, False) for x in kids if id(x) not in val)
             continue
         if tn is Repeat:
-            v = n.min == 0 or val[id(n.item)]
+            v = W_ALL if n.min == 0 else val[id(n.item)]
         elif tn is Concat:
-            v = all(val[id(x)] for x in kids)
+            v = W_ALL
+            for x in kids:
+                v &= val[id(x)]
         else:
-            v = any(val[id(x)] for x in kids)
+            v = 0
+            for x in kids:
+                v |= val[id(x)]
         val[k] = v
-        if len(_NULLABLE) >= _NULLABLE_MAX:
-            _NULLABLE.clear()
-        _NULLABLE[k] = (n, v)
+        if len(table) >= _NULLABLE_MAX and leaf is None:
+            table.clear()
+        table[k] = (n, v)
     return val[id(node)]
+
+
+def surely_nullable(node) -> bool:
+    """Whether ``node`` matches the empty string in every context (:func:`empty_when` is
+    :data:`W_ALL`): a concatenation of such items, an alternation with one, a repeat with ``min ==
+    0`` or such a body. Anchors and leaves other than regex nodes count as not (a False is "not
+    known to be")."""
+    return empty_when(node) == W_ALL
+
+
+def _assertion(mask: int, mk):
+    """A zero-width node that matches exactly in the worlds of the monotone ``mask`` (non-zero):
+    the empty string, ``^``, ``$``, ``^$`` or ``^|$``."""
+    if mask == W_ALL:
+        return EMPTY
+    start, end = mk(Anchor("start")), mk(Anchor("end"))
+    if mask == W_START:
+        return start
+    if mask == W_END:
+        return end
+    if mask == W_BOTH:
+        return mk(Concat((start, end)))
+    if mask == W_START | W_END:
+        return mk(Alt((start, end)))
+    raise AssertionError(f"not a monotone empty-string mask: {mask:#06b}")
+
+
+def _guarded(mask: int, node, mk, after: bool = False):
+    """``node`` preceded (``after``: followed) by the assertion of ``mask`` (none for :data:`W_ALL`)."""
+    if mask == W_ALL:
+        return node
+    a = _assertion(mask, mk)
+    return mk(Concat((node, a) if after else (a, node)))
 
 
 #: :func:`_nonempty` rewrites this many levels of nesting at most; below, a body is kept as it is
@@ -951,55 +1016,106 @@ def surely_nullable(node) -> bool:
 NONEMPTY_DEPTH_MAX = 200
 
 
-def _nonempty(node, mk, memo: dict, depth: int = 0):
-    """An expression between ``L(node) - {""}`` and ``L(node)`` (as languages), with the empty
-    string left out wherever :func:`surely_nullable` sees it, within :data:`NONEMPTY_DEPTH_MAX`
-    levels: ``None`` when that is nothing (``node`` matches only the empty string). ``node`` itself
-    when it is not surely nullable (or lies deeper). ``mk`` makes (interns) each new node; ``memo``
-    by node id for one call of :func:`repeat_node`."""
-    if depth > NONEMPTY_DEPTH_MAX or not surely_nullable(node):
+def _nonempty(node, mk, memo: dict, depth: int = 0, ctx=None):
+    """An expression ``y`` with ``L(y) ⊆ L(node)`` and ``node = y | [E]`` (as languages in every
+    context), where ``E`` is :func:`empty_when` ``(node)``'s assertion (:func:`_assertion`): the
+    empty string is left out of ``node`` wherever :func:`empty_when` sees it, within
+    :data:`NONEMPTY_DEPTH_MAX` levels. ``None`` when ``y`` is nothing (``node`` matches only
+    zero-width). ``node`` itself when it never matches empty (or lies deeper). ``mk`` makes
+    (interns) each new node; ``memo`` by node id for one call of :func:`repeat_node`. ``ctx``, for
+    a grammar's references: ``(ew, prime)``, ``ew(node)`` its :func:`empty_when` with the
+    grammar's nullable rules, ``prime(leaf, depth)`` the empty-free form of a leaf ``ew`` calls
+    nullable (the same contract)."""
+    ew = empty_when if ctx is None else ctx[0]
+    if depth > NONEMPTY_DEPTH_MAX or not ew(node):
         return node
     k = id(node)
     if k in memo:
         return memo[k]
     t = type(node)
-    if t is Alt:
+    if t is Anchor:
+        out = None
+    elif t is Alt:  # (a | [Ea]) | (b | [Eb]) = (a | b) | [Ea | Eb]
         parts: list = []
         for x in node.items:
-            y = _nonempty(x, mk, memo, depth + 1)
+            y = _nonempty(x, mk, memo, depth + 1, ctx)
             if y is not None and y not in parts:
                 parts.append(y)
         out = None if not parts else parts[0] if len(parts) == 1 else mk(Alt(tuple(parts)))
     elif t is Repeat:
-        y = _nonempty(node.item, mk, memo, depth + 1)
-        out = None if y is None or node.max == 0 else _collapse(y, 1, node.max, mk)
-    else:  # a concatenation of surely nullable items: a1' a2..ak | (a2..ak)'
-        items = node.items
-        if len(items) > NONEMPTY_CONCAT_MAX:
-            out = node
-        else:
-            alts: list = []
-            tail = None  # a_i .. a_k as right-nested pairs, so the NFA builder shares each tail
-            for i in range(len(items) - 1, -1, -1):
-                y = _nonempty(items[i], mk, memo, depth + 1)
-                if y is not None:
-                    alts.append(y if tail is None else mk(Concat((y, tail))))
-                tail = items[i] if tail is None else mk(Concat((items[i], tail)))
-            alts.reverse()
-            out = None if not alts else alts[0] if len(alts) == 1 else mk(Alt(tuple(alts)))
+        y = _nonempty(node.item, mk, memo, depth + 1, ctx)
+        out = None if y is None or node.max == 0 else \
+            _repeat_parts(y, ew(node.item), node.min, node.max, mk, True)
+    elif t is Concat:
+        out = node if len(node.items) > NONEMPTY_CONCAT_ITEMS_MAX else _concat_nonempty(node.items, mk, memo, depth, ctx)
+    else:  # a leaf that ctx's ew calls nullable (a reference to a nullable rule)
+        out = ctx[1](node, depth)
     memo[k] = out
     return out
 
 
+def _concat_nonempty(items, mk, memo: dict, depth: int, ctx=None):
+    """:func:`_nonempty` of the concatenation of ``items`` (each of which may match empty: their
+    :func:`empty_when` masks are all non-zero). ``a1 a2..ak`` with ``a1 = a1' | [E1]`` is
+    ``a1' a2..ak | [E1] (a2..ak)' | [E1 & E(a2..ak)]``: its empty-free form has one alternative per
+    item, ``[E1 & .. & E(i-1)] ai' a(i+1)..ak``. Up to :data:`NONEMPTY_CONCAT_MAX` items it is built
+    flat (the tails shared as right-nested pairs); a longer run is split in halves ``L R``:
+    ``(L R)' = L' R | [E(L)] R'``, each half a node of its own (so the NFA builder builds each half
+    once per continuation: O(n) states, O(log n) levels)."""
+    ew = empty_when if ctx is None else ctx[0]
+    n = len(items)
+    if n > NONEMPTY_CONCAT_MAX:
+        h = n // 2
+        left, right = _concat_tree(items[:h], mk), _concat_tree(items[h:], mk)
+        parts = []
+        y = _nonempty(left, mk, memo, depth + 1, ctx)
+        if y is not None:
+            parts.append(mk(Concat((y, right))))
+        y = _nonempty(right, mk, memo, depth + 1, ctx)
+        if y is not None:
+            parts.append(_guarded(ew(left), y, mk))
+        return None if not parts else parts[0] if len(parts) == 1 else mk(Alt(tuple(parts)))
+    masks = [ew(x) for x in items]
+    alts: list = []
+    tail = None  # a_i .. a_k as right-nested pairs, so the NFA builder shares each tail
+    for i in range(n - 1, -1, -1):
+        y = _nonempty(items[i], mk, memo, depth + 1, ctx)
+        if y is not None:
+            alts.append(y if tail is None else mk(Concat((y, tail))))
+        tail = items[i] if tail is None else mk(Concat((items[i], tail)))
+    alts.reverse()  # now alts[j] starts with the j-th item that has a non-empty form
+    out: list = []
+    prefix, j = W_ALL, 0
+    for i in range(n):
+        y = _nonempty(items[i], mk, memo, depth + 1, ctx)  # (memoised)
+        if y is not None:
+            out.append(_guarded(prefix, alts[j], mk))
+            j += 1
+        prefix &= masks[i]
+    return None if not out else out[0] if len(out) == 1 else mk(Alt(tuple(out)))
+
+
+def _concat_tree(items, mk):
+    """The concatenation of ``items`` as one node: flat up to :data:`NONEMPTY_CONCAT_MAX` items,
+    else two halves (a balanced tree of flat runs; the same language)."""
+    n = len(items)
+    if n == 1:
+        return items[0]
+    if n <= NONEMPTY_CONCAT_MAX:
+        return mk(Concat(tuple(items)))
+    h = n // 2
+    return mk(Concat((_concat_tree(items[:h], mk), _concat_tree(items[h:], mk))))
+
+
 def _collapse(item, lo: int, hi: int | None, mk):
-    """``item{lo,hi}`` for ``lo <= 1``, with a repeat ``z{1,h}`` as ``item`` folded into one:
-    ``(z{1,h}){lo,hi}`` is ``z{lo,h*hi}`` (``k`` copies give ``k`` to ``k*h`` of ``z``, and those
-    ranges leave no gap), which is unambiguous where the nested form is not."""
+    """``item{lo,hi}``, with a repeat ``z{1,h}`` as ``item`` folded into one: ``(z{1,h}){lo,hi}`` is
+    ``z{lo,h*hi}`` (``k`` copies give ``k`` to ``k*h`` of ``z``, and those ranges leave no gap),
+    which is unambiguous where the nested form is not. ``EMPTY`` for ``hi == 0``."""
+    if hi == 0:
+        return EMPTY
     if type(item) is Repeat and item.min == 1:
         h = None if item.max is None or hi is None else item.max * hi
         item = item.item
-        if lo == 1 and h == 1:
-            return item
     else:
         h = hi
     if lo == 1 and h == 1:
@@ -1007,14 +1123,47 @@ def _collapse(item, lo: int, hi: int | None, mk):
     return mk(Repeat(item, lo, h))
 
 
+def _repeat_parts(y, mask: int, lo: int, hi: int | None, mk, nonempty: bool):
+    """``x{lo,hi}`` for ``x = y | [E]`` (``y``: :func:`_nonempty` of ``x``, not None; ``mask``:
+    ``E``'s worlds, non-zero); with ``nonempty``, its own empty-free form. A copy of ``x`` that
+    matches empty can stand anywhere when ``E`` always holds, and can be left out when ``lo == 0``:
+    then ``x{lo,hi}`` is ``y{0,hi}``. Else (``lo >= 1``) it can stand only at a gap where ``E``
+    holds, and a gap between two non-empty copies is neither the text's start nor its end: it is
+    the first gap or the last one, so ``x{lo,hi}`` is ``y{lo,hi} | [E] y{0,lo-1} | y{0,lo-1} [E]``
+    (the first part dropped when ``E`` needs the end, the last when ``E`` needs the start: both
+    when it needs both, leaving ``[E]`` for no non-empty copy)."""
+    if lo == 0 or mask == W_ALL:
+        return _collapse(y, 1 if nonempty else 0, hi, mk)
+    parts = [_collapse(y, lo, hi, mk)]
+    low = _collapse(y, 1 if nonempty else 0, lo - 1, mk) if lo > 1 else (None if nonempty else EMPTY)
+    at_first, at_last = mask & 0b0010, mask & 0b0100  # E holds at a start (end) that is not the end (start)
+    if low is not None and (at_first or at_last):
+        if at_first:
+            parts.append(low if low is EMPTY else _guarded(mask, low, mk))
+        if at_last:
+            parts.append(low if low is EMPTY else _guarded(mask, low, mk, after=True))
+    elif not nonempty:  # E needs the start and the end: no non-empty copy at all
+        parts.append(_assertion(mask, mk))
+    out: list = []
+    for p in parts:
+        if p is EMPTY:
+            p = _assertion(mask, mk)
+        if p not in out:
+            out.append(p)
+    return out[0] if len(out) == 1 else mk(Alt(tuple(out)))
+
+
 def repeat_node(item, lo: int, hi: int | None, mk=None):
     """The expression ``item{lo,hi}`` (``hi=None``: unbounded), simplified: ``EMPTY`` for ``hi ==
-    0``, ``item`` for ``{1,1}``, and a surely nullable ``item`` (:func:`surely_nullable`) repeated
-    with the empty string left out of it: ``x{m,n}`` of a nullable ``x`` is ``x'{0,n}`` where ``x'``
-    is ``x`` without the empty string (``(?:\\s|){0,700}`` is ``\\s{0,700}``, ``(?:a?)*`` is
-    ``a*``, ``((?:x?)*){0,3}`` is ``x*``). The same language; without it each of the ``n`` copies
-    could be skipped by an empty path, so every configuration held O(n) NFA items (seconds for
-    the first mask of ``(?:\\s|){0,700}``). ``mk``: makes each new node (the regex parser interns
+    0``, ``item`` for ``{1,1}``, and an ``item`` that may match the empty string (:func:`empty_when`)
+    repeated with the empty string left out of it: ``x{m,n}`` of a nullable ``x`` is ``x'{0,n}``
+    where ``x'`` is ``x`` without the empty string (``(?:\\s|){0,700}`` is ``\\s{0,700}``, ``(?:a?)*``
+    is ``a*``, ``((?:x?)*){0,3}`` is ``x*``); where ``x`` matches empty only through an anchor,
+    the empty copies stand at the repeat's first or last gap (:func:`_repeat_parts`:
+    ``(?:^|\\s){0,700}`` is ``\\s{0,700}``, ``(?:^|a){3,5}`` is ``a{3,5}|^a{0,2}``). The same
+    language; without it each of the ``n`` copies could be skipped by an empty path, so every
+    configuration held O(n) NFA items (seconds for the first mask of ``(?:\\s|){0,700}``; for the
+    eager DFA of ``(?:^|\\s){0,700}``). ``mk``: makes each new node (the regex parser interns
     them); None keeps them as built.
 
     Returns
@@ -1025,9 +1174,12 @@ def repeat_node(item, lo: int, hi: int | None, mk=None):
     mk = mk or (lambda n: n)
     if hi == 0:
         return EMPTY
-    if surely_nullable(item):
+    mask = empty_when(item)
+    if mask:
         y = _nonempty(item, mk, {})
-        return EMPTY if y is None else _collapse(y, 0, hi, mk)
+        if y is None:  # only zero-width: [E] for lo >= 1
+            return EMPTY if lo == 0 or mask == W_ALL else _assertion(mask, mk)
+        return _repeat_parts(y, mask, lo, hi, mk, False)
     if lo == 1 and hi == 1:
         return item
     return mk(Repeat(item, lo, hi))
