@@ -81,10 +81,15 @@ BAD = [
     # 65 nullable items, (^|a){3000000} or a nullable rule's reference x{3000000}, is a counter
     # of its non-empty form, regex.parser.repeat_node and pushdown.count_large_repeats)
     ({"structured_outputs": {"grammar": 'root ::= ((((("a" "b" | "c"){31}){31}){31}){31}){31}'}}, "max_nfa_states"),
-    # ... or only by the engine's compile (validation passes them)
+]
+# ... or only by the engine's compile (validation passes them): also sent streamed, where the 400
+# may come in-band. (A list of its own: slicing BAD by index went stale as entries were removed,
+# and BAD[9:] had sent none since 2026-12-01.)
+BAD_ENGINE = [
     ({"structured_outputs": {"json": {"type": "object", "properties": {
         "s": {"type": "string", "pattern": "^" + _NESTED_31 + "$"}}}}}, "max_nfa_states"),
 ]
+BAD = BAD + BAD_ENGINE
 # large counted repeats that were over a limit before the counters, and a pattern × maxLength
 # product that was max_product_states before it was generated lazily: now valid requests (issue 10)
 COUNTED = [{"type": "string", "maxLength": 100000000}, {"type": "array", "items": {"type": "integer"}, "maxItems": 1000000},
@@ -114,7 +119,7 @@ def _workload(seed: int) -> list[dict]:
         items.append({"kind": "bad", "needle": needle, "body": {"prompt": "B: ", **body}})
     for s in COUNTED:
         items.append({"kind": "json", "c": s, "body": {"prompt": "N: ", "structured_outputs": {"json": s}}})
-    for body, needle in BAD[9:]:  # engine-side failures, streamed: the 400 may come in-band
+    for body, needle in BAD_ENGINE:  # engine-side failures, streamed: the 400 may come in-band
         items.append({"kind": "bad", "needle": needle, "stream": True, "body": {"prompt": "B: ", **body}})
     for i in range(6):  # disconnect mid-stream, plain and constrained
         so = {} if i % 2 else {"structured_outputs": {"regex": "[a-z ]{40,200}"}}
