@@ -123,3 +123,108 @@ def test_oneof_of_string_branches_matches_jsonschema():
     for text in _random_texts(random.Random(7), 300):
         doc = json.dumps(text)
         assert accepts(g, vocab, doc) == validator.is_valid(text), text
+
+
+# -- build_grammar_nfa's rewrites touch only the rules that can change ---------------------------------
+def _ir_key(node, memo=None):
+    """A structural key of an IR expression (node identity left out), iterative."""
+    from structgate.native.ir import LazyRule
+
+    memo = {} if memo is None else memo
+    stack = [(node, False)]
+    while stack:
+        x, done = stack.pop()
+        if id(x) in memo:
+            continue
+        kids = x.items if isinstance(x, (Concat, Alt)) else (x.item,) if isinstance(x, Repeat) else ()
+        if kids and not done:
+            stack.append((x, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        if isinstance(x, Repeat):
+            v = ("R", memo[id(x.item)], x.min, x.max)
+        elif kids or isinstance(x, (Concat, Alt)):
+            v = (type(x).__name__, tuple(memo[id(k)] for k in kids))
+        elif isinstance(x, LazyRule):
+            v = ("L", x.auto.name, x.state)
+        else:
+            v = x
+        memo[id(x)] = v
+    return memo[id(node)]
+
+
+def _grammars(seed: int):
+    """Random grammars of several rules: bounded strings long enough to be counted, a large
+    subtree used in several rules and under several properties (shared), rules with neither."""
+    from structgate.native.ir import Grammar
+    from structgate.native.regex.parser import parse_regex
+
+    rng = random.Random(seed)
+    big = rf'"[a-z]{{0,{rng.choice((40, 900, 5000))}}}"'
+    small = ['"x"', "[0-9]{1,3}", "(?:true|false)", '"[a-c]{0,4}"']
+    texts = {}
+    for i in range(6):
+        members = []
+        for j in range(rng.randrange(1, 5)):
+            v = rng.choice([big, big, *small] + [f"(?&r{k})" for k in range(i + 1, 6)])
+            members.append(f'"k{j}":{v}')
+        texts[f"r{i}"] = "\\{" + ",".join(members) + "\\}"
+    texts["root"] = "(?:" + "|".join(f"(?&r{i})" for i in range(6)) + f"|{big}(?:,{big})*)"
+    rules = {name: parse_regex(t, calls=True) for name, t in texts.items()}
+    return Grammar(rules, "root").check(), texts
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rewrites_of_untouched_rules_are_skipped_exactly(seed):
+    """:func:`count_large_repeats` given the scan's rule bodies with large repeats, and
+    :func:`share_repeated_subtrees` given which bodies hold which counted nodes, rewrite only
+    those rules: the grammars equal the rewrites of every rule (the path before, forced by an
+    empty ``body_nodes`` / no ``large_bodies``), rule by rule and node for node."""
+    from structgate.native import pushdown as pd
+
+    g, _texts = _grammars(seed)
+    for lazy in (False, True):
+        scan = pd._scan(g, {}, share_min=64)
+        fast, fast_counting = pd.count_large_repeats(g, 64, memo={}, lazy=lazy, large_bodies=scan.large_bodies)
+        slow, slow_counting = pd.count_large_repeats(g, 64, memo={}, lazy=lazy)
+        assert fast_counting == slow_counting
+        assert list(fast.rules) == list(slow.rules)
+        for name in slow.rules:
+            assert _ir_key(fast.rules[name]) == _ir_key(slow.rules[name]), name
+        for base in (g, fast):
+            scan = pd._scan(base, {}, share_min=16)
+            a = pd.share_repeated_subtrees(base, 16, {}, scan)
+            assert base is not g or any(r.startswith("__shared") for r in a.rules)  # (a subtree is shared)
+            scan.body_nodes = {}  # every body rewritten, as before
+            b = pd.share_repeated_subtrees(base, 16, {}, scan)
+            assert list(a.rules) == list(b.rules) and a.keep_calls == b.keep_calls
+            for name in b.rules:
+                assert _ir_key(a.rules[name]) == _ir_key(b.rules[name]), name
+                # a rule the rewrite leaves alone is the very same object on both paths
+                assert (a.rules[name] is base.rules.get(name)) == (b.rules[name] is base.rules.get(name)), name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_built_grammars_match_python_re(seed):
+    """The grammar NFA built with the skipping rewrites matches what Python's ``re`` matches on
+    the rules' texts inlined (the grammars are not recursive)."""
+    import re
+
+    from structgate.native.pushdown import PushdownIndex, build_grammar_nfa
+    from structgate.testing import tiny_vocabulary
+
+    g, texts = _grammars(seed)
+
+    def inline(name):
+        return re.sub(r"\(\?&(\w+)\)", lambda m: "(?:" + inline(m.group(1)) + ")", texts[name])
+
+    oracle = re.compile(inline("root"))
+    pi = PushdownIndex(build_grammar_nfa(g, inline_max_size=64, count_repeats_over=64), tiny_vocabulary())
+    rng = random.Random(seed)
+    for _ in range(60):
+        n = rng.choice((0, 3, 40, 41, 900, 901, 5000, 5001))
+        s = '"' + "".join(rng.choice("abz") for _ in range(n)) + '"'
+        k = rng.randrange(4)
+        cands = [s, f'{{"k0":{s}}}', f'{{"k0":{s},"k1":"x"}}', f'{{"k0":"x","k1":{s}}}', f"{s},{s}"[: len(s) + 1 + k]]
+        for t in cands:
+            assert pi.matches(t.encode()) == bool(oracle.fullmatch(t)), (seed, t[:60])

@@ -321,7 +321,8 @@ class _Scan:
     """What :func:`build_grammar_nfa`'s passes need to know of a grammar, from one walk
     (:func:`_scan`)."""
 
-    __slots__ = ("size", "large_repeat", "lazy", "empty", "count", "node_of", "ranges")
+    __slots__ = ("size", "large_repeat", "lazy", "empty", "count", "node_of", "ranges", "large_bodies",
+                 "body_nodes")
 
 
 #: a counted repeat of at least this many repetitions may become a counter (:func:`count_large_repeats`)
@@ -348,7 +349,12 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     * ``ranges``: the byte ranges of every byte set, code-point sets through their UTF-8 byte
       sequences (as :meth:`NFA.chars` builds them), and those of the symbols of the lazy automata
       (:func:`_grammar_alphabet`). The passes that rewrite a grammar (counters, shared subtrees)
-      move its leaves and never change them, so the ranges hold for the rewritten grammar too.
+      move its leaves and never change them, so the ranges hold for the rewritten grammar too;
+    * ``large_bodies``: the ids of the reachable rule bodies that hold a counted repeat of
+      ``min_count`` or more (the only ones :func:`count_large_repeats` can rewrite);
+    * ``body_nodes``: per reachable rule body id, the ids of the nodes counted in ``count`` that
+      it holds below its top (:func:`share_repeated_subtrees` rewrites only the bodies that hold a
+      node it picks).
 
     A rule's facts depend on its body alone, so they are kept per body object for the process
     (:data:`_RULE_SCANS`, the root rule's excepted): the rules every JSON schema grammar holds
@@ -363,6 +369,8 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     sc.large_repeat = sc.lazy = sc.empty = False
     total = 0
     bodies: set[int] = set()
+    large_bodies: set[int] = set()
+    body_nodes: dict[int, object] = {}
     for r in grammar.reachable():
         body = rules[r]
         key = (id(body), min_count, share_min)
@@ -381,6 +389,9 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
             continue
         bodies.add(id(body))
         sc.large_repeat |= large
+        if large:
+            large_bodies.add(id(body))
+        body_nodes[id(body)] = cnt.keys()
         sc.lazy |= lazy
         sc.empty |= empty
         ranges.extend(rng)
@@ -398,6 +409,7 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         for nd in expr_leaves(todo, seen):
             sc.empty |= _leaf_facts(nd, ranges, extra, autos)
     sc.size, sc.count, sc.node_of, sc.ranges = total, count, node_of, ranges
+    sc.large_bodies, sc.body_nodes = large_bodies, body_nodes
     return sc
 
 
@@ -567,7 +579,11 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None =
             return Ref(names[id(nd)]) if id(nd) in names and not (top and nd is node) else None
         return rebuild(node, done, pre=pre, memo_root=not top)
 
-    new_rules = {r: rewrite(b, False) for r, b in rules.items()}
+    # a body holding no picked node below its top, nor being one, is rebuilt as itself: kept as
+    # it is (the scan lists each reachable body's counted nodes; other bodies are rewritten)
+    held = scan.body_nodes
+    new_rules = {r: rewrite(b, False) if id(b) in names or not (id(b) in held and held[id(b)].isdisjoint(names))
+                 else b for r, b in rules.items()}
     for k, nm in names.items():
         new_rules[nm] = rewrite(picked[k], True)
     g = grammar.derived(new_rules, keep_calls=set(grammar.keep_calls) | set(names.values()))
@@ -674,7 +690,8 @@ def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
 
 
 def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = LARGE_REPEAT_MIN_COUNT,
-                        memo: dict | None = None, lazy: bool = False) -> tuple[Grammar, set[str]]:
+                        memo: dict | None = None, lazy: bool = False,
+                        large_bodies: set[int] | None = None) -> tuple[Grammar, set[str]]:
     """A grammar where every large counted repeat ``x{m,n}`` (``max(m, n) >= min_count`` and
     ``size(x) * max(m, n) > min_expand``, ``x`` not nullable) is a binary counter of called rules
     instead of ``n`` copies of ``x``: ``E_k = E_(k-1) E_(k-1)`` (exactly ``2**k`` copies),
@@ -696,8 +713,13 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         :attr:`Grammar.keep_calls` (never inlined back); their internal frames (up to 2·log2 n)
         do not count toward the recursion depth bound: a counted repeat costs the one level of the
         call into it, like any rule call, whatever its count.
+
+    ``large_bodies``, when given (:attr:`_Scan.large_bodies` of a scan with the same
+    ``min_count``): the ids of the reachable rule bodies holding a repeat of ``min_count`` or
+    more; the other rules are kept as they are without a rebuild (which would give them back
+    unchanged: every repeat in them is below ``min_count``).
     """
-    if not _has_large_repeat(grammar, min_count):
+    if not (large_bodies if large_bodies is not None else _has_large_repeat(grammar, min_count)):
         return grammar, set()
     rules = grammar.rules
     null: list = []
@@ -781,7 +803,8 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     def rewrite(node):
         return rebuild(node, done, post=lambda r: replace(r) if isinstance(r, Repeat) else r)
 
-    new_rules = {r: rewrite(rules[r]) if r in rules else None for r in grammar.reachable()}
+    new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
+                 if r in rules else None for r in grammar.reachable()}
     if not new and not counters:
         return grammar, set()
     full = dict(rules)
@@ -1140,7 +1163,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     if count_repeats_over > 0 and scan.large_repeat:
         lazy_c = all_live if lazy_counters is None else bool(lazy_counters) and all_live
         g0 = grammar
-        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c)
+        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c,
+                                                large_bodies=scan.large_bodies)
         n_counters = grammar.__dict__.get("_n_counters", 0)
         pins.append(grammar)
         if grammar is not g0:
