@@ -204,10 +204,12 @@ def test_rewrites_of_untouched_rules_are_skipped_exactly(seed):
                 assert (a.rules[name] is base.rules.get(name)) == (b.rules[name] is base.rules.get(name)), name
 
 
+@pytest.mark.parametrize("inline_max_size", [16, 64, 4096])
 @pytest.mark.parametrize("seed", range(4))
-def test_built_grammars_match_python_re(seed):
-    """The grammar NFA built with the skipping rewrites matches what Python's ``re`` matches on
-    the rules' texts inlined (the grammars are not recursive)."""
+def test_built_grammars_match_python_re(seed, inline_max_size):
+    """The grammar NFA built with the skipping rewrites, and with the call-or-inline decisions
+    taken on the scan's size where it already exceeds ``inline_max_size``, matches what Python's
+    ``re`` matches on the rules' texts inlined (the grammars are not recursive)."""
     import re
 
     from structgate.native.pushdown import PushdownIndex, build_grammar_nfa
@@ -219,7 +221,8 @@ def test_built_grammars_match_python_re(seed):
         return re.sub(r"\(\?&(\w+)\)", lambda m: "(?:" + inline(m.group(1)) + ")", texts[name])
 
     oracle = re.compile(inline("root"))
-    pi = PushdownIndex(build_grammar_nfa(g, inline_max_size=64, count_repeats_over=64), tiny_vocabulary())
+    gn = build_grammar_nfa(g, inline_max_size=inline_max_size, count_repeats_over=64)
+    pi = PushdownIndex(gn, tiny_vocabulary())
     rng = random.Random(seed)
     for _ in range(60):
         n = rng.choice((0, 3, 40, 41, 900, 901, 5000, 5001))

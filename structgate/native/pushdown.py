@@ -1260,9 +1260,12 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             continue
         if key not in eff:
             body = rules[key]
-            # a body without references has the size the scan measured (references count 1 there)
-            sz = None if grammar.references(key) else memo.get(id(body))
-            if sz is None:
+            # a body without references has the size the scan measured (references count 1 there);
+            # with references that size is a lower bound (each counts its callee's size, at least
+            # 1): above ``inline_max_size`` it decides as the exact size would, and a caller holding
+            # it is above too (sizes only grow up the tree), so it stands in for the exact size
+            sz = memo.get(id(body))
+            if sz is None or (sz <= inline_max_size and grammar.references(key)):
                 sz = _size(body, ref_memo, ref_size)
             if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
                 call_rule.add(key)
