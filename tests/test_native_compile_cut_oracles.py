@@ -231,3 +231,56 @@ def test_built_grammars_match_python_re(seed, inline_max_size):
         cands = [s, f'{{"k0":{s}}}', f'{{"k0":{s},"k1":"x"}}', f'{{"k0":"x","k1":{s}}}', f"{s},{s}"[: len(s) + 1 + k]]
         for t in cands:
             assert pi.matches(t.encode()) == bool(oracle.fullmatch(t)), (seed, t[:60])
+
+
+# -- the parser's scan for matching parentheses --------------------------------------------------------
+def _scan_reference(pattern: str):
+    """The scan before (one match per token of ``_SCAN``): (class start -> end, ``(`` -> ``)``)."""
+    classes, groups, stack = {}, {}, []
+    for m in rp._SCAN.finditer(pattern):
+        t = m.group()
+        if t == "(":
+            stack.append(m.start())
+        elif t == ")":
+            if stack:
+                groups[stack.pop()] = m.start()
+        elif t[0] == "[":
+            classes[m.start()] = m.end()
+    return classes, groups
+
+
+def _tricky_patterns(rng: random.Random, n: int) -> list[str]:
+    pieces = ["(", ")", "(?:", "(?#c)", "(?#a\\)b)", "(?#open", "[", "]", "[^", "[]", "[]a]", "[^]]", "[\\]]",
+              "[(]", "[)]", "\\", "\\(", "\\)", "\\[", "\\]", "\\\\", "a", "b", "|", "*", "?", "{2}", "[ \\t\\n\\r]{0,4}",
+              '"key"', "(?&r)", "\n", "é"]
+    out = []
+    for _ in range(n):
+        out.append("".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40))))
+    return out
+
+
+def test_paren_scan_equals_token_scan():
+    """The scan matched one token at a time; the new one matches one run up to each parenthesis
+    (possessively) and the parser reads each class's end where it meets one: the same matching
+    parentheses on every pattern, and at every class start of the token scan the same end."""
+    rng = random.Random(11)
+    from structgate.backends.interface import CompileOptions
+    from structgate.native.json_schema.compiler import _compile_texts
+
+    texts = _tricky_patterns(rng, 3000)
+    schema = {"type": "object", "properties": {"a\\(b": {"type": "string", "pattern": "^[()\\]]+$"},
+                                               "c[": {"enum": ["(x)", "[y]", "\\z"]},
+                                               "d": {"type": "array", "items": {"type": "number", "minimum": 3}}},
+              "required": ["c["]}
+    c, root = _compile_texts(schema, CompileOptions(whitespace="flexible"))
+    texts += [root, *c.rules.values()]
+    for p in texts:
+        classes, groups = _scan_reference(p)
+        assert rp._scan(p) == groups, p
+        for i, end in classes.items():
+            m = rp._CLASS_TOKEN.match(p, i)
+            assert m is not None and m.end() == end, (p, i)
+            try:  # and the parser's own reading of the class ends there too
+                assert rp._Parser(p, None)._parse_class(i, False)[1] == end, (p, i)
+            except (rp.GrammarSyntaxError, rp.UnsupportedFeatureError):
+                pass

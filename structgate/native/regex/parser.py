@@ -188,6 +188,14 @@ _COMMENT_REST = _re.compile(_COMMENT_BODY + r"\)", _re.S)
 #: one scan of a pattern: escapes (skipped), character classes, comments (one token: their
 #: parentheses are not the pattern's), and parentheses
 _SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY + r"\)?|[()]", _re.S)
+#: a character class at the scan's token boundary (:data:`_SCAN`'s class token)
+_CLASS_TOKEN = _re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", _re.S)
+#: :data:`_SCAN`'s tokenisation up to the next parenthesis: everything before it (escapes, classes
+#: and comments as tokens, runs of other characters; possessive, so nothing is read twice) and the
+#: parenthesis, or the end of the text (an empty group): one match per parenthesis, where a match
+#: per token spent half its time on the classes of JSON whitespace
+_PAREN_SCAN = _re.compile(r"(?:[^()\[\\]+|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY
+                          + r"\)?|[^()])*+([()]|\Z)", _re.S)
 #: parsed classes and ``(?:...)`` groups by their text and flags, shared by every parse: generated
 #: patterns (JSON Schema rules) repeat the same pieces hundreds of times
 _PIECES: dict[tuple, Node] = {}
@@ -201,22 +209,22 @@ _PIECE_MIN = 12
 _NAMED_GROUP = re.compile(r"\(\?P?<(?![=!])")
 
 
-def _scan(pattern: str) -> tuple[dict[int, int], dict[int, int]]:
-    """(class start -> index after its ``]``, ``(`` index -> matching ``)`` index), from one
-    regex scan (C speed); unbalanced parentheses are left out (the parser reports them)."""
-    classes: dict[int, int] = {}
+def _scan(pattern: str) -> dict[int, int]:
+    """``(`` index -> matching ``)`` index, from one regex scan (C speed) with :data:`_SCAN`'s
+    tokens (a parenthesis inside an escape, a class or a comment is none); unbalanced parentheses
+    are left out (the parser reports them). The parser reads a class's end where it meets one
+    (:data:`_CLASS_TOKEN`)."""
     groups: dict[int, int] = {}
     stack: list[int] = []
-    for m in _SCAN.finditer(pattern):
-        t = m.group()
+    for m in _PAREN_SCAN.finditer(pattern):
+        t = m.group(1)
+        if not t:
+            break
         if t == "(":
-            stack.append(m.start())
-        elif t == ")":
-            if stack:
-                groups[stack.pop()] = m.start()
-        elif t[0] == "[":
-            classes[m.start()] = m.end()
-    return classes, groups
+            stack.append(m.end() - 1)
+        elif stack:
+            groups[stack.pop()] = m.end() - 1
+    return groups
 
 
 #: hash-consing table of every parse in the process (:func:`intern_node`), cleared whole when it
@@ -284,7 +292,7 @@ class _Parser:
         # piece cache: not with (?x) anywhere (comments and spaces change what a piece means)
         self._cache_ok = self.n >= 64 and _VERBOSE_FLAG.search(pattern) is None
         if self._cache_ok:
-            self._classes, self._groups = _scan(pattern)
+            self._groups = _scan(pattern)
         self._pending: dict[int, tuple] = {}
         self._names: dict[str, int] = {}  # group name -> position of its definition
 
@@ -397,7 +405,8 @@ class _Parser:
                 self._no_quant_after_anchor(i, flags)
                 continue
             elif c == "[":
-                end = self._classes.get(i, -1) if self._cache_ok else -1
+                m = _CLASS_TOKEN.match(p, i) if self._cache_ok else None
+                end = m.end() if m is not None else -1
                 if end > i:
                     # a class with its quantifier (``[ \t\n\r]{0,4}``: JSON whitespace is 40 % of
                     # the characters of a schema's rule texts) as one interned piece
