@@ -284,3 +284,23 @@ def test_paren_scan_equals_token_scan():
                 assert rp._Parser(p, None)._parse_class(i, False)[1] == end, (p, i)
             except (rp.GrammarSyntaxError, rp.UnsupportedFeatureError):
                 pass
+
+
+# -- a new byte partition's class trie: its token order -------------------------------------------------
+@pytest.mark.parametrize("extra_cuts", [(), (0x22, 0x23, 0x5C, 0x5D), tuple(range(0x80, 0xC0, 3)), (0x41, 0x5B, 0xE2, 0xE3)])
+def test_class_trie_token_order_equals_stable_sort(llama3_vocab, extra_cuts):
+    """The tokens ordered by class node (now one sort of keys made unique by the token id) and
+    each node's start in that order (now running sums of counts) equal a stable sort and a
+    binary search per node, as they were computed, for partitions refining the standard one."""
+    import numpy as np
+
+    from structgate.native import pushdown as pd
+    from structgate.native.token_index import vocab_trie
+
+    bc = pd._classes_from_cuts(set(pd._STD_CUT_SET) | set(extra_cuts) - {256})
+    ct = pd._ClassTrie(vocab_trie(llama3_vocab), bc, llama3_vocab.n_tokens)
+    tok_c = ct.token_cnode
+    order = np.argsort(tok_c, kind="stable")
+    assert np.array_equal(ct.tokens_by_node, order)
+    assert np.array_equal(ct.node_tok_start, np.searchsorted(tok_c[order], np.arange(ct.n_nodes + 2)))
+    assert ct.tokens_by_node.dtype == np.int64 and ct.node_tok_start.dtype == np.int64

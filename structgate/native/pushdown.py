@@ -1733,9 +1733,15 @@ class _ClassTrie:
         # tokens ordered by class node: the tokens ending at global nodes a..b-1 are
         # tokens_by_node[node_tok_start[a]:node_tok_start[b]] (nodes of a subtree are contiguous
         # ranges level by level, because each level is sorted by parent)
-        order = np.argsort(tok_c, kind="stable")
+        # (the keys made unique by the token id, so the default sort gives the stable order: a
+        # stable sort of the 128k class nodes and a binary search per node took 19 of a new
+        # partition's ~45 ms; the starts are the counts' running sums)
+        n_tok = tok_c.shape[0]
+        order = np.argsort(tok_c * n_tok + np.arange(n_tok, dtype=np.int64))
         self.tokens_by_node = order.astype(np.int64)
-        self.node_tok_start = np.searchsorted(tok_c[order], np.arange(cbase + 2)).astype(np.int64)
+        start = np.zeros(cbase + 2, dtype=np.int64)
+        np.cumsum(np.bincount(tok_c, minlength=cbase + 1), out=start[1:])
+        self.node_tok_start = start
 
     def relabeled(self, label: np.ndarray) -> "_ClassTrie":
         """This trie with every node's class ``c`` read as ``label[c]`` (int64 ``(n_classes,)``):
