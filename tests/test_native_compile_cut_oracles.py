@@ -304,3 +304,30 @@ def test_class_trie_token_order_equals_stable_sort(llama3_vocab, extra_cuts):
     assert np.array_equal(ct.tokens_by_node, order)
     assert np.array_equal(ct.node_tok_start, np.searchsorted(tok_c[order], np.arange(ct.n_nodes + 2)))
     assert ct.tokens_by_node.dtype == np.int64 and ct.node_tok_start.dtype == np.int64
+
+
+# -- CalledRules: the same expression object found without hashing it -----------------------------------
+def test_called_rules_states_equal_first_registration_by_equality():
+    """Each call's state is the index of the first registered expression *equal* to it (objects
+    repeated, equal copies, different ones, in random order), also on an unpickled copy (whose
+    identity table holds the ids of another process's objects: never a false hit)."""
+    import pickle
+
+    from structgate.native.ir import CalledRules
+
+    rng = random.Random(3)
+    nodes = [n for n in _random_nodes(rng, 300) if isinstance(n, (Concat, Alt, Repeat, Chars))]
+    copies = [pickle.loads(pickle.dumps(n)) for n in nodes[:80]]  # equal, distinct objects
+    cr = CalledRules("t")
+    seen: list = []
+    calls = [rng.choice(nodes + copies) for _ in range(2000)]
+    for e in calls:
+        want = next((i for i, x in enumerate(seen) if x == e), None)
+        if want is None:
+            want = len(seen)
+            seen.append(e)
+        got = cr.call(e)
+        assert got.auto is cr and got.state == want
+    clone = pickle.loads(pickle.dumps(cr))
+    for e in calls[:300] + copies:
+        assert clone.call(e).state == next(i for i, x in enumerate(seen) if x == e)
