@@ -122,18 +122,28 @@ class CalledRules(LazyAutomaton):
         self.start = 0
         self._exprs: list = []
         self._index: dict = {}
+        #: id of a registered expression object -> its index (it is pinned by ``_exprs``): the same
+        #: object called again is found without hashing it (a dataclass hashes its whole subtree;
+        #: a length product calls each symbol once per automaton state)
+        self._by_id: dict[int, int] = {}
         self._refs: set[str] = set()
         self._refs_read = False
 
     def call(self, e: "Expr") -> LazyRule:
         """The rule of expression ``e`` (equal expressions share one)."""
+        i = self._by_id.get(id(e))
+        if i is not None and self._exprs[i] is e:
+            return LazyRule(self, i)
         i = self._index.get(e)
-        if i is None:
+        if i is not None:
+            if self._exprs[i] is e:
+                self._by_id[id(e)] = i
+        else:
             refs = expr_references(e)
             if refs - self._refs and self._refs_read:
                 raise RuntimeError(f"{self.name}: an expression referencing {sorted(refs - self._refs)} was "
                                    "registered after the references were read")
-            i = self._index[e] = len(self._exprs)
+            i = self._index[e] = self._by_id[id(e)] = len(self._exprs)
             self._exprs.append(e)
             self._refs |= refs
         return LazyRule(self, i)

@@ -321,7 +321,8 @@ class _Scan:
     """What :func:`build_grammar_nfa`'s passes need to know of a grammar, from one walk
     (:func:`_scan`)."""
 
-    __slots__ = ("size", "large_repeat", "lazy", "empty", "count", "node_of", "ranges")
+    __slots__ = ("size", "large_repeat", "lazy", "empty", "count", "node_of", "ranges", "large_bodies",
+                 "body_nodes")
 
 
 #: a counted repeat of at least this many repetitions may become a counter (:func:`count_large_repeats`)
@@ -348,7 +349,12 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     * ``ranges``: the byte ranges of every byte set, code-point sets through their UTF-8 byte
       sequences (as :meth:`NFA.chars` builds them), and those of the symbols of the lazy automata
       (:func:`_grammar_alphabet`). The passes that rewrite a grammar (counters, shared subtrees)
-      move its leaves and never change them, so the ranges hold for the rewritten grammar too.
+      move its leaves and never change them, so the ranges hold for the rewritten grammar too;
+    * ``large_bodies``: the ids of the reachable rule bodies that hold a counted repeat of
+      ``min_count`` or more (the only ones :func:`count_large_repeats` can rewrite);
+    * ``body_nodes``: per reachable rule body id, the ids of the nodes counted in ``count`` that
+      it holds below its top (:func:`share_repeated_subtrees` rewrites only the bodies that hold a
+      node it picks).
 
     A rule's facts depend on its body alone, so they are kept per body object for the process
     (:data:`_RULE_SCANS`, the root rule's excepted): the rules every JSON schema grammar holds
@@ -363,6 +369,8 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     sc.large_repeat = sc.lazy = sc.empty = False
     total = 0
     bodies: set[int] = set()
+    large_bodies: set[int] = set()
+    body_nodes: dict[int, object] = {}
     for r in grammar.reachable():
         body = rules[r]
         key = (id(body), min_count, share_min)
@@ -381,6 +389,9 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
             continue
         bodies.add(id(body))
         sc.large_repeat |= large
+        if large:
+            large_bodies.add(id(body))
+        body_nodes[id(body)] = cnt.keys()
         sc.lazy |= lazy
         sc.empty |= empty
         ranges.extend(rng)
@@ -398,6 +409,7 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         for nd in expr_leaves(todo, seen):
             sc.empty |= _leaf_facts(nd, ranges, extra, autos)
     sc.size, sc.count, sc.node_of, sc.ranges = total, count, node_of, ranges
+    sc.large_bodies, sc.body_nodes = large_bodies, body_nodes
     return sc
 
 
@@ -567,7 +579,11 @@ def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None =
             return Ref(names[id(nd)]) if id(nd) in names and not (top and nd is node) else None
         return rebuild(node, done, pre=pre, memo_root=not top)
 
-    new_rules = {r: rewrite(b, False) for r, b in rules.items()}
+    # a body holding no picked node below its top, nor being one, is rebuilt as itself: kept as
+    # it is (the scan lists each reachable body's counted nodes; other bodies are rewritten)
+    held = scan.body_nodes
+    new_rules = {r: rewrite(b, False) if id(b) in names or not (id(b) in held and held[id(b)].isdisjoint(names))
+                 else b for r, b in rules.items()}
     for k, nm in names.items():
         new_rules[nm] = rewrite(picked[k], True)
     g = grammar.derived(new_rules, keep_calls=set(grammar.keep_calls) | set(names.values()))
@@ -678,7 +694,8 @@ def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
 
 
 def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = LARGE_REPEAT_MIN_COUNT,
-                        memo: dict | None = None, lazy: bool = False) -> tuple[Grammar, set[str]]:
+                        memo: dict | None = None, lazy: bool = False,
+                        large_bodies: set[int] | None = None) -> tuple[Grammar, set[str]]:
     """A grammar where every large counted repeat ``x{m,n}`` (``max(m, n) >= min_count`` and
     ``size(x) * max(m, n) > min_expand``, ``x`` not nullable) is a binary counter of called rules
     instead of ``n`` copies of ``x``: ``E_k = E_(k-1) E_(k-1)`` (exactly ``2**k`` copies),
@@ -709,8 +726,13 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         :attr:`Grammar.keep_calls` (never inlined back); their internal frames (up to 2·log2 n)
         do not count toward the recursion depth bound: a counted repeat costs the one level of the
         call into it, like any rule call, whatever its count.
+
+    ``large_bodies``, when given (:attr:`_Scan.large_bodies` of a scan with the same
+    ``min_count``): the ids of the reachable rule bodies holding a repeat of ``min_count`` or
+    more; the other rules are kept as they are without a rebuild (which would give them back
+    unchanged: every repeat in them is below ``min_count``).
     """
-    if not _has_large_repeat(grammar, min_count):
+    if not (large_bodies if large_bodies is not None else _has_large_repeat(grammar, min_count)):
         return grammar, set()
     rules = grammar.rules
     null: list = []
@@ -845,7 +867,8 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     def rewrite(node):
         return rebuild(node, done, post=lambda r: replace(r) if isinstance(r, Repeat) else r)
 
-    new_rules = {r: rewrite(rules[r]) if r in rules else None for r in grammar.reachable()}
+    new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
+                 if r in rules else None for r in grammar.reachable()}
     done_primed: set[str] = set()
     while len(done_primed) < len(primed_rules):  # the empty-free rules' own large repeats
         for nm in [nm for nm in primed_rules if nm not in done_primed]:
@@ -1210,7 +1233,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     if count_repeats_over > 0 and scan.large_repeat:
         lazy_c = all_live if lazy_counters is None else bool(lazy_counters) and all_live
         g0 = grammar
-        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c)
+        grammar, counting = count_large_repeats(grammar, count_repeats_over, memo=memo, lazy=lazy_c,
+                                                large_bodies=scan.large_bodies)
         n_counters = grammar.__dict__.get("_n_counters", 0)
         pins.append(grammar)
         if grammar is not g0:
@@ -1306,9 +1330,12 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             continue
         if key not in eff:
             body = rules[key]
-            # a body without references has the size the scan measured (references count 1 there)
-            sz = None if grammar.references(key) else memo.get(id(body))
-            if sz is None:
+            # a body without references has the size the scan measured (references count 1 there);
+            # with references that size is a lower bound (each counts its callee's size, at least
+            # 1): above ``inline_max_size`` it decides as the exact size would, and a caller holding
+            # it is above too (sizes only grow up the tree), so it stands in for the exact size
+            sz = memo.get(id(body))
+            if sz is None or (sz <= inline_max_size and grammar.references(key)):
                 sz = _size(body, ref_memo, ref_size)
             if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
                 call_rule.add(key)
@@ -1776,9 +1803,15 @@ class _ClassTrie:
         # tokens ordered by class node: the tokens ending at global nodes a..b-1 are
         # tokens_by_node[node_tok_start[a]:node_tok_start[b]] (nodes of a subtree are contiguous
         # ranges level by level, because each level is sorted by parent)
-        order = np.argsort(tok_c, kind="stable")
+        # (the keys made unique by the token id, so the default sort gives the stable order: a
+        # stable sort of the 128k class nodes and a binary search per node took 19 of a new
+        # partition's ~45 ms; the starts are the counts' running sums)
+        n_tok = tok_c.shape[0]
+        order = np.argsort(tok_c * n_tok + np.arange(n_tok, dtype=np.int64))
         self.tokens_by_node = order.astype(np.int64)
-        self.node_tok_start = np.searchsorted(tok_c[order], np.arange(cbase + 2)).astype(np.int64)
+        start = np.zeros(cbase + 2, dtype=np.int64)
+        np.cumsum(np.bincount(tok_c, minlength=cbase + 1), out=start[1:])
+        self.node_tok_start = start
 
     def relabeled(self, label: np.ndarray) -> "_ClassTrie":
         """This trie with every node's class ``c`` read as ``label[c]`` (int64 ``(n_classes,)``):

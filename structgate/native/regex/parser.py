@@ -188,6 +188,14 @@ _COMMENT_REST = _re.compile(_COMMENT_BODY + r"\)", _re.S)
 #: one scan of a pattern: escapes (skipped), character classes, comments (one token: their
 #: parentheses are not the pattern's), and parentheses
 _SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY + r"\)?|[()]", _re.S)
+#: a character class at the scan's token boundary (:data:`_SCAN`'s class token)
+_CLASS_TOKEN = _re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", _re.S)
+#: :data:`_SCAN`'s tokenisation up to the next parenthesis: everything before it (escapes, classes
+#: and comments as tokens, runs of other characters; possessive, so nothing is read twice) and the
+#: parenthesis, or the end of the text (an empty group): one match per parenthesis, where a match
+#: per token spent half its time on the classes of JSON whitespace
+_PAREN_SCAN = _re.compile(r"(?:[^()\[\\]+|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY
+                          + r"\)?|[^()])*+([()]|\Z)", _re.S)
 #: parsed classes and ``(?:...)`` groups by their text and flags, shared by every parse: generated
 #: patterns (JSON Schema rules) repeat the same pieces hundreds of times
 _PIECES: dict[tuple, Node] = {}
@@ -201,22 +209,22 @@ _PIECE_MIN = 12
 _NAMED_GROUP = re.compile(r"\(\?P?<(?![=!])")
 
 
-def _scan(pattern: str) -> tuple[dict[int, int], dict[int, int]]:
-    """(class start -> index after its ``]``, ``(`` index -> matching ``)`` index), from one
-    regex scan (C speed); unbalanced parentheses are left out (the parser reports them)."""
-    classes: dict[int, int] = {}
+def _scan(pattern: str) -> dict[int, int]:
+    """``(`` index -> matching ``)`` index, from one regex scan (C speed) with :data:`_SCAN`'s
+    tokens (a parenthesis inside an escape, a class or a comment is none); unbalanced parentheses
+    are left out (the parser reports them). The parser reads a class's end where it meets one
+    (:data:`_CLASS_TOKEN`)."""
     groups: dict[int, int] = {}
     stack: list[int] = []
-    for m in _SCAN.finditer(pattern):
-        t = m.group()
+    for m in _PAREN_SCAN.finditer(pattern):
+        t = m.group(1)
+        if not t:
+            break
         if t == "(":
-            stack.append(m.start())
-        elif t == ")":
-            if stack:
-                groups[stack.pop()] = m.start()
-        elif t[0] == "[":
-            classes[m.start()] = m.end()
-    return classes, groups
+            stack.append(m.end() - 1)
+        elif stack:
+            groups[stack.pop()] = m.end() - 1
+    return groups
 
 
 #: hash-consing table of every parse in the process (:func:`intern_node`), cleared whole when it
@@ -284,7 +292,7 @@ class _Parser:
         # piece cache: not with (?x) anywhere (comments and spaces change what a piece means)
         self._cache_ok = self.n >= 64 and _VERBOSE_FLAG.search(pattern) is None
         if self._cache_ok:
-            self._classes, self._groups = _scan(pattern)
+            self._groups = _scan(pattern)
         self._pending: dict[int, tuple] = {}
         self._names: dict[str, int] = {}  # group name -> position of its definition
 
@@ -397,7 +405,8 @@ class _Parser:
                 self._no_quant_after_anchor(i, flags)
                 continue
             elif c == "[":
-                end = self._classes.get(i, -1) if self._cache_ok else -1
+                m = _CLASS_TOKEN.match(p, i) if self._cache_ok else None
+                end = m.end() if m is not None else -1
                 if end > i:
                     # a class with its quantifier (``[ \t\n\r]{0,4}``: JSON whitespace is 40 % of
                     # the characters of a schema's rule texts) as one interned piece
@@ -929,7 +938,13 @@ def empty_when(node, leaf=None, memo: dict | None = None) -> int:
     count as none, so a 0 is "not known to" (a reference may name a nullable rule), unless
     ``leaf(node)`` gives their masks (a grammar's nullable rules); then ``memo`` (a dict kept by
     the caller for that ``leaf``) holds the values instead of the process-wide memo. Iterative;
-    memoised per node."""
+    memoised per node.
+
+    Evaluated left to right with short circuits at the absorbing values: a concatenation stops at
+    its first item with mask 0, an alternation at its first with :data:`W_ALL` (a monotone mask
+    with the middle world's bit is ``W_ALL``). A generated rule's optional member
+    ``(?:[ \t\n\r]{0,4},"key":VALUE)?`` is decided at its comma, without walking VALUE (the full
+    walk of every optional group's body was 15 % of a slow schema's parse)."""
     t = type(node)
     if t is Anchor:
         return W_START if node.kind == "start" else W_END
@@ -939,42 +954,69 @@ def empty_when(node, leaf=None, memo: dict | None = None) -> int:
     hit = table.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
-    stack = [(node, False)]
-    val: dict[int, int] = {}
+    stack = [[node, 0, -1]]  # frames: node, index of the item being evaluated, value so far (-1: none)
+    ret = None  # the value of the frame just finished
     while stack:
-        n, fin = stack.pop()
-        k = id(n)
-        if k in val:
-            continue
+        fr = stack[-1]
+        n = fr[0]
         tn = type(n)
-        if not (tn is Concat or tn is Alt or tn is Repeat):
-            val[k] = (W_START if n.kind == "start" else W_END) if tn is Anchor else \
-                0 if leaf is None or tn is Chars else leaf(n)
-            continue
-        h = table.get(k)
-        if h is not None and h[0] is n:
-            val[k] = h[1]
-            continue
-        kids = (n.item,) if tn is Repeat else n.items
-        if not fin:
-            stack.append((n, True))
-            stack.extend((x, False) for x in kids if id(x) not in val)
-            continue
         if tn is Repeat:
-            v = W_ALL if n.min == 0 else val[id(n.item)]
-        elif tn is Concat:
-            v = W_ALL
-            for x in kids:
-                v &= val[id(x)]
+            if n.min == 0:
+                v = W_ALL
+            elif ret is not None:
+                v, ret = ret, None
+            else:
+                x = n.item
+                tx = type(x)
+                if tx is Concat or tx is Alt or tx is Repeat:
+                    h = table.get(id(x))
+                    if h is None or h[0] is not x:
+                        stack.append([x, 0, -1])
+                        continue
+                    v = h[1]
+                elif tx is Anchor:
+                    v = W_START if x.kind == "start" else W_END
+                else:
+                    v = 0 if leaf is None or tx is Chars else leaf(x)
         else:
-            v = 0
-            for x in kids:
-                v |= val[id(x)]
-        val[k] = v
+            is_alt = tn is Alt
+            stop = W_ALL if is_alt else 0  # the absorbing value
+            acc = fr[2] if fr[2] >= 0 else (0 if is_alt else W_ALL)
+            i = fr[1]
+            if ret is not None:
+                acc = (acc | ret) if is_alt else (acc & ret)
+                ret = None
+                i += 1
+            items = n.items
+            pushed = False
+            while acc != stop and i < len(items):
+                x = items[i]
+                tx = type(x)
+                if tx is Repeat and x.min == 0:
+                    r = W_ALL
+                elif tx is Concat or tx is Alt or tx is Repeat:
+                    h = table.get(id(x))
+                    if h is None or h[0] is not x:
+                        fr[1], fr[2] = i, acc
+                        stack.append([x, 0, -1])
+                        pushed = True
+                        break
+                    r = h[1]
+                elif tx is Anchor:
+                    r = W_START if x.kind == "start" else W_END
+                else:
+                    r = 0 if leaf is None or tx is Chars else leaf(x)
+                acc = (acc | r) if is_alt else (acc & r)
+                i += 1
+            if pushed:
+                continue
+            v = acc
+        stack.pop()
         if len(table) >= _NULLABLE_MAX and leaf is None:
             table.clear()
-        table[k] = (n, v)
-    return val[id(node)]
+        table[id(n)] = (n, v)
+        ret = v
+    return ret
 
 
 def surely_nullable(node) -> bool:
