@@ -97,14 +97,22 @@ class RefsMixin:
         """Grammar mode: a rule ``auto:<pointer>.<n>`` whose body is the start of a
         :class:`._automata.DfaRules` of ``d`` (its states' rules built when first reached); the
         text calls it. None = the empty language."""
-        from ..ir import LazyRule
         from ._automata import DfaRules
-        from ._grammar import parse_rule
 
         d = trim(d)
         if d is None:
             return None
         d = minimize(d)
+        return self._lazy_rule("auto:", where, enc, lambda name, enc_ir: DfaRules(d, enc_ir, name))
+
+    def _lazy_rule(self, prefix: str, where: str, enc, make) -> str | None:
+        """Register a rule ``<prefix><pointer>.<n>`` (the first ``n`` not taken) whose body is the
+        start state of the lazily generated automaton ``make(name, enc_ir)`` (``enc_ir``: ``enc``'s
+        text parsed to IR, memoised per symbol set); returns the text calling it, or None when the
+        automaton's start matches nothing (``live``)."""
+        from ..ir import LazyRule
+        from ._grammar import parse_rule
+
         memo: dict = {}
 
         def enc_ir(cs):
@@ -113,12 +121,15 @@ class RefsMixin:
                 memo[cs] = None if t is None else parse_rule(t)
             return memo[cs]
 
-        base = "auto:" + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
+        base = prefix + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
         n = 1
         while f"{base}.{n}" in self.ir_rules:
             n += 1
         name = f"{base}.{n}"
-        self.ir_rules[name] = LazyRule(DfaRules(d, enc_ir, name), (0, 0))
+        auto = make(name, enc_ir)
+        if not auto.live(auto.start):
+            return None
+        self.ir_rules[name] = LazyRule(auto, auto.start)
         self.rule_where[name] = where or "#"
         return f"(?&{name})"
 
@@ -155,29 +166,8 @@ class RefsMixin:
             except CompileLimitError as e:
                 if e.limit_name != "max_automaton_rules":
                     raise
-        from ._grammar import parse_rule
-
-        memo: dict = {}
-
-        def enc_ir(cs):
-            if cs not in memo:
-                t = enc(cs)
-                memo[cs] = None if t is None else parse_rule(t)
-            return memo[cs]
-
-        base = "len:" + (re.sub(r"[^A-Za-z0-9_.:/-]", "_", where.lstrip("/")) or "root")
-        n = 1
-        while f"{base}.{n}" in self.ir_rules:
-            n += 1
-        name = f"{base}.{n}"
-        lp = LengthProduct(d, lmin, lmax, enc_ir, name, max_period=cap, what=what, where=where)
-        if not lp.live(lp.start):
-            return None
-        from ..ir import LazyRule
-
-        self.ir_rules[name] = LazyRule(lp, lp.start)
-        self.rule_where[name] = where or "#"
-        return f"(?&{name})"
+        return self._lazy_rule("len:", where, enc, lambda name, enc_ir: LengthProduct(
+            d, lmin, lmax, enc_ir, name, max_period=cap, what=what, where=where))
 
     def _new_rule_name(self, refs: list[str]) -> str:
         """A deterministic, unused rule name for the schema that ``refs`` (its ``$ref`` strings,

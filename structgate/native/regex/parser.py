@@ -960,25 +960,9 @@ def empty_when(node, leaf=None, memo: dict | None = None) -> int:
         fr = stack[-1]
         n = fr[0]
         tn = type(n)
-        if tn is Repeat:
-            if n.min == 0:
-                v = W_ALL
-            elif ret is not None:
-                v, ret = ret, None
-            else:
-                x = n.item
-                tx = type(x)
-                if tx is Concat or tx is Alt or tx is Repeat:
-                    h = table.get(id(x))
-                    if h is None or h[0] is not x:
-                        stack.append([x, 0, -1])
-                        continue
-                    v = h[1]
-                elif tx is Anchor:
-                    v = W_START if x.kind == "start" else W_END
-                else:
-                    v = 0 if leaf is None or tx is Chars else leaf(x)
-        else:
+        if tn is Repeat and n.min == 0:
+            v = W_ALL
+        else:  # (a repeat with min >= 1: its body's mask, as a concatenation of one item)
             is_alt = tn is Alt
             stop = W_ALL if is_alt else 0  # the absorbing value
             acc = fr[2] if fr[2] >= 0 else (0 if is_alt else W_ALL)
@@ -987,7 +971,7 @@ def empty_when(node, leaf=None, memo: dict | None = None) -> int:
                 acc = (acc | ret) if is_alt else (acc & ret)
                 ret = None
                 i += 1
-            items = n.items
+            items = (n.item,) if tn is Repeat else n.items
             pushed = False
             while acc != stop and i < len(items):
                 x = items[i]
