@@ -76,3 +76,28 @@ def test_more_overlapping_patterns_than_regions_stay_sound(native, vocab):
             inst = {k: v}
             if accepts(g, vocab, json.dumps(inst)):
                 assert val.is_valid(inst), inst
+
+
+def test_undecidable_overlap_of_a_search_pattern_is_a_typed_error(native, vocab, monkeypatch):
+    """``[^b]{1,800}$`` (a search: any key ending in up to 800 non-b characters) beside ``^a``:
+    deciding how their keys overlap determinises the search pattern into states of hundreds of
+    NFA states each; it ran for 36 s into a raw ``MemoryError`` at 5.7 GB (found by a break-it
+    helper). Each DFA now has ``_overlap.RELATION_TIMEOUT_S`` to build (lowered here to keep the
+    test short): past it the overlap is undecided, a typed ``UnsupportedFeatureError`` naming
+    ``patternProperties``. A smaller count still compiles, exactly."""
+    from structgate.errors import UnsupportedFeatureError
+    from structgate.native.json_schema import _overlap
+
+    monkeypatch.setattr(_overlap, "RELATION_TIMEOUT_S", 0.5)
+    schema = {"type": "object", "patternProperties": {"[^b]{1,800}$": {"minimum": 1}, "^a": {}}}
+    with pytest.raises(UnsupportedFeatureError) as e:
+        native.compile(Constraint("json_schema", json.dumps(schema)))
+    assert e.value.feature == "patternProperties"
+    monkeypatch.setattr(_overlap, "RELATION_TIMEOUT_S", 10.0)
+    small = {"type": "object", "patternProperties": {"[^b]{1,20}$": {"minimum": 1}, "^a": {"type": "integer"}}}
+    g = native.compile(Constraint("json_schema", json.dumps(small)))
+    val = jsonschema.Draft202012Validator(small)
+    for k in ["a", "ab", "xb", "x" * 25, "a" + "x" * 25, "b"]:
+        for v in [0, 3, "s", 2.5]:
+            inst = {k: v}
+            assert accepts(g, vocab, json.dumps(inst)) == val.is_valid(inst), inst

@@ -14,6 +14,11 @@ __all__ = ["relation", "DEFAULT_MAX_PAIRS"]
 
 #: most state pairs :func:`relation` visits before giving up
 DEFAULT_MAX_PAIRS = 200_000
+#: seconds each of the two DFAs of :func:`relation` may take to build (``RegexOptions.timeout_s``);
+#: past it the relation is undecided (None). A search pattern such as ``[^b]{1,500}$`` determinises
+#: into states that each hold hundreds of NFA states: 23 s and 2.5 GB under the 20,000-state cap,
+#: a raw ``MemoryError`` at ``{1,800}`` (found by a break-it helper, 2026-12-06)
+RELATION_TIMEOUT_S = 10.0
 
 
 def relation(rx_a: str, rx_b: str, max_pairs: int = DEFAULT_MAX_PAIRS,
@@ -27,7 +32,7 @@ def relation(rx_a: str, rx_b: str, max_pairs: int = DEFAULT_MAX_PAIRS,
     max_pairs : int
         Bound on visited (state of a, state of b) pairs.
     max_states : int
-        DFA state bound for each regex.
+        DFA state bound for each regex (and :data:`RELATION_TIMEOUT_S` seconds to build each).
 
     Returns
     -------
@@ -41,8 +46,9 @@ def relation(rx_a: str, rx_b: str, max_pairs: int = DEFAULT_MAX_PAIRS,
     from ...errors import CompileLimitError
 
     try:
-        da = compile_regex(rx_a, options=RegexOptions(max_states=max_states))
-        db = compile_regex(rx_b, options=RegexOptions(max_states=max_states))
+        opts = RegexOptions(max_states=max_states, timeout_s=RELATION_TIMEOUT_S)
+        da = compile_regex(rx_a, options=opts)
+        db = compile_regex(rx_b, options=opts)
     except CompileLimitError:
         return None
     ta, tb = da.byte_table(), db.byte_table()
