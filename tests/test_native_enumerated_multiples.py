@@ -69,7 +69,7 @@ def test_multiples_in_a_short_range_are_exact(schema, centres, vocab, native):
 
 def test_the_enumeration_limit_is_explicit(vocab):
     """Past ``max_enumerated_multiples`` the multiples are not written out. In grammar mode the
-    remainder automaton over the range is then generated lazily (``DfaRules``: no
+    remainder automaton over the range is then generated lazily (``_lazy_dfa``: no
     ``max_automaton_rules`` refusal, exact); a ``multipleOf`` over ``max_multiple_of`` has no
     automaton, so its typed refusal stands; raised, the limit enumerates."""
     schema = {"type": "integer", "multipleOf": 7, "minimum": H, "maximum": H + 20}  # 3 multiples

@@ -526,7 +526,7 @@ def test_not_beside_email_over_the_rule_limit_is_exact(native):
     """The email automaton alone has 252 states: excluding one of its strings needs more rules than
     the default max_automaton_rules allows as eager rules. It was a typed refusal (before that, a
     silent drop: {"format": "email", "not": {"const": "a@b.c"}} accepted "example"); its rules are
-    now generated lazily (``DfaRules``), and the language is exactly the email format minus the
+    now generated lazily (``_lazy_dfa``), and the language is exactly the email format minus the
     one address."""
     backend, accepts = native
     schema = {"type": "string", "format": "email", "not": {"const": "a@b.c"}}

@@ -1,5 +1,5 @@
 """Code-point automata with more states than ``max_automaton_rules`` allows as eager rules are
-generated lazily (``json_schema._automata.DfaRules``), not dropped or refused.
+generated lazily (``RefsMixin._lazy_dfa``: a ``LengthProduct`` without bounds), not dropped or refused.
 
 The bug (MaskBench Github_medium o9819, found 2026-12-06): ``properties`` beside a
 ``patternProperties`` pattern ``^[0-9a-zA-Z_-]{1,255}$`` whose keys include a listed name. The

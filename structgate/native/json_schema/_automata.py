@@ -542,6 +542,17 @@ class LengthProduct(LazyAutomaton):
         self._groups: list = [None] * n  # per pattern state: [(target, expr)] (spelled symbols)
         self._enc = enc
         self._symbols = CalledRules(name + ".sym")
+        self._live: dict = {}
+        self._rep_k: dict[int, list] = {}  # depth -> per pattern state its class representative
+        if self.lmin == 0 and self.lmax is None:
+            # no bound: the count stays 0 and every state of the trimmed automaton completes, so
+            # no length sets are needed (:meth:`live` is True; :meth:`canonical` has no alias). The
+            # automaton itself as lazily generated rules: one over max_automaton_rules states
+            # (RefsMixin._lazy_dfa)
+            self._e, self._per, self._lens = 0, 1, None
+            self._inf = [True] * n
+            self._reach_all = 0
+            return
         pred = np.zeros((n, n), dtype=bool)  # pred[q, p]: p -> q
         for p, row in enumerate(d.delta):
             for t in row:
@@ -566,8 +577,6 @@ class LengthProduct(LazyAutomaton):
         self._inf = self._lens[self._e:].any(axis=0).tolist()
         #: the longest of the states' shortest completions (every state of a trimmed automaton has one)
         self._reach_all = int(self._lens.argmax(axis=0).max()) if n else 0
-        self._live: dict = {}
-        self._rep_k: dict[int, list] = {}  # depth -> per pattern state its class representative
 
     def _reaches(self, q: int, lo: int, hi: int | None) -> bool:
         """Whether some ``ℓ`` in ``lo..hi`` (``hi`` None: unbounded) has ``q ∈ R_ℓ``."""
@@ -665,6 +674,8 @@ class LengthProduct(LazyAutomaton):
     def live(self, state) -> bool:
         """Whether ``state = (q, count)`` matches at least one string (``(q, "mid")``: the
         pattern from ``q``; ``(q, "low")``: ``q`` continues forever)."""
+        if self._lens is None:  # unbounded from 0: every state of the trimmed automaton completes
+            return True
         hit = self._live.get(state)
         if hit is None:
             q, c = state
@@ -717,45 +728,3 @@ class LengthProduct(LazyAutomaton):
 
     def symbols(self) -> list:
         return [e for q in range(len(self.d.delta)) for _, e in self._moves(q)]
-
-
-
-class DfaRules(LengthProduct):
-    """``L(d)`` itself as a lazily generated right-linear grammar: one rule per DFA state, built
-    when the matcher first reaches it (a :class:`LengthProduct` with no length bound, whose count
-    stays 0, without its length sets). For automata with more states than
-    ``max_automaton_rules`` allows as eager rules: a pattern key set minus the listed property
-    names, a ``propertyNames`` language, a large remainder product. Compile cost: none per state;
-    each reached state costs one rule build at mask time.
-
-    Parameters
-    ----------
-    d : CPDFA
-        Trimmed (every state reaches acceptance) and minimal, start state 0.
-    enc : callable
-        ``enc(charset)`` → IR expression of one symbol, or None (no spelling). Symbols must be
-        characters (their spellings reference no grammar rule: bodies are built after the grammar
-        was analysed); automata over items or members (``contains``, counted members) keep eager
-        rules and their limit.
-    name : str
-        Prefix of the generated rules' names (messages).
-    """
-
-    def __init__(self, d: CPDFA, enc, name: str) -> None:
-        n = len(d.delta)
-        self.d, self.lmin, self.lmax, self.name = d, 0, None, name
-        self.start = (0, 0)
-        self._groups = [None] * n
-        self._enc = enc
-        self._symbols = CalledRules(name + ".sym")
-        self._e, self._per, self._lens = 0, 1, None
-        self._inf = [True] * n
-        self._reach_all = 0
-        self._live = {}
-        self._rep_k = {}
-
-    def live(self, state) -> bool:
-        return True  # trimmed: every state reaches acceptance
-
-    def canonical(self, state, depth: int | None = None):
-        return None  # no count: nothing to alias

@@ -90,20 +90,19 @@ class RefsMixin:
             if not (lazy and self.grammar) or e.limit_name != "max_automaton_rules":
                 raise
         # more states than eager rules may have: the automaton's rules generated lazily, when
-        # the matcher first reaches each state (:class:`._automata.DfaRules`); nothing is dropped
-        return self._lazy_dfa(d, enc, what, where)
+        # the matcher first reaches each state (:meth:`_lazy_dfa`); nothing is dropped
+        return self._lazy_dfa(d, enc, where)
 
-    def _lazy_dfa(self, d, enc, what: str, where: str) -> str | None:
-        """Grammar mode: a rule ``auto:<pointer>.<n>`` whose body is the start of a
-        :class:`._automata.DfaRules` of ``d`` (its states' rules built when first reached); the
-        text calls it. None = the empty language."""
-        from ._automata import DfaRules
-
+    def _lazy_dfa(self, d, enc, where: str) -> str | None:
+        """Grammar mode: a rule ``auto:<pointer>.<n>`` whose body is the start of ``d`` as a
+        :class:`._automata.LengthProduct` without bounds (its states' rules built when first
+        reached; its symbols must be characters: a body built after the grammar was analysed
+        references no grammar rule); the text calls it. None = the empty language."""
         d = trim(d)
         if d is None:
             return None
         d = minimize(d)
-        return self._lazy_rule("auto:", where, enc, lambda name, enc_ir: DfaRules(d, enc_ir, name))
+        return self._lazy_rule("auto:", where, enc, lambda name, enc_ir: LengthProduct(d, 0, None, enc_ir, name))
 
     def _lazy_rule(self, prefix: str, where: str, enc, make) -> str | None:
         """Register a rule ``<prefix><pointer>.<n>`` (the first ``n`` not taken) whose body is the
