@@ -5,6 +5,7 @@ share subtrees as the hash-consing parser makes them share."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -280,10 +281,17 @@ def test_built_grammars_match_python_re(seed, inline_max_size):
 
 
 # -- the parser's scan for matching parentheses --------------------------------------------------------
+#: the parser's scan before ``ab4a864``, one match per token: escapes, character classes, comments
+#: (one token: their parentheses are not the pattern's) and parentheses (written out here, the
+#: reference the one-match-per-parenthesis scan is checked against)
+_TOKEN_SCAN = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#(?:\\.|[^)\\])*\)?|[()]", re.S)
+
+
 def _scan_reference(pattern: str):
-    """The scan before (one match per token of ``_SCAN``): (class start -> end, ``(`` -> ``)``)."""
+    """The scan before (one match per token of :data:`_TOKEN_SCAN`): (class start -> end, ``(`` ->
+    ``)``)."""
     classes, groups, stack = {}, {}, []
-    for m in rp._SCAN.finditer(pattern):
+    for m in _TOKEN_SCAN.finditer(pattern):
         t = m.group()
         if t == "(":
             stack.append(m.start())

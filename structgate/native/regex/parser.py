@@ -185,16 +185,17 @@ MAX_REPEAT = 0xFFFFFFFE
 _COMMENT_BODY = r"(?:\\.|[^)\\])*"
 #: the rest of a comment after ``(?#``, its closing ``)`` included (:meth:`_Parser._group_open`)
 _COMMENT_REST = _re.compile(_COMMENT_BODY + r"\)", _re.S)
-#: one scan of a pattern: escapes (skipped), character classes, comments (one token: their
-#: parentheses are not the pattern's), and parentheses
-_SCAN = _re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY + r"\)?|[()]", _re.S)
-#: a character class at the scan's token boundary (:data:`_SCAN`'s class token)
-_CLASS_TOKEN = _re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", _re.S)
-#: :data:`_SCAN`'s tokenisation up to the next parenthesis: everything before it (escapes, classes
-#: and comments as tokens, runs of other characters; possessive, so nothing is read twice) and the
-#: parenthesis, or the end of the text (an empty group): one match per parenthesis, where a match
-#: per token spent half its time on the classes of JSON whitespace
-_PAREN_SCAN = _re.compile(r"(?:[^()\[\\]+|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\(\?#" + _COMMENT_BODY
+#: a character class as one token: ``[``, an optional ``^``, a ``]`` first taken literally, then
+#: escapes and other characters up to the closing ``]``
+_CLASS_RX = r"\[\^?\]?(?:\\.|[^\]\\])*\]"
+#: a character class at a token boundary of the pattern (:meth:`_Parser` reads its end from it)
+_CLASS_TOKEN = _re.compile(_CLASS_RX, _re.S)
+#: the pattern's tokens up to the next parenthesis: everything before it (escapes, classes and
+#: comments as tokens, whose parentheses are not the pattern's; runs of other characters;
+#: possessive, so nothing is read twice) and the parenthesis, or the end of the text (an empty
+#: group): one match per parenthesis, where a match per token spent half its time on the classes
+#: of JSON whitespace
+_PAREN_SCAN = _re.compile(r"(?:[^()\[\\]+|\\.|" + _CLASS_RX + r"|\(\?#" + _COMMENT_BODY
                           + r"\)?|[^()])*+([()]|\Z)", _re.S)
 #: parsed classes and ``(?:...)`` groups by their text and flags, shared by every parse: generated
 #: patterns (JSON Schema rules) repeat the same pieces hundreds of times
@@ -210,7 +211,7 @@ _NAMED_GROUP = re.compile(r"\(\?P?<(?![=!])")
 
 
 def _scan(pattern: str) -> dict[int, int]:
-    """``(`` index -> matching ``)`` index, from one regex scan (C speed) with :data:`_SCAN`'s
+    """``(`` index -> matching ``)`` index, from one regex scan (C speed) with :data:`_PAREN_SCAN`'s
     tokens (a parenthesis inside an escape, a class or a comment is none); unbalanced parentheses
     are left out (the parser reports them). The parser reads a class's end where it meets one
     (:data:`_CLASS_TOKEN`)."""
