@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
@@ -247,7 +248,7 @@ def _literals_text(values: list[int]) -> str | None:
 
     def trie(group: list[str]) -> str:
         # group: sorted, distinct; their common prefix, then a branch per next character
-        p = _common_prefix(group[0], group[-1])
+        p = os.path.commonprefix((group[0], group[-1]))  # (sorted: the group's common prefix)
         rest = [s[len(p):] for s in group]
         ends = rest[0] == ""  # (sorted: the empty rest, if any, comes first)
         if ends:
@@ -267,15 +268,6 @@ def _literals_text(values: list[int]) -> str | None:
         return p + body
 
     return trie(strs)
-
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
 
 
 def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:

@@ -99,10 +99,11 @@ class ObjectMixin:
         if len(skipped) > self.MAX_PATTERN_REGIONS:
             return []
         out: list[str] = []
+        matched = {k: set(matching(k)) for k in names}  # (once: matching runs every pattern on k)
         for bits in range(1, 1 << len(skipped)):
             t = [skipped[i] for i in range(len(skipped)) if bits >> i & 1]
             others = [q for q in live if q not in t]
-            taken = [k for k in names if set(t) <= set(matching(k))]
+            taken = [k for k in names if matched[k].issuperset(t)]
             key = self._pattern_keys(t, others, taken, where)
             if key is None:
                 continue
