@@ -408,6 +408,54 @@ def test_bench_extension_hook(monkeypatch):
     assert args.ext_ok is True
 
 
+# the suite's draft-7 case that 2020-12's rules read otherwise: a $ref beside an $id
+_SIBLING_ID_CASE = {
+    "description": "$ref prevents a sibling $id from changing the base uri",
+    "schema": {
+        "$id": "http://localhost:1234/sibling_id/base/",
+        "definitions": {
+            "foo": {"$id": "http://localhost:1234/sibling_id/foo.json", "type": "string"},
+            "base_foo": {"$id": "foo.json", "type": "number"},
+        },
+        "allOf": [{"$id": "http://localhost:1234/sibling_id/", "$ref": "foo.json"}],
+    },
+    "tests": [{"description": "string", "data": "a", "valid": False},
+              {"description": "number", "data": 1, "valid": True}],
+}
+
+
+def test_jsts_cases_read_by_their_folder_draft(tmp_path, llama3_vocab):
+    """A schema without ``$schema`` gets its draft folder's; one that declares it, or a boolean
+    schema, is kept as it is. Read as draft 7, the sibling-``$id`` case validates as jsonschema's
+    Draft7Validator says, and native rejects its invalid instance (read as 2020-12, the ``$id``
+    moves the base and the string was accepted)."""
+    import jsonschema
+
+    from structgate import Constraint
+    from structgate.backends.registry import get_backend
+
+    declared = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "integer"}
+    for d in ("draft7", "draft2020-12"):
+        (tmp_path / "tests" / d).mkdir(parents=True)
+        cases = [_SIBLING_ID_CASE, {"description": "declared", "schema": declared, "tests": []},
+                 {"description": "boolean", "schema": True, "tests": []}]
+        (tmp_path / "tests" / d / "ref.json").write_text(json.dumps(cases))
+    items = {i.id: i for i in load_jsts(tmp_path, optional="none")}
+    assert items["draft7/ref#0"].value["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert items["draft2020-12/ref#0"].value["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    for d in ("draft7", "draft2020-12"):
+        assert items[f"{d}/ref#1"].value == declared and items[f"{d}/ref#2"].value is True
+    d7 = items["draft7/ref#0"]
+    assert {k: v for k, v in d7.value.items() if k != "$schema"} == _SIBLING_ID_CASE["schema"]
+    for t in _SIBLING_ID_CASE["tests"]:
+        assert jsonschema.Draft7Validator(d7.value).is_valid(t["data"]) is t["valid"]
+    vocab = llama3_vocab
+    g = get_backend("native", vocab).compile(Constraint.json_schema(d7.value))
+    for t in _SIBLING_ID_CASE["tests"]:
+        ids = vocab.encode(json.dumps(t["data"])) + [vocab.eos_token_ids[0]]
+        assert (g.matcher().validate(ids) == len(ids)) is t["valid"], t
+
+
 def test_jsts_plot_groups():
     from structgate_bench.commands import _jsts_groups
 

@@ -43,6 +43,18 @@ __all__ = ["BenchItem", "CorpusError", "load_maskbench", "load_jsts", "load_rege
 
 DEFAULT_JSTS_DRAFTS = ("draft2020-12", "draft7")
 
+#: the meta-schema a JSON-Schema-Test-Suite draft folder's schemas are read with when they declare
+#: none (the suite's README: a folder's tests are for that draft, which an implementation's runner
+#: sets as the default dialect; later versions of the suite write ``$schema`` into every schema)
+JSTS_META_SCHEMAS = {
+    "draft3": "http://json-schema.org/draft-03/schema#",
+    "draft4": "http://json-schema.org/draft-04/schema#",
+    "draft6": "http://json-schema.org/draft-06/schema#",
+    "draft7": "http://json-schema.org/draft-07/schema#",
+    "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+}
+
 #: the sample corpora shipped with the harness (the defaults of ``structgate bench``; data/README.md)
 SAMPLES = Path(__file__).resolve().parent / "data"
 
@@ -188,7 +200,10 @@ def load_jsts(path: str | Path, *, drafts: Iterable[str] | None = None, optional
     files : keep only these keyword files (``allOf``, ``optional/format/date``), case-insensitive
 
     Each case is one item, ``split`` = ``draft/file`` (``draft2020-12/allOf``,
-    ``draft2020-12/optional/format/date``), ``id`` = ``split#index``.
+    ``draft2020-12/optional/format/date``), ``id`` = ``split#index``. An object schema that
+    declares no ``$schema`` gets its folder's (:data:`JSTS_META_SCHEMAS`), as the suite asks of a
+    runner: an engine's default dialect (2020-12 for native) would otherwise read draft-7 cases
+    by 2020-12's rules (a ``$ref`` beside an ``$id``).
     """
     p = _exists(path)
     if p.is_file():
@@ -225,7 +240,11 @@ def load_jsts(path: str | Path, *, drafts: Iterable[str] | None = None, optional
         for i, case in enumerate(cases):
             tests = [{"text": json.dumps(t["data"]), "valid": bool(t["valid"]), "description": t.get("description", "")}
                      for t in case.get("tests", [])]
-            items.append(BenchItem(id=f"{split}#{i}", split=split, kind="json_schema", value=case["schema"],
+            schema = case["schema"]
+            meta_schema = JSTS_META_SCHEMAS.get(draft)
+            if isinstance(schema, dict) and "$schema" not in schema and meta_schema:
+                schema = {"$schema": meta_schema, **schema}
+            items.append(BenchItem(id=f"{split}#{i}", split=split, kind="json_schema", value=schema,
                                    tests=tests, meta={"description": case.get("description", ""), "draft": draft}))
     if not items:
         raise CorpusError(f"no JSON-Schema-Test-Suite case found under {str(p)!r}")
