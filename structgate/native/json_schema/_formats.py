@@ -1,5 +1,6 @@
-"""``format`` regexes (RFC 3339 dates/times, UUID, IPv4, e-mail, RFC 3986 URIs, RFC 1123 host
-names) and the format policy tables of the JSON Schema compiler (see ``docs/json-schema.md``)."""
+"""``format`` regexes (RFC 3339 dates/times and durations, UUID, IPv4, IPv6, e-mail, RFC 3986
+URIs, RFC 1123 host names, RFC 6901 JSON Pointers and relative ones, RFC 6570 URI templates) and
+the format policy tables of the JSON Schema compiler (see ``docs/json-schema.md``)."""
 from __future__ import annotations
 
 
@@ -33,6 +34,42 @@ _URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}{_ABEMPTY}|/(?:{_PCHAR}+{_A
         rf"|{_PCHAR}+{_ABEMPTY}|){_QF}")
 _RELATIVE_REF = (rf"(?://{_AUTHORITY}{_ABEMPTY}|/(?:{_PCHAR}+{_ABEMPTY})?|{_SEG_NZ_NC}{_ABEMPTY}|)"
                  rf"{_QF}")
+# RFC 4291 section 2.2 text form, as RFC 3986's IPv6address ABNF spells it (h16 = 1-4 hex digits,
+# ls32 = two h16 or an IPv4 address; "::" once); no zone id (jsonschema's checker refuses one)
+_H16 = f"{_HEX}{{1,4}}"
+_LS32 = rf"(?:{_H16}:{_H16}|{_OCTET}(?:\.{_OCTET}){{3}})"
+_IPV6 = "(?:" + "|".join([
+    rf"(?:{_H16}:){{6}}{_LS32}",
+    rf"::(?:{_H16}:){{5}}{_LS32}",
+    rf"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+    rf"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+    rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+    rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+]) + ")"
+# RFC 3339 appendix A duration ABNF: dur-date (day, month [day], year [month [day]]) [dur-time],
+# or dur-time alone (hour [minute [second]], minute [second], second), or weeks alone
+_DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = (rf"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:{_DUR_TIME})?"
+             rf"|{_DUR_TIME}|[0-9]+W)")
+# RFC 6901: reference tokens of any character, "~" only as "~0" or "~1"
+_JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
+# Relative JSON Pointer (draft-handrews-relative-json-pointer-01, JSON Schema 2019-09 / 2020-12):
+# a non-negative integer without leading zeros, then "#" or a JSON Pointer
+_RELATIVE_JSON_POINTER = rf"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})"
+# RFC 6570 section 2 (level 4): literals (ASCII ones, the apostrophe included as RFC 6570's errata and
+# the JSON-Schema-Test-Suite have it; ucschar, iprivate, pct-encoded) and
+# expressions "{" [operator] varspec *("," varspec) "}", varspec = varname [":" 1-9999 / "*"]
+_UCS_IPRIVATE = (r"\u00a0-\ud7ff\ue000-\ufdcf\ufdf0-\uffef"
+                 + "".join(rf"\U{(p << 16) | (0x1000 if p == 14 else 0):08x}-\U{(p << 16) | 0xFFFD:08x}"
+                           for p in range(1, 17)))
+_UT_LITERAL = rf"(?:[!#$&-;=?-\[\]_a-z~{_UCS_IPRIVATE}]|{_PCT})"
+_UT_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_UT_VARSPEC = rf"{_UT_VARCHAR}(?:\.?{_UT_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
+_URI_TEMPLATE = rf"(?:{_UT_LITERAL}|\{{[+#./;?&=,!@|]?{_UT_VARSPEC}(?:,{_UT_VARSPEC})*\}})*"
+
 FORMAT_REGEX = {
     "date": _date(),
     "time": _TIME,
@@ -45,7 +82,17 @@ FORMAT_REGEX = {
     # RFC 1123 host name: dot-separated labels of 1-63 letters, digits, hyphens, no hyphen at either
     # end (the 253-character total is not enforced: a regular bound would multiply the states)
     "hostname": rf"{_LABEL}(?:\.{_LABEL})*",
+    "ipv6": _IPV6,
+    "duration": _DURATION,
+    "json-pointer": _JSON_POINTER,
+    "relative-json-pointer": _RELATIVE_JSON_POINTER,
+    "uri-template": _URI_TEMPLATE,
 }
+#: formats with characters a JSON string escapes (``"``, ``\\``, controls) or non-ASCII ones: their
+#: string bodies are written from the code-point automaton in every JSON spelling
+#: (``_type_string.StringMixin._format_body``); the others' regexes are printable ASCII without
+#: ``"`` and ``\\``, each character its own only spelling, and serve as the JSON text itself
+ENCODED_FORMATS = frozenset({"json-pointer", "relative-json-pointer", "uri-template"})
 #: formats that ``options.extra["formats"] == "lenient"`` leaves as annotations (JSON Schema 2020-12's
 #: default; the JSTS "only an annotation by default" tests): asserting them is what users of
 #: constrained decoding and the MaskBench labels expect (llguidance and XGrammar assert them too)
@@ -56,7 +103,9 @@ LENIENT_ANNOTATIONS = frozenset({"uri", "uri-reference", "hostname"})
 #: automaton in tests/test_native_format_length.py). A ``minLength``/``maxLength`` the range already
 #: meets is dropped (exact); other bounds are intersected (``_type_string.StringMixin.string``)
 FORMAT_LENGTH = {"date": (10, 10), "time": (9, 24), "date-time": (20, 35), "uuid": (36, 36), "ipv4": (7, 15),
-                 "email": (5, None), "uri": (2, None), "uri-reference": (0, None), "hostname": (1, None)}
+                 "email": (5, None), "uri": (2, None), "uri-reference": (0, None), "hostname": (1, None),
+                 "ipv6": (2, 45), "duration": (3, None), "json-pointer": (0, None), "relative-json-pointer": (1, None),
+                 "uri-template": (0, None)}
 
 
 def format_length_implied(fmt: str, lmin: int, lmax: int | None) -> bool:

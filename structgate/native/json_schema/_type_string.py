@@ -10,8 +10,8 @@ from ..regex.parser import parse_regex
 from ._automata import complement, from_ast, length_dfa, literals_ast, matches, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
 from ._common import _NOT_STR, _is_num, _is_whole, _ptr
-from ._formats import (EMAIL_LOCAL, FORMAT_LENGTH, email_domain_subset, email_subset_shape, format_length_implied,
-                       hostname_subset)
+from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, email_domain_subset, email_subset_shape,
+                       format_length_implied, hostname_subset)
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 
@@ -58,7 +58,7 @@ class StringMixin:
         if fmt is not None:
             wf = _ptr(where, "format")
             if length is None or format_length_implied(fmt, lmin, lmax):
-                return self.string_body_rule(self.formats[fmt], wf)
+                return self.string_body_rule(self._format_body(fmt, wf), wf)
             return self.string_body_rule(self._format_with_length(fmt, lmin, lmax, wf), wf)
         char = json_char_regex(ANY)
         if length is None:
@@ -72,6 +72,21 @@ class StringMixin:
         if lmax == 0:
             return '""'
         return self.string_rule(f"__json_string_{lmin}_{'' if lmax is None else lmax}", f'"(?:{char}){q}"')
+
+    def _format_body(self, fmt: str, where: str) -> str | None:
+        """The JSON text (between the quotes) of the strings of ``format`` ``fmt``: its regex itself,
+        or for :data:`._formats.ENCODED_FORMATS` (characters JSON escapes, non-ASCII ones) its
+        code-point automaton written in every JSON spelling of each character (as a ``pattern``
+        is), so a ``"`` inside a JSON Pointer is ``\\"`` and an astral character in a URI template
+        may be a surrogate-pair escape."""
+        if fmt not in ENCODED_FORMATS:
+            return self.formats[fmt]
+        key = ("format-body", fmt)
+        if key not in self._dfa_texts:
+            what = f"format {fmt!r}"
+            d = from_ast(_format_ast(self.formats[fmt]), max_states=self.max_product_states, what=what, where=where)
+            self._dfa_texts[key] = self._emit_dfa(trim(d), json_char_regex, what, where)
+        return self._dfa_texts[key]
 
     def _format_with_length(self, fmt: str, lmin: int, lmax: int | None, where: str) -> str | None:
         """String bodies of ``format`` ``fmt`` with ``lmin``..``lmax`` code points, ``where`` = the
@@ -139,7 +154,7 @@ class StringMixin:
             d = from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where)
             names = [n for n in names if matches(d, n)]  # the others the format excludes already
             if not names:
-                self._dfa_texts[key] = self.formats[fmt]
+                self._dfa_texts[key] = self._format_body(fmt, where)
             else:
                 d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=where)),
                             max_states=cap, what=what, where=where)
