@@ -1,12 +1,13 @@
 """The ``format``s added to the native JSON Schema compiler for the JSON-Schema-Test-Suite's
 ``optional/format`` files, which native used to leave as annotations (every invalid instance
 accepted): ``ipv6`` (RFC 4291 / RFC 3986's ABNF), ``duration`` (RFC 3339 appendix A),
-``json-pointer`` (RFC 6901), ``relative-json-pointer`` and ``uri-template`` (RFC 6570 level 4).
+``json-pointer`` (RFC 6901), ``relative-json-pointer``, ``uri-template`` (RFC 6570 level 4), ``iri``
+and ``iri-reference`` (RFC 3987).
 
 Oracles: the suite's own cases (tests/data/jsts/draft2020-12/optional/format, both JSON spellings
 of each instance), ``jsonschema``'s ``ipv6`` checker (Python's ``ipaddress``), and procedural
 checks written from the RFCs' ABNF here. Acceptance is what the native backend's matcher does on
-the llama3 tokens of the JSON text. The last three formats contain characters a JSON string
+the llama3 tokens of the JSON text. All but the first two contain characters a JSON string
 escapes (``"``, ``\\``, controls) or non-ASCII ones (``_formats.ENCODED_FORMATS``): their bodies
 are built from the code-point automaton, so no raw ``"`` ever closes the string early.
 """
@@ -29,7 +30,7 @@ from structgate.native.json_schema._formats import ENCODED_FORMATS
 from structgate.native.regex.parser import parse_regex
 
 SUITE = Path(__file__).parent / "data" / "jsts" / "draft2020-12" / "optional" / "format"
-NEW = ("ipv6", "duration", "json-pointer", "relative-json-pointer", "uri-template")
+NEW = ("ipv6", "duration", "json-pointer", "relative-json-pointer", "uri-template", "iri", "iri-reference")
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 
 
