@@ -252,12 +252,13 @@ class GrammarNFA:
         self.live.extend(b"\x01" * (n - len(self.live)))
         if nfa._fail >= 0:
             _prune_rule_states(self, first)
-        _rule_partition(self, i, first, n)
         if i in self.rule_deferred:
             # its deferred subtrees may hold any range and call any rule: its walks use the
             # grammar's partition and nothing assumes it call-free
             self.rule_classes[i] = self.byte_classes
             self.rule_has_calls[i] = True
+        else:
+            _rule_partition(self, i, first, n)
         self._unbuilt -= 1
         if self._unbuilt <= 0 and not self._dynamic:
             self._build = None
@@ -1507,7 +1508,6 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             _prune_rule_states(g, 0)
         g.byte_classes = _partition_of(scan.ranges)  # the rewrites moved leaves, changed none
         n_rules = len(g.rule_names)
-        _rule_partition(g, 0, 0, len(nfa))
         if deferred and nfa._fail >= 0:  # (``deferring`` excludes it: a FAIL state needs pruning)
             raise RuntimeError("internal error: a deferred build made a FAIL state")
         if 0 in g.rule_deferred:
@@ -1515,6 +1515,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             # use the grammar's partition and nothing assumes it call-free
             g.rule_classes[0] = g.byte_classes
             g.rule_has_calls[0] = True
+        else:
+            _rule_partition(g, 0, 0, len(nfa))
         if deferring:  # (a called rule built later may defer too)
             g._expand = expand
         g._build = build
