@@ -1463,10 +1463,25 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         if not pending[r]:  # the rule is whole: its memo is dropped
             del pending[r], memos[r]
 
+    calls_memo: dict[str, bool] = {}
+
+    def calls(name: str) -> bool:
+        """Whether rule ``name``'s body, its inlined callees expanded, calls a rule."""
+        hit = calls_memo.get(name)
+        if hit is None:
+            calls_memo[name] = False  # (an inlined rule is never recursive)
+            hit = calls_memo[name] = any(
+                c in index or (c in rules and calls(c))
+                for c in (canon.get(r, r) for r in grammar.references(name)))
+        return hit
+
     def body(i: int, nxt: int) -> int:
-        """Build static rule ``i``'s body with continuation ``nxt``."""
+        """Build static rule ``i``'s body with continuation ``nxt``. A called rule defers its large
+        subtrees only when it calls rules: a call-free one (a string, a key) is built whole, so
+        its walks stay one closed run of states that every grammar shares
+        (:meth:`PushdownIndex._shared_key`)."""
         name = building[0] = gp.rule_names[i]
-        if not deferring:
+        if not deferring or (i and not calls(name)):
             return drive(nfa, rules[name], nxt, leaf)
         cur[0] = i
         m = memos[i] = ({}, [])
