@@ -15,7 +15,7 @@ import pytest
 
 from structgate import Constraint, get_backend
 from structgate.errors import CompileLimitError
-from structgate.native.pushdown import DEFER, DEFER_MIN_SIZE, RET, PushdownIndex, build_grammar_nfa
+from structgate.native.pushdown import CALL, DEFER, DEFER_MIN_SIZE, RET, PushdownIndex, build_grammar_nfa
 
 DATA = Path(__file__).parent / "data"
 
@@ -486,3 +486,41 @@ def test_recursive_grammar_with_large_called_rules_against_json_loads(llama3_voc
     assert 30 < n_valid < 145
     for pi in idx[1:]:
         assert _deferred_owners(pi) - {0}, "member's key alternation should have been deferred"
+
+
+def test_call_free_called_rules_stay_whole_and_share_their_walks(llama3_vocab):
+    """A called rule that calls nothing (a string body used in several places) is built whole even
+    when large, so its states stay one closed run and its walks go to the cache every grammar
+    shares (:meth:`PushdownIndex._shared_key`). Masks equal the whole build's. (Rules that call
+    defer their parts: the tests above.)"""
+    v = llama3_vocab
+    words = "|".join(f"w{i:03d}{'abcdefghijklmnopqrstuvwxyz'[i % 26] * 12}" for i in range(400))
+    s = {"type": "string", "pattern": f"^(?:{words})$"}
+    schema = {"$defs": {"node": {"type": "object", "properties": {
+        "a": s, "b": s, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["a"]}},
+        "$ref": "#/$defs/node"}
+    be = get_backend("native", v, compile_cache_size=0)
+    g = be.to_grammar(Constraint("json_schema", schema))
+    idx = [PushdownIndex(build_grammar_nfa(g, inline_max_size=be.inline_max_size, lazy=True, defer_min_size=d), v)
+           for d in (0, DEFER_MIN_SIZE)]
+    text = '{"a": "w007hhhhhhhhhhhh", "b": "w033hhhhhhhhhhhh", "kids": [{"a": "w001bbbbbbbbbbbb"}]}'
+    states = [1, 1]
+    rows = [np.empty(idx[0].width, np.int32) for _ in idx]
+    for t in v.encode(text):
+        for j, pi in enumerate(idx):
+            pi.fill_row(states[j], rows[j])
+        assert (rows[0] == rows[1]).all()
+        states = [pi.next_state(st, t) for pi, st in zip(idx, states)]
+        assert all(states), t
+    lazy = idx[1]
+    gn = lazy.gnfa
+    nfa = gn.nfa
+    call_free = []  # built called rules whose states make no call, with their state counts
+    for r, (a, b) in gn.rule_span.items():
+        if r and gn.rule_start[r] >= 0 and r not in gn.rule_deferred:
+            if all(nfa.kind[x] not in (CALL, DEFER) for x in range(a, b)):
+                call_free.append((r, b - a))
+    big = [r for r, n in call_free if n >= DEFER_MIN_SIZE]  # the string body (400 words)
+    assert big, (call_free, gn.rule_names)
+    for r in big:  # one closed run of states: the walks inside it are shared
+        assert lazy._rule_structure(r) is not None, gn.rule_names[r]
