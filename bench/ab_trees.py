@@ -7,6 +7,7 @@ side and the median per-schema ratio B/A.
 Usage (from the repository root; ``git worktree add /tmp/base REV`` makes the other tree)::
 
     .venv/bin/python bench/ab_trees.py --corpus DIR/maskbench --step 2 --a /tmp/base --b . [--walk]
+    .venv/bin/python bench/ab_trees.py --corpus DIR/maskbench --ids slowest.txt --step 1 --a /tmp/base --b .
 
 Why: on a shared VM separate benchmark runs drift by ±20-25 % within minutes, more than the
 changes they are meant to judge; here both sides run interleaved in one thread and are timed with
@@ -19,6 +20,7 @@ per tree, so neither side warms the other's.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -68,6 +70,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--offset", type=int, default=0, help="first schema of the selection")
     ap.add_argument("--tokenizer", default="llama3")
     ap.add_argument("--walk", action="store_true", help="also walk each schema's instances (TBM)")
+    ap.add_argument("--ids", type=Path, help="only these schemas (a file of ids, one a line, or a JSON list); "
+                    "--step/--offset then apply to that list")
+    ap.add_argument("--json", type=Path, help="write the per-schema figures here")
+    ap.add_argument("--no-gc", action="store_true",
+                    help="cyclic collector off for the timed loop: with both trees in one heap a "
+                    "generation-2 collection costs ~1 s and lands on whichever side crosses the "
+                    "threshold (the engine frees its own garbage by reference counting)")
     a = ap.parse_args(argv)
     if a.step < 1:
         ap.error("--step must be >= 1")
@@ -77,11 +86,23 @@ def main(argv=None) -> dict:
     saved = {k: v for k, v in sys.modules.items() if _ours(k)}
     try:
         sides = [_load(a.a.resolve(), a.tokenizer, None), _load(a.b.resolve(), a.tokenizer, a.corpus)]
-        items = sides[1]["items"][a.offset:: a.step]
+        items = sides[1]["items"]
+        if a.ids:
+            text = a.ids.read_text()
+            want = json.loads(text) if text.lstrip().startswith("[") else text.split()
+            pos = {k: i for i, k in enumerate(want)}
+            items = sorted((it for it in items if it.id in pos), key=lambda it: pos[it.id])
+        items = items[a.offset:: a.step]
         if a.walk:
             sides[1]["tok"](items, sides[1]["vocab"])
         compile_us: list[dict] = [{}, {}]
+        if a.no_gc:
+            import gc
+
+            gc.collect()
+            gc.disable()
         walk_ns = [0, 0]
+        walk_us: list[dict] = [{}, {}]
         steps: list[list] = [[], []]
         for n, it in enumerate(items):
             for side in ((0, 1) if n % 2 == 0 else (1, 0)):
@@ -98,9 +119,15 @@ def main(argv=None) -> dict:
                 if a.walk:
                     t1 = time.thread_time_ns()
                     _res, st = S["walk"](g, it.tests, S["eos"], S["width"])
-                    walk_ns[side] += time.thread_time_ns() - t1
+                    dt = time.thread_time_ns() - t1
+                    walk_ns[side] += dt
+                    walk_us[side][it.id] = dt / 1e3
                     steps[side].append(st)
     finally:
+        if a.no_gc:
+            import gc
+
+            gc.enable()
         for k in [k for k in sys.modules if _ours(k)]:
             del sys.modules[k]
         sys.modules.update(saved)
@@ -122,6 +149,16 @@ def main(argv=None) -> dict:
             print(f"{name}: walks {walk_ns[side] / 1e9:.2f} s thread time, TBM avg {s.mean():.0f} us  "
                   f"p99 {np.percentile(s, 99):.0f} us")
         out["walk_s"] = [w / 1e9 for w in walk_ns]
+        wa = np.array([walk_us[0].get(k, 0.0) for k in keys])
+        wb = np.array([walk_us[1].get(k, 0.0) for k in keys])
+        ok = (wa > 0) & (wb > 0)
+        if ok.any():
+            print(f"walk B/A: median per-schema ratio {float(np.median(wb[ok] / wa[ok])):.3f}, "
+                  f"sums {wb.sum() / max(wa.sum(), 1e-9):.3f}")
+        out["walk_a_us"], out["walk_b_us"] = wa.tolist(), wb.tolist()
+    if a.json:
+        out["ids"] = keys
+        a.json.write_text(json.dumps(out))
     return out
 
 

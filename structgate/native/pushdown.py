@@ -69,10 +69,10 @@ __all__ = ["GrammarNFA", "build_grammar_nfa", "PushdownIndex", "STANDARD_BYTE_CL
            "class_trie", "no_gc", "count_large_repeats"]
 
 CALL, RET = 6, 7
-#: a placeholder for a subtree of the root rule (:attr:`GrammarNFA.deferred`): ``outs`` is None
+#: a placeholder for a subtree of a rule's body (:attr:`GrammarNFA.deferred`): ``outs`` is None
 #: until the subtree is built, then its epsilon targets; a closure passes it like an epsilon move
 DEFER = 8
-#: a subtree of the root rule whose size estimate (NFA states, :func:`_size`) is at least this is
+#: a subtree of a rule's body whose size estimate (NFA states, :func:`_size`) is at least this is
 #: built when a configuration first reaches it (:func:`build_grammar_nfa`, ``defer_min_size``)
 DEFER_MIN_SIZE = 128
 TERMINATED = -1
@@ -179,11 +179,15 @@ class GrammarNFA:
         self.dyn_node: dict[int, object] = {}
         self.dyn_span: dict[int, tuple[int, int]] = {}
         #: rule index -> (first, end) of the NFA states its build made (its ``RET`` first; a
-        #: deferred subtree of the root rule built later lies outside)
+        #: deferred subtree of the rule built later lies outside)
         self.rule_span: dict[int, tuple[int, int]] = {}
+        #: rules whose build deferred a subtree (their states are not one run, their partition is
+        #: the grammar's and they may call: :meth:`ensure_rule`)
+        self.rule_deferred: set[int] = set()
         #: LazyRule -> rule index (allocating one); set by :func:`build_grammar_nfa`
         self.dyn_rule = None
-        #: ``DEFER`` state -> (node, continuation) of a root-rule subtree not built yet
+        #: ``DEFER`` state -> (node, continuation) of a subtree not built yet (of the rule that
+        #: owns the state, :attr:`owner`)
         self.deferred: dict[int, tuple] = {}
         self._expand = None  # builds one deferred subtree (set by a lazy build)
         # frames needed to complete (:func:`frame_needs`), set by :meth:`ensure_needs`:
@@ -213,14 +217,14 @@ class GrammarNFA:
     @property
     def lazy(self) -> bool:
         """Whether the NFA may still grow: a called rule's body built later (:meth:`ensure_rule`)
-        or a deferred subtree of the root rule (:meth:`expand`)."""
+        or a deferred subtree of a rule (:meth:`expand`)."""
         return self._build is not None or bool(self.deferred)
 
     def expand(self, v: int) -> tuple[int, ...]:
         """Build the subtree that ``DEFER`` state ``v`` stands for (once) and return ``v``'s
-        epsilon targets (``nfa.outs[v]``, None until built); the new states belong to the root
-        rule. The caller serialises (the pushdown index, under its lock). Raises
-        ``CompileLimitError`` (``max_nfa_states``)."""
+        epsilon targets (``nfa.outs[v]``, None until built); the new states belong to ``v``'s
+        rule (the builder extends :attr:`owner`). The caller serialises (the pushdown index, under
+        its lock). Raises ``CompileLimitError`` (``max_nfa_states``)."""
         ts = self.nfa.outs[v]
         if ts is not None:
             return ts
@@ -228,11 +232,10 @@ class GrammarNFA:
         self._expand(v)
         if self.nfa._fail != had:  # the build defers nothing where a FAIL state can be made
             raise RuntimeError("internal error: a deferred subtree made a FAIL state")
-        if not self.deferred:
-            self._expand = None  # every subtree built: the builder's memos are dropped
+        if not self.deferred and self._build is None:
+            self._expand = None  # every subtree of every rule built: the builder's memos are dropped
         n = len(self.nfa)
         self.live.extend(b"\x01" * (n - len(self.live)))
-        self.owner.extend([0] * (n - len(self.owner)))
         return self.nfa.outs[v]
 
     def ensure_rule(self, i: int) -> int:
@@ -249,10 +252,18 @@ class GrammarNFA:
         self.live.extend(b"\x01" * (n - len(self.live)))
         if nfa._fail >= 0:
             _prune_rule_states(self, first)
-        _rule_partition(self, i, first, n)
+        if i in self.rule_deferred:
+            # its deferred subtrees may hold any range and call any rule: its walks use the
+            # grammar's partition and nothing assumes it call-free
+            self.rule_classes[i] = self.byte_classes
+            self.rule_has_calls[i] = True
+        else:
+            _rule_partition(self, i, first, n)
         self._unbuilt -= 1
         if self._unbuilt <= 0 and not self._dynamic:
             self._build = None
+            if not self.deferred:
+                self._expand = None
         return self.rule_start[i]
 
 
@@ -1197,18 +1208,18 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         Force the counter kind (None: lazy when every rule is productive; True needs that).
     defer_min_size : int
         With ``lazy`` (every rule productive, nothing that matches nothing: :attr:`_Scan.empty`),
-        a concatenation, alternation or repeat inside the root rule (inlined callees included)
-        whose size estimate is at least this is not built with the rest: a ``DEFER`` state stands
-        for it and the pushdown index builds it the first time a closure reaches it
-        (:meth:`GrammarNFA.expand`). The same language; the states may differ: the eager build
+        a concatenation, alternation or repeat inside a rule's body (the root's, or a called
+        rule's when it is first called; inlined callees included) whose size estimate is at least
+        this is not built with the rest: a ``DEFER`` state stands for it and the pushdown index
+        builds it the first time a closure reaches it (:meth:`GrammarNFA.expand`). The same language; the states may differ: the eager build
         shares equal suffixes bottom-up (by byte range and next state), and a placeholder is one
         per (subtree object, continuation), so structurally equal subtrees that are different
         objects (the identical members of an ``anyOf``'s branches, each from its own rule) get
         copies where the eager build has one (measured on MaskBench: configurations the same in
         total, NFA states fewer; an adversarial ``anyOf`` of 30 identical objects: 6× the states,
         1.6× the configurations of a generation). A large schema's compile then builds the states
-        its first mask needs, and a generation builds the properties it visits. ``0`` builds the
-        root rule whole.
+        its first mask needs, and a generation builds the properties it visits. ``0`` builds each
+        rule's body whole.
     lazy : bool
         Build called rules on first use (above). A grammar with rules generated on demand (a
         :class:`~structgate.native.ir.LazyRule` in the IR, or the counters made here) is built
@@ -1407,42 +1418,79 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         return None
 
     building = [""]
-    # deferred subtrees of the root rule: only where no liveness pass is needed (every rule
-    # productive, no empty set: every state built reaches its rule's RET)
+    # deferred subtrees of the static rules' bodies (the root's and each called rule's): only
+    # where no liveness pass is needed (every rule productive, no empty set: every state built
+    # reaches its rule's RET)
     deferring = (lazy or dynamic) and all_live and not scan.empty and defer_min_size > 0
-    root_memo: tuple[dict, list] = ({}, [])
     deferred = g.deferred
+    defer_rule: dict[int, int] = {}  # DEFER state -> the rule whose body it is part of
+    # per rule with deferred subtrees not built yet: its build's memo (what is built later reuses
+    # what was built before, as one eager build of the body would) and how many are left
+    memos: dict[int, tuple[dict, list]] = {}
+    pending: dict[int, int] = {}
+    cur = [0]  # the rule being built
 
     def defer(node, cnxt: int):
         if memo.get(id(node), 0) < defer_min_size:
             return None
         v = nfa._new(DEFER, -1, -1, -1, None)
         deferred[v] = (node, cnxt)
+        r = defer_rule[v] = cur[0]
+        pending[r] = pending.get(r, 0) + 1
         return v
 
     def expand(v: int) -> None:
         node, cnxt = deferred[v]  # dropped once built (a build cut short by a limit is redone)
-        building[0] = grammar.root
+        r = defer_rule[v]
+        m = memos[r]
+        cur[0] = r
+        building[0] = gp.rule_names[r]
         if type(node) is Repeat and node.max is None and node.min == 0:
             # x*: ``v`` is the loop state itself (what an eager build makes its start), so the
             # body's copy of a subtree that also precedes the loop continues into the same state
             item = node.item
             body = (nfa.chars(item.ranges, v) if type(item) is Chars
-                    else drive(nfa, item, v, leaf, memo=root_memo, defer=defer))
+                    else drive(nfa, item, v, leaf, memo=m, defer=defer))
             nfa.outs[v] = tuple(dict.fromkeys((body, cnxt)))
         else:
-            nfa.outs[v] = (drive(nfa, node, cnxt, leaf, memo=root_memo, defer=defer),)
+            nfa.outs[v] = (drive(nfa, node, cnxt, leaf, memo=m, defer=defer),)
         # the subtree keeps standing for ``v``: what is built later before it continues into
         # ``v``, as what was built earlier does (else equal prefixes get two copies)
-        root_memo[0][(id(node), cnxt)] = v
-        del deferred[v]
+        m[0][(id(node), cnxt)] = v
+        del deferred[v], defer_rule[v]
+        owner.extend([r] * (len(nfa) - len(owner)))  # the new states are the rule's
+        pending[r] -= 1
+        if not pending[r]:  # the rule is whole: its memo is dropped
+            del pending[r], memos[r]
 
-    def body(name: str, nxt: int) -> int:
-        """Build ``name``'s body with continuation ``nxt``."""
-        building[0] = name
-        if deferring and name == grammar.root:
-            return drive(nfa, rules[name], nxt, leaf, memo=root_memo, defer=defer)
-        return drive(nfa, rules[name], nxt, leaf)
+    calls_memo: dict[str, bool] = {}
+
+    def calls(name: str) -> bool:
+        """Whether rule ``name``'s body, its inlined callees expanded, calls a rule."""
+        hit = calls_memo.get(name)
+        if hit is None:
+            calls_memo[name] = False  # (an inlined rule is never recursive)
+            hit = calls_memo[name] = any(
+                c in index or (c in rules and calls(c))
+                for c in (canon.get(r, r) for r in grammar.references(name)))
+        return hit
+
+    def body(i: int, nxt: int) -> int:
+        """Build static rule ``i``'s body with continuation ``nxt``. A called rule defers its large
+        subtrees only when it calls rules: a call-free one (a string, a key) is built whole, so
+        its walks stay one closed run of states that every grammar shares
+        (:meth:`PushdownIndex._shared_key`)."""
+        name = building[0] = gp.rule_names[i]
+        if not deferring or (i and not calls(name)):
+            return drive(nfa, rules[name], nxt, leaf)
+        cur[0] = i
+        m = memos[i] = ({}, [])
+        st = drive(nfa, rules[name], nxt, leaf, memo=m, defer=defer)
+        if pending.get(i):
+            gp.rule_deferred.add(i)
+        else:
+            del memos[i]
+        return st
 
     owner: list[int] = []
     g.owner = owner
@@ -1456,7 +1504,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             gp.rule_start[i] = _small_build(nfa, b, ret, leaf) if _is_small(b) else drive(nfa, b, ret, leaf)
             gp.dyn_span[i] = (ret, len(nfa))
         else:
-            gp.rule_start[i] = body(gp.rule_names[i], ret)
+            gp.rule_start[i] = body(i, ret)
         gp.rule_span[i] = (ret, len(nfa))
         owner.extend([i] * (len(nfa) - len(owner)))
 
@@ -1475,14 +1523,16 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             _prune_rule_states(g, 0)
         g.byte_classes = _partition_of(scan.ranges)  # the rewrites moved leaves, changed none
         n_rules = len(g.rule_names)
-        _rule_partition(g, 0, 0, len(nfa))
         if deferred and nfa._fail >= 0:  # (``deferring`` excludes it: a FAIL state needs pruning)
             raise RuntimeError("internal error: a deferred build made a FAIL state")
-        if deferred:
+        if 0 in g.rule_deferred:
             # the root rule's deferred subtrees may hold any range and call any rule: its walks
             # use the grammar's partition and nothing assumes it call-free
             g.rule_classes[0] = g.byte_classes
             g.rule_has_calls[0] = True
+        else:
+            _rule_partition(g, 0, 0, len(nfa))
+        if deferring:  # (a called rule built later may defer too)
             g._expand = expand
         g._build = build
         g._unbuilt = n_rules - 1
@@ -2608,7 +2658,7 @@ class PushdownIndex:
                                 if mergeable and k2 != k:
                                     pushed[k2] = (k, r)
                                 enter(callee, k2)
-                    elif kd == DEFER:  # a subtree of the root rule, built on first reach
+                    elif kd == DEFER:  # a subtree of a rule's body, built on first reach
                         ts = outs[leaf]
                         if ts is None:
                             ts = self._expand(leaf)
