@@ -57,13 +57,18 @@ def _ids(row, vocab):
     return np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
 
 
+def _whole_stress_default(schema, v):
+    """Indices of ``schema`` built whole, with nearly every subtree deferred (4), and as a compile
+    builds it (the default)."""
+    be = get_backend("native", v, whitespace="flexible", additional_properties=True, compile_cache_size=0)
+    return _indices(be, schema, v, 4, DEFER_MIN_SIZE)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_deferred_build_gives_the_masks_of_the_whole_build(case, llama3_vocab):
     name, schema, texts = case
     v = llama3_vocab
-    be = get_backend("native", v, whitespace="flexible", additional_properties=True, compile_cache_size=0)
-    # 4: nearly every subtree deferred; the default: what a compile does
-    whole, stress, default = _indices(be, schema, v, 4, DEFER_MIN_SIZE)
+    whole, stress, default = _whole_stress_default(schema, v)
     assert not whole.gnfa.deferred
     if len(whole.gnfa.nfa) > 200:
         assert stress.gnfa.deferred, "a large root rule should have been deferred"
@@ -247,8 +252,7 @@ def _deferred_owners(pi):
 def test_called_rules_deferred_build_gives_the_masks_of_the_whole_build(case, llama3_vocab):
     name, schema, texts = case
     v = llama3_vocab
-    be = get_backend("native", v, whitespace="flexible", additional_properties=True, compile_cache_size=0)
-    whole, stress, default = _indices(be, schema, v, 4, DEFER_MIN_SIZE)
+    whole, stress, default = _whole_stress_default(schema, v)
     ra, rb = np.empty(whole.width, np.int32), np.empty(whole.width, np.int32)
     for deferred in (stress, default):
         _compare(name, texts, whole, deferred, v, ra, rb)
