@@ -273,3 +273,44 @@ def test_encoded_formats_are_exactly_those_with_escaped_or_non_ascii_characters(
                         chars.add(0x80)
     plain = set(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
     assert (chars <= plain) is (fmt not in ENCODED_FORMATS), (fmt, sorted(chars - plain)[:5])
+
+
+# -- enum / const beside an asserted format ------------------------------------------------------------
+_VALUES = ["x", "", "2020-01-01", "::1", "P1D", "/a~0", "0#", "{+v}", "http://é.x/ü", "a:b", "1.2.3.4",
+           "a@b.co", "12:00:00Z", "/a\"b", "00000000-0000-0000-0000-000000000000", "host.name",
+           "2020-01-01T00:00:00Z"]
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_REGEX))
+def test_enum_values_outside_the_format_are_left_out(native, llama3_vocab, fmt):
+    """An ``enum`` beside an asserted ``format`` keeps exactly the values in the format (oracle: the
+    format's regex on the decoded value), at the top level and inside an array, in the grammar
+    and in regex mode; a ``const`` outside it matches nothing (typed error). The compiler's
+    jsonschema validator used to leave ``format`` an annotation there, so ``{"format": "date",
+    "enum": ["x"]}`` accepted ``"x"``."""
+    from structgate.errors import InvalidConstraintError
+
+    rx = re.compile(FORMAT_REGEX[fmt])
+    keep = [x for x in _VALUES if rx.fullmatch(x)]
+    drop = [x for x in _VALUES if not rx.fullmatch(x)]
+    assert keep and drop
+    for schema, wrap in (({"format": fmt, "enum": _VALUES + [7]}, lambda x: x),
+                         ({"type": "array", "items": {"format": fmt}, "enum": [[x] for x in _VALUES]}, lambda x: [x])):
+        g = native.compile(Constraint.json_schema(schema))
+        regex = re.compile(schema_to_regex(schema))
+        for x in _VALUES:
+            text = json.dumps(wrap(x))
+            assert _accepts(g, llama3_vocab, text) is (x in keep), (fmt, schema, x)
+            assert (regex.fullmatch(text) is not None) is (x in keep), (fmt, x)
+    assert _accepts(native.compile(Constraint.json_schema({"format": fmt, "enum": _VALUES + [7]})), llama3_vocab, "7")
+    with pytest.raises(InvalidConstraintError):
+        native.compile(Constraint.json_schema({"format": fmt, "const": drop[0]}))
+
+
+def test_lenient_formats_keep_their_enum_values(llama3_vocab):
+    """``formats: "lenient"`` leaves ``uri`` an annotation, for its ``enum`` values too."""
+    be = get_backend("native", llama3_vocab, formats="lenient")
+    g = be.compile(Constraint.json_schema({"format": "uri", "enum": ["x", "a:b"]}))
+    assert _accepts(g, llama3_vocab, '"x"') and _accepts(g, llama3_vocab, '"a:b"')
+    g = be.compile(Constraint.json_schema({"format": "date", "enum": ["x", "2020-01-01"]}))
+    assert not _accepts(g, llama3_vocab, '"x"') and _accepts(g, llama3_vocab, '"2020-01-01"')

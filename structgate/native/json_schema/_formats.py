@@ -78,8 +78,10 @@ _DURATION = (rf"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?
              rf"|{_DUR_TIME}|[0-9]+W)")
 # RFC 6901: reference tokens of any character, "~" only as "~0" or "~1"
 _JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
-# Relative JSON Pointer (draft-handrews-relative-json-pointer-01, JSON Schema 2019-09 / 2020-12):
-# a non-negative integer without leading zeros, then "#" or a JSON Pointer
+# Relative JSON Pointer as draft-handrews-relative-json-pointer-01 (draft 7, 2019-09) has it: a
+# non-negative integer without leading zeros, then "#" or a JSON Pointer. 2020-12's
+# draft-bhutton-relative-json-pointer-00 also allows an index manipulation after the integer
+# ("0+1/foo", "1-2#"); it is left out (a sound subset), as jsonschema's checker leaves it out
 _RELATIVE_JSON_POINTER = rf"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})"
 # RFC 6570 section 2 (level 4): literals (ASCII ones, the apostrophe included as RFC 6570's errata and
 # the JSON-Schema-Test-Suite have it; ucschar, iprivate, pct-encoded) and
@@ -113,7 +115,8 @@ FORMAT_REGEX = {
 #: formats with characters a JSON string escapes (``"``, ``\\``, controls) or non-ASCII ones: their
 #: string bodies are written from the code-point automaton in every JSON spelling
 #: (``_type_string.StringMixin._format_body``); the others' regexes are printable ASCII without
-#: ``"`` and ``\\``, each character its own only spelling, and serve as the JSON text itself
+#: ``"`` and ``\\`` and serve as the JSON text itself: each character in its plain spelling only
+#: (``"\\u0037"`` for ``"7"``, ``\\/`` for ``/`` are not generated: a sound subset)
 ENCODED_FORMATS = frozenset({"json-pointer", "relative-json-pointer", "uri-template", "iri", "iri-reference"})
 #: formats that ``options.extra["formats"] == "lenient"`` leaves as annotations (JSON Schema 2020-12's
 #: default; the JSTS "only an annotation by default" tests): asserting them is what users of

@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import time
+from functools import lru_cache
 from typing import Any
 
 from ...backends.interface import CompileOptions, _nesting_limit
@@ -226,6 +227,23 @@ def _validator_class(draft: int):
             cls = validators.extend(Draft202012Validator, extra)
         cls = _VALIDATOR_CLASSES[draft] = cls
     return cls
+
+
+@lru_cache(maxsize=8)
+def _format_checker(formats: tuple[str, ...]):
+    """A ``jsonschema.FormatChecker`` of exactly ``formats``, each by its :data:`FORMAT_REGEX`
+    (full match on the decoded string; other instances pass), so the validators the compiler
+    consults (``enum``/``const`` values, ``oneOf`` disjointness, ``propertyNames``) read a format
+    as the emitters do: asserted, with the same language."""
+    import re
+
+    from jsonschema import FormatChecker
+
+    checker = FormatChecker(formats=())
+    for fmt in formats:
+        rx = re.compile(FORMAT_REGEX[fmt])
+        checker.checks(fmt)(lambda x, rx=rx: not isinstance(x, str) or rx.fullmatch(x) is not None)
+    return checker
 
 
 class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, StringMixin, ArrayMixin,
@@ -517,15 +535,17 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
     def _validator_for(self, schema, where: str = ""):
         """A jsonschema validator of ``schema`` with references resolved in the root document
         (normalised: :mod:`._normalize`), read as the root's draft reads it wherever it sits
-        (:func:`_validator_class`); its ``is_valid`` raises :class:`GrammarSyntaxError` (naming
-        ``where``) instead of jsonschema's own exceptions when the schema cannot be evaluated (an
-        unknown ``type``, a ``$ref`` to nowhere, an invalid pattern: every caller's request then fails with a typed
-        error, never an untyped one)."""
+        (:func:`_validator_class`), asserting the formats this compile asserts (:attr:`formats`,
+        by :func:`_format_checker`: an ``enum`` value outside its sibling ``format`` is left out,
+        as the emitters leave out every other string); its ``is_valid`` raises
+        :class:`GrammarSyntaxError` (naming ``where``) instead of jsonschema's own exceptions when
+        the schema cannot be evaluated (an unknown ``type``, a ``$ref`` to nowhere, an invalid
+        pattern: every caller's request then fails with a typed error, never an untyped one)."""
         if self._validator is None:
             root = self.root if isinstance(self.root, (dict, bool)) else {}
             if isinstance(root, dict) and "$schema" in root:
                 root = {k: v for k, v in root.items() if k != "$schema"}
-            self._validator = _validator_class(self.draft)(root)
+            self._validator = _validator_class(self.draft)(root, format_checker=_format_checker(tuple(self.formats)))
         if isinstance(schema, dict) and "$schema" in schema:  # (evolve would pick the class it names)
             schema = {k: x for k, x in schema.items() if k != "$schema"}
         return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
