@@ -1466,13 +1466,21 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     calls_memo: dict[str, bool] = {}
 
     def calls(name: str) -> bool:
-        """Whether rule ``name``'s body, its inlined callees expanded, calls a rule."""
+        """Whether rule ``name``'s body, its inlined callees expanded, calls a rule. (Iterative:
+        a recursive closure would be a reference cycle, which the compiled grammar must not hold,
+        ``tests/test_plugin_gc_policy.py``.)"""
         hit = calls_memo.get(name)
         if hit is None:
-            calls_memo[name] = False  # (an inlined rule is never recursive)
-            hit = calls_memo[name] = any(
-                c in index or (c in rules and calls(c))
-                for c in (canon.get(r, r) for r in grammar.references(name)))
+            hit, seen, stack = False, {name}, [name]
+            while stack and not hit:
+                for c in (canon.get(r, r) for r in grammar.references(stack.pop())):
+                    if c in index:
+                        hit = True
+                        break
+                    if c in rules and c not in seen:
+                        seen.add(c)
+                        stack.append(c)
+            calls_memo[name] = hit
         return hit
 
     def body(i: int, nxt: int) -> int:
