@@ -238,6 +238,17 @@ class GrammarNFA:
         self.live.extend(b"\x01" * (n - len(self.live)))
         return self.nfa.outs[v]
 
+    def _partition_rule(self, i: int, first: int, n: int) -> None:
+        """Rule ``i``'s byte partition and whether it calls (states ``first``..``n`` its build
+        made, :func:`_rule_partition`); a rule with deferred subtrees (:attr:`rule_deferred`) may
+        hold any range and call any rule once they are built: its walks use the grammar's
+        partition and nothing assumes it call-free."""
+        if i in self.rule_deferred:
+            self.rule_classes[i] = self.byte_classes
+            self.rule_has_calls[i] = True
+        else:
+            _rule_partition(self, i, first, n)
+
     def ensure_rule(self, i: int) -> int:
         """The start state of rule ``i``'s body, built now if it was not (lazy builds; the caller
         serialises: the pushdown index calls it under its lock). Raises ``CompileLimitError``
@@ -252,13 +263,7 @@ class GrammarNFA:
         self.live.extend(b"\x01" * (n - len(self.live)))
         if nfa._fail >= 0:
             _prune_rule_states(self, first)
-        if i in self.rule_deferred:
-            # its deferred subtrees may hold any range and call any rule: its walks use the
-            # grammar's partition and nothing assumes it call-free
-            self.rule_classes[i] = self.byte_classes
-            self.rule_has_calls[i] = True
-        else:
-            _rule_partition(self, i, first, n)
+        self._partition_rule(i, first, n)
         self._unbuilt -= 1
         if self._unbuilt <= 0 and not self._dynamic:
             self._build = None
@@ -1533,13 +1538,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
         n_rules = len(g.rule_names)
         if deferred and nfa._fail >= 0:  # (``deferring`` excludes it: a FAIL state needs pruning)
             raise RuntimeError("internal error: a deferred build made a FAIL state")
-        if 0 in g.rule_deferred:
-            # the root rule's deferred subtrees may hold any range and call any rule: its walks
-            # use the grammar's partition and nothing assumes it call-free
-            g.rule_classes[0] = g.byte_classes
-            g.rule_has_calls[0] = True
-        else:
-            _rule_partition(g, 0, 0, len(nfa))
+        g._partition_rule(0, 0, len(nfa))
         if deferring:  # (a called rule built later may defer too)
             g._expand = expand
         g._build = build
