@@ -18,10 +18,11 @@ _HEX = "[0-9a-fA-F]"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
 # RFC 4291 section 2.2 text form, as RFC 3986's IPv6address ABNF spells it (h16 = 1-4 hex digits,
 # ls32 = two h16 or an IPv4 address; "::" once); no zone id (jsonschema's checker refuses one)
 _H16 = f"{_HEX}{{1,4}}"
-_LS32 = rf"(?:{_H16}:{_H16}|{_OCTET}(?:\.{_OCTET}){{3}})"
+_LS32 = rf"(?:{_H16}:{_H16}|{_IPV4})"
 _IPV6 = "(?:" + "|".join([
     rf"(?:{_H16}:){{6}}{_LS32}",
     rf"::(?:{_H16}:){{5}}{_LS32}",
@@ -97,7 +98,7 @@ FORMAT_REGEX = {
     "time": _TIME,
     "date-time": _date() + "[Tt]" + _TIME,
     "uuid": f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
-    "ipv4": rf"{_OCTET}(?:\.{_OCTET}){{3}}",
+    "ipv4": _IPV4,
     "email": rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_LABEL}(?:\.{_LABEL})+",
     "uri": _URI,
     "uri-reference": f"(?:{_URI}|{_RELATIVE_REF})",

@@ -73,6 +73,11 @@ class StringMixin:
             return '""'
         return self.string_rule(f"__json_string_{lmin}_{'' if lmax is None else lmax}", f'"(?:{char}){q}"')
 
+    def _format_dfa(self, fmt: str, what: str, where: str):
+        """The code-point automaton of ``format`` ``fmt``'s regex (``max_product_states`` states at
+        most, else ``CompileLimitError`` naming ``what`` and ``where``)."""
+        return from_ast(_format_ast(self.formats[fmt]), max_states=self.max_product_states, what=what, where=where)
+
     def _format_body(self, fmt: str, where: str) -> str | None:
         """The JSON text (between the quotes) of the strings of ``format`` ``fmt``: its regex itself,
         or for :data:`._formats.ENCODED_FORMATS` (characters JSON escapes, non-ASCII ones) its
@@ -84,7 +89,7 @@ class StringMixin:
         key = ("format-body", fmt)
         if key not in self._dfa_texts:
             what = f"format {fmt!r}"
-            d = from_ast(_format_ast(self.formats[fmt]), max_states=self.max_product_states, what=what, where=where)
+            d = self._format_dfa(fmt, what, where)
             self._dfa_texts[key] = self._emit_dfa(trim(d), json_char_regex, what, where)
         return self._dfa_texts[key]
 
@@ -104,9 +109,8 @@ class StringMixin:
         if key in self._dfa_texts:
             return self._dfa_texts[key]
         what = f"format {fmt!r} with minLength/maxLength"
-        cap = self.max_product_states
         try:
-            d = from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where)
+            d = self._format_dfa(fmt, what, where)
             out = self._length_product(d, lmin, lmax, _canonical_char, what, where)
         except CompileLimitError:
             if lmax is None or fmt not in ("email", "hostname") or lmin > FORMAT_LENGTH[fmt][0]:
@@ -151,7 +155,7 @@ class StringMixin:
         key = ("format-not-in", fmt, tuple(names))
         if key not in self._dfa_texts:
             what, cap = f"format {fmt!r} with not", self.max_product_states
-            d = from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where)
+            d = self._format_dfa(fmt, what, where)
             names = [n for n in names if matches(d, n)]  # the others the format excludes already
             if not names:
                 self._dfa_texts[key] = self._format_body(fmt, where)
@@ -174,7 +178,7 @@ class StringMixin:
             return self._dfa_texts[key]
         what, cap = f"pattern with format {fmt!r}", self.max_product_states
         d = from_ast(pattern_ast(branches), max_states=cap, what=what, where=where)
-        d = product(d, from_ast(_format_ast(self.formats[fmt]), max_states=cap, what=what, where=where),
+        d = product(d, self._format_dfa(fmt, what, where),
                     max_states=cap, what=what, where=where)
         if not format_length_implied(fmt, lmin, lmax):
             out = self._length_product(d, lmin, lmax, _canonical_char, what, where)
