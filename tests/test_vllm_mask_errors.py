@@ -245,6 +245,36 @@ def test_limit_through_vllm_loop_with_the_hook_off(monkeypatch, caplog):
     assert bad.accept_tokens("bad", [EOS]) and bad.is_terminated()
 
 
+@pytest.mark.parametrize("hook", [True, False])
+def test_step_timeout_in_a_fill_fails_only_that_request(hook, monkeypatch, caplog):
+    """``step_timeout_s`` (a step's lazy work past its wall-clock limit, test_native_step_timeout.py)
+    is a limit like the others: met in one request's row, that request alone gets EOS only; a
+    request of the same grammar whose row is cached, and another grammar's, get their rows."""
+    mh = harness()
+    be = NativeBackend(VOCAB)  # the default limit; made unreachable below
+    cg, other_cg = be.compile(Constraint.regex(BAD)), be.compile(Constraint.regex("(ab|ba)+"))
+    bad, mate, other = bridge_grammar(cg), bridge_grammar(cg), bridge_grammar(other_cg)
+    assert mate.accept_tokens("mate", [B]) and other.accept_tokens("other", [AB])
+    want = {"mate": own_row(mate.matcher), "other": own_row(other.matcher)}
+    assert bad.accept_tokens("bad", [AB])  # a state whose row is not computed yet
+    assert not cg.token_index.is_cached(bad.matcher.state)
+    cg.token_index.step_timeout_s = 1e-9  # no first visit can finish now
+    if not hook:
+        monkeypatch.setenv(sh.ENV_DISABLE, "0")
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=3)
+    reqs = {r: mh.make_request(r, g) for r, g in (("bad", bad), ("mate", mate), ("other", other))}
+    before = _failures()
+    with caplog.at_level(logging.WARNING, logger="structgate.plugin"):
+        got = mgr.grammar_bitmask(reqs, ["mate", "bad", "other"], {}).copy()
+    np.testing.assert_array_equal(got[0], want["mate"])
+    np.testing.assert_array_equal(got[1], eos_row())
+    np.testing.assert_array_equal(got[2], want["other"])
+    assert sum("step_timeout_s" in r.getMessage() for r in caplog.records) == 1
+    assert _failures() == before + 1
+    assert mgr.accept_tokens(reqs["bad"], [EOS]) and bad.is_terminated()
+    assert mgr.accept_tokens(reqs["mate"], [AB])
+
+
 def test_rollback_across_the_failure():
     """Tokens accepted after the failure (EOS) roll back first, then the ones before it; the grammar
     stays failed (EOS only)."""

@@ -245,6 +245,17 @@ class CompileOptions:
         the eager DFA of a regex with inner anchors); :class:`CompileLimitError` beyond it.
     compile_timeout_s : float
         Wall-clock limit on one compile, seconds (``<= 0`` disables).
+    step_timeout_s : float
+        Native engine: wall-clock limit, seconds, on the work one matcher step does the first time
+        it meets a part of the grammar (``<= 0`` disables; default 2). The native engine builds its
+        automaton lazily, so computing a mask row (``fill_bitmask``, each row of a batched fill,
+        ``is_final``) or the transitions of an ``advance`` / ``validate`` token may do real work;
+        past the limit that call raises :class:`~structgate.errors.CompileLimitError`
+        (``step_timeout_s``) and changes no state (the vLLM plugin then fails that request alone,
+        :mod:`structgate.plugin.grammar_failure`). MaskBench's slowest first-visit mask is
+        ~0.55 s (bench/README.md); a highly ambiguous grammar can take minutes, in the serving
+        engine's step. The start's mask, computed with the compile (``warm_start``), counts
+        toward ``compile_timeout_s`` instead.
     max_rollback_tokens : int
         History kept per matcher for rollback; ``-1`` = unlimited.
     max_recursion_depth : int
@@ -264,6 +275,7 @@ class CompileOptions:
     max_any_order_properties: int = 4
     max_dfa_states: int = 200_000
     compile_timeout_s: float = 60.0
+    step_timeout_s: float = 2.0
     max_rollback_tokens: int = -1
     max_recursion_depth: int = 128
     threads: int = 1
@@ -286,9 +298,10 @@ class CompileOptions:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < -1:
                 raise InvalidConstraintError(f"option {name} must be an integer >= -1, got {v!r}")
-        if not isinstance(self.compile_timeout_s, (int, float)) or isinstance(self.compile_timeout_s, bool):
-            raise InvalidConstraintError(f"option compile_timeout_s must be a number of seconds, "
-                                         f"got {self.compile_timeout_s!r}")
+        for name in ("compile_timeout_s", "step_timeout_s"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v:
+                raise InvalidConstraintError(f"option {name} must be a number of seconds, got {v!r}")
 
     def updated(self, **kw) -> "CompileOptions":
         known = {k: v for k, v in kw.items() if k in self.__dataclass_fields__ and k != "extra"}

@@ -121,14 +121,23 @@ class NativeCompiledGrammar(CompiledGrammar):
         compile leaves it to the first fill when the start's table row already proves a token
         allowed (``PushdownIndex.check_start``). Raises as the compile would: a limit met within
         the first token's lookahead (``CompileLimitError``), ``compile_timeout_s`` when the compile
-        and this took longer together (checked after, as the compile checks its own phases),
-        ``nesting_depth`` for a Python recursion overflow."""
+        and this take longer together (preemptive for the grammar engine's lazy work, which stops
+        at the compile's deadline: ``PushdownIndex.bounded``; checked after for the eager DFA's
+        index), ``nesting_depth`` for a Python recursion overflow."""
         t0 = time.monotonic()
+        lim = self.options.compile_timeout_s
+        bounded = getattr(self.token_index, "bounded", None)  # (the eager DFA's index: no lazy work)
         try:
-            self.token_index.n_allowed(START)
+            if bounded is None:
+                self.token_index.n_allowed(START)
+            else:
+                # preemptive: the lazy work stops at the compile's deadline (its limit's error)
+                deadline = t0 - self.compile_s + lim if lim and lim > 0 else None
+                with bounded(deadline, "compile_timeout_s", lim, t0 - self.compile_s):
+                    self.token_index.n_allowed(START)
         except RecursionError:
             raise _nesting_limit() from None
-        _check_timeout(self.compile_s + (time.monotonic() - t0), self.options.compile_timeout_s)
+        _check_timeout(self.compile_s + (time.monotonic() - t0), lim)
 
     @property
     def memory_size_bytes(self) -> int:
@@ -404,8 +413,10 @@ class NativeBackend(Backend):
             self._check_deadline(t0)
             index = PushdownIndex(gnfa, self.vocab, max_depth=self.options.max_recursion_depth,
                                   max_states=max(self.options.max_dfa_states, 2),
-                                  row_budget_bytes=self.row_budget_bytes)
-            index.check_start()
+                                  row_budget_bytes=self.row_budget_bytes,
+                                  step_timeout_s=self.options.step_timeout_s)
+            with index.bounded(deadline, "compile_timeout_s", lim, t0):
+                index.check_start()
         except RecursionError:
             raise _nesting_limit() from None
         self._check_deadline(t0)

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import weakref
 from typing import Sequence
 
@@ -2240,6 +2241,30 @@ def _nbytes_once(tries) -> int:
     return int(n)
 
 
+class _Bounded:
+    """:meth:`PushdownIndex.bounded`: the index's lock held and its deadline set for a block."""
+
+    __slots__ = ("ix", "deadline", "name", "limit", "t0", "saved")
+
+    def __init__(self, ix: "PushdownIndex", deadline: float | None, name: str, limit: float,
+                 t0: float | None) -> None:
+        self.ix, self.deadline, self.name, self.limit, self.t0 = ix, deadline, name, limit, t0
+
+    def __enter__(self):
+        ix = self.ix
+        ix._lock.acquire()
+        self.saved = (ix._deadline, ix._step_t0, ix._deadline_of)
+        ix._deadline = float("inf") if self.deadline is None else self.deadline
+        ix._step_t0 = time.monotonic() if self.t0 is None else self.t0
+        ix._deadline_of = (self.name, self.limit)
+        return ix
+
+    def __exit__(self, *exc) -> None:
+        ix = self.ix
+        ix._deadline, ix._step_t0, ix._deadline_of = self.saved
+        ix._lock.release()
+
+
 class PushdownIndex:
     """Token masks and transitions of a grammar's configuration automaton, computed lazily.
 
@@ -2260,6 +2285,17 @@ class PushdownIndex:
     row_budget_bytes : int
         Bytes of cached mask rows kept; beyond it the least recently computed rows are dropped and
         recomputed on their next visit (``-1`` = unlimited).
+    step_timeout_s : float
+        Wall-clock limit, seconds, on the lazy work of one step: computing one mask row
+        (:meth:`fill_row`, :meth:`n_allowed`, each row of :meth:`slots` / :meth:`fill_rows`) or the
+        transitions one :meth:`step_bytes` / :meth:`next_state` call first needs. Past it the step
+        raises :class:`CompileLimitError` (``step_timeout_s``): a highly ambiguous grammar whose
+        configurations hold thousands of items can take minutes for one mask
+        (``bench/data/slow_first_mask.gbnf``: 139 s), and a fill runs in the serving engine's step,
+        where it would stall every request. ``<= 0``: no limit. The work done before the limit is
+        kept (configurations, closures and table rows are interned whole or not at all), so the
+        grammar stays consistent and a later step goes on from there. :meth:`bounded` sets a
+        caller's deadline instead (the compile's, for the start's mask).
 
     Thread safety: every mutation (new configurations, table rows, mask rows) happens under one lock;
     a compiled grammar is shared between requests and threads.
@@ -2272,8 +2308,15 @@ class PushdownIndex:
     DEPTH_HORIZON = 16
 
     def __init__(self, gnfa: GrammarNFA, vocab: Vocabulary, *, max_depth: int = 128,
-                 max_states: int = 1_000_000, row_budget_bytes: int = 256 << 20) -> None:
+                 max_states: int = 1_000_000, row_budget_bytes: int = 256 << 20,
+                 step_timeout_s: float = 0.0) -> None:
         self.gnfa = gnfa
+        self.step_timeout_s = float(step_timeout_s)
+        #: the running step's deadline (``time.monotonic()``; inf: no limit), its start and limit's
+        #: name and value; None between steps (:meth:`_begin`, :meth:`_tick`)
+        self._deadline: float | None = None
+        self._step_t0 = 0.0
+        self._deadline_of = ("step_timeout_s", self.step_timeout_s)
         self.vocab = vocab
         self.width = (vocab.vocab_size + 31) // 32
         self.max_depth = int(max_depth)
@@ -2608,6 +2651,9 @@ class PushdownIndex:
         opened: dict[tuple, frozenset] = {}  # -> the continuations its frame returns to
         pushed: dict[int, tuple[int, int]] = {}  # frame pushed here -> (stack below, caller rule)
 
+        tick = self._tick
+        tick()
+
         def enter(callee: int, k2: int) -> None:
             st = starts[callee]
             if st < 0:  # a lazily built rule's first call
@@ -2616,6 +2662,8 @@ class PushdownIndex:
             if p not in seen:
                 seen.add(p)
                 work.append(p)
+                if not len(seen) & 63:  # (every so many pairs: a closure can push thousands of frames)
+                    tick()
 
         while True:
             while work:
@@ -3116,6 +3164,7 @@ class PushdownIndex:
         (``_union_memo``)."""
         tid = self._union_memo.get(fa)
         if tid is None:
+            self._tick()
             N, out = self._N, self._out
             if type(fa) is int:
                 k, leaf = divmod(fa, N)
@@ -3166,6 +3215,7 @@ class PushdownIndex:
         points is the set of items that take the classes there; each distinct set's target (the
         union of the items' successor closures) is interned once per set of items
         (``_union_memo``)."""
+        self._tick()
         items = self._cfg_keys[c]
         it = next(iter(items)) if len(items) == 1 else -1
         if it >= 0 and it % self._N != self._ACCEPT:
@@ -3206,6 +3256,8 @@ class PushdownIndex:
                     if cur & (cur - 1) == 0:  # one item: the memo is keyed by the item itself
                         fa = its[cur.bit_length() - 1]
                     else:
+                        if not len(local) & 63:  # (item sets of thousands of items: ms each)
+                            self._tick()
                         fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
                     tid = local[cur] = target(fa)
                 runs.append((pts[j], pts[j + 1], tid))
@@ -3229,6 +3281,7 @@ class PushdownIndex:
         :meth:`step_bytes` in grammars with generated rules: there most configurations are
         visited once (a counted string), and a whole row would intern a target for every class.
         The row stays partial (:attr:`_partial`) until :meth:`_compute_row` completes it."""
+        self._tick()
         take = [it for it, ivs in self._item_intervals(c) if any(a <= x < b for a, b in ivs)]
         if not take:
             tid = 0
@@ -4144,6 +4197,41 @@ class PushdownIndex:
             n_allowed += len(self._eos)
         return self._store_row(state, row, n_allowed, n_non_eos)
 
+    # -- the step's time limit -----------------------------------------------------------------------
+    def _begin(self, t0: float | None = None) -> bool:
+        """Start one step's budget (:attr:`step_timeout_s`) at ``t0`` (default now) unless a step
+        or :meth:`bounded` already runs; True if this call started it (and must end it: set
+        :attr:`_deadline` back to None). Caller holds the lock."""
+        if self._deadline is not None:
+            return False
+        t = time.monotonic() if t0 is None else t0
+        lim = self.step_timeout_s
+        self._step_t0 = t
+        self._deadline_of = ("step_timeout_s", lim)
+        self._deadline = t + lim if lim > 0 else float("inf")
+        return True
+
+    def _tick(self) -> None:
+        """Raise :class:`CompileLimitError` when the running step is past its deadline (called
+        between units of lazy work: a table row's targets, a closure's calls). Caller holds the
+        lock."""
+        d = self._deadline
+        if d is not None and time.monotonic() > d:
+            name, lim = self._deadline_of
+            raise CompileLimitError(
+                name, round(time.monotonic() - self._step_t0, 3), lim,
+                "the first visit of a part of this grammar (a mask row, a transition) took too long "
+                "(a highly ambiguous grammar: configurations of thousands of items); the work done "
+                "so far is kept")
+
+    def bounded(self, deadline: float | None, limit_name: str, limit: float, t0: float | None = None):
+        """A context in which this index's lazy work ends by ``deadline`` (``time.monotonic()``;
+        None: no limit), raising :class:`CompileLimitError` ``(limit_name, seconds since t0,
+        limit)`` past it, instead of each step's :attr:`step_timeout_s` (the compile's deadline
+        for the start's mask: :meth:`NativeCompiledGrammar.warm_start`). Holds the lock
+        throughout."""
+        return _Bounded(self, deadline, limit_name, limit, t0)
+
     def _slot_of(self, state: int) -> int:
         if state == TERMINATED:
             return self._terminated_slot
@@ -4152,7 +4240,12 @@ class PushdownIndex:
             with self._lock, no_gc():
                 slot = int(self._slot[state])
                 if slot < 0:
-                    slot = self._compute(state)
+                    own = self._begin()
+                    try:
+                        slot = self._compute(state)
+                    finally:
+                        if own:
+                            self._deadline = None
         return slot
 
     # -- public API -----------------------------------------------------------------------------------
@@ -4263,16 +4356,24 @@ class PushdownIndex:
         """Configuration after feeding ``data`` from ``state`` (0 once dead)."""
         bc = self._bc_list
         t = self._table
+        t0 = None  # the step's start: its first cell not computed yet (one budget for the call)
         for b in data:
             c = bc[b]
             nxt = t[state, c]
             if nxt < 0:
+                if t0 is None:
+                    t0 = time.monotonic()
                 with self._lock, no_gc():
-                    if self.gnfa._dynamic:
-                        nxt = self._compute_cell(state, c)
-                    else:
-                        self._ensure_rows([state])
-                        nxt = self._table[state, c]
+                    own = self._begin(t0)
+                    try:
+                        if self.gnfa._dynamic:
+                            nxt = self._compute_cell(state, c)
+                        else:
+                            self._ensure_rows([state])
+                            nxt = self._table[state, c]
+                    finally:
+                        if own:
+                            self._deadline = None
                 t = self._table
             state = int(nxt)
             if state == 0:
