@@ -7,11 +7,11 @@ from functools import lru_cache
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
-from ._automata import complement, from_ast, length_dfa, literals_ast, matches, product, trim
+from ._automata import complement, from_ast, length_dfa, literals_ast, matches, minimize, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
 from ._common import _NOT_STR, _is_num, _is_whole, _ptr
-from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, email_domain_subset, email_subset_shape,
-                       format_length_implied, hostname_subset)
+from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, FORMAT_MAX_LENGTH, email_domain_subset,
+                       email_subset_shape, format_length_implied, hostname_subset)
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 
@@ -42,6 +42,11 @@ class StringMixin:
             if fmt is not None:
                 return self._format_not_in(fmt, schema[_NOT_STR], _ptr(where, "not"))
             return self.key_not_in(schema[_NOT_STR])
+        cap = FORMAT_MAX_LENGTH.get(fmt) if fmt is not None else None
+        if cap is not None and (lmax is None or lmax > cap):  # the format's own bound (hostname: 253)
+            if lmin > cap:
+                return None
+            lmax, length = cap, (lmin, cap)
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
@@ -74,9 +79,18 @@ class StringMixin:
         return self.string_rule(f"__json_string_{lmin}_{'' if lmax is None else lmax}", f'"(?:{char}){q}"')
 
     def _format_dfa(self, fmt: str, what: str, where: str):
-        """The code-point automaton of ``format`` ``fmt``'s regex (``max_product_states`` states at
-        most, else ``CompileLimitError`` naming ``what`` and ``where``)."""
-        return from_ast(_format_ast(self.formats[fmt]), max_states=self.max_product_states, what=what, where=where)
+        """The code-point automaton of ``format`` ``fmt``'s regex, trimmed and minimal
+        (``max_product_states`` states at most, else ``CompileLimitError`` naming ``what`` and
+        ``where``). Built once per process (:data:`_FORMAT_DFAS`): the automata are never changed
+        in place, and ``hostname`` (its length product, for the 253-character bound) reaches it on
+        every compile."""
+        key = (self.formats[fmt], self.max_product_states)
+        d = _FORMAT_DFAS.get(key)
+        if d is None:
+            d = minimize(trim(from_ast(_format_ast(key[0]), max_states=key[1], what=what, where=where)))
+            d.minimal = True  # (read by _refs.RefsMixin._length_product: not minimised again)
+            _FORMAT_DFAS[key] = d
+        return d
 
     def _format_body(self, fmt: str, where: str) -> str | None:
         """The JSON text (between the quotes) of the strings of ``format`` ``fmt``: its regex itself,
@@ -156,13 +170,17 @@ class StringMixin:
         if key not in self._dfa_texts:
             what, cap = f"format {fmt!r} with not", self.max_product_states
             d = self._format_dfa(fmt, what, where)
-            names = [n for n in names if matches(d, n)]  # the others the format excludes already
+            top = FORMAT_MAX_LENGTH.get(fmt)
+            # the others the format excludes already
+            names = [n for n in names if matches(d, n) and (top is None or len(n) <= top)]
             if not names:
-                self._dfa_texts[key] = self._format_body(fmt, where)
+                self._dfa_texts[key] = (self._format_body(fmt, where) if top is None
+                                        else self._format_with_length(fmt, 0, top, where))
             else:
                 d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=where)),
                             max_states=cap, what=what, where=where)
-                self._dfa_texts[key] = self._emit_dfa(trim(d), _canonical_char, what, where)
+                self._dfa_texts[key] = (self._emit_dfa(trim(d), _canonical_char, what, where) if top is None
+                                        else self._length_product(d, 0, top, _canonical_char, what, where))
         body = self._dfa_texts[key]
         return None if body is None else f'"{body}"'
 
@@ -200,6 +218,10 @@ class StringMixin:
         out = self._length_product(d, lmin, lmax, json_char_regex, what, where)
         self._dfa_texts[key] = out
         return out
+
+
+#: (format regex, max_product_states) -> its trimmed, minimal automaton (:meth:`StringMixin._format_dfa`)
+_FORMAT_DFAS: dict = {}
 
 
 @lru_cache(maxsize=None)

@@ -37,7 +37,7 @@ from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMA
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
                       REPEAT_COUNT_KW, TYPES,
                       _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr)
-from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
+from ._formats import FORMAT_MAX_LENGTH, FORMAT_REGEX, LENIENT_ANNOTATIONS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
 from ._negation import NegationMixin
@@ -232,17 +232,18 @@ def _validator_class(draft: int):
 @lru_cache(maxsize=8)
 def _format_checker(formats: tuple[str, ...]):
     """A ``jsonschema.FormatChecker`` of exactly ``formats``, each by its :data:`FORMAT_REGEX`
-    (full match on the decoded string; other instances pass), so the validators the compiler
-    consults (``enum``/``const`` values, ``oneOf`` disjointness, ``propertyNames``) read a format
-    as the emitters do: asserted, with the same language."""
+    (full match on the decoded string) and :data:`FORMAT_MAX_LENGTH` (other instances pass), so
+    the validators the compiler consults (``enum``/``const`` values, ``oneOf`` disjointness,
+    ``propertyNames``) read a format as the emitters do: asserted, with the same language."""
     import re
 
     from jsonschema import FormatChecker
 
     checker = FormatChecker(formats=())
     for fmt in formats:
-        rx = re.compile(FORMAT_REGEX[fmt])
-        checker.checks(fmt)(lambda x, rx=rx: not isinstance(x, str) or rx.fullmatch(x) is not None)
+        rx, top = re.compile(FORMAT_REGEX[fmt]), FORMAT_MAX_LENGTH.get(fmt)
+        checker.checks(fmt)(lambda x, rx=rx, top=top: not isinstance(x, str) or (
+            rx.fullmatch(x) is not None and (top is None or len(x) <= top)))
     return checker
 
 
@@ -545,7 +546,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             root = self.root if isinstance(self.root, (dict, bool)) else {}
             if isinstance(root, dict) and "$schema" in root:
                 root = {k: v for k, v in root.items() if k != "$schema"}
-            self._validator = _validator_class(self.draft)(root, format_checker=_format_checker(tuple(self.formats)))
+            checker = _format_checker(tuple(self.formats))
+            self._validator = _validator_class(self.draft)(root, format_checker=checker)
         if isinstance(schema, dict) and "$schema" in schema:  # (evolve would pick the class it names)
             schema = {k: x for k, x in schema.items() if k != "$schema"}
         return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
