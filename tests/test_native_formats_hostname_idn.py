@@ -1,16 +1,25 @@
-"""``hostname`` with RFC 1123's 253-character total and RFC 5891's reserved labels.
+"""``hostname`` with RFC 1123's 253-character total and RFC 5891's reserved labels, and the formats
+native does not assert (``idn-hostname``, ``idn-email``, ``regex``) refused by default.
 
-The JSON-Schema-Test-Suite benchmark showed native accepting 24 invalid ``hostname`` instances per
-draft (``optional/format/hostname``): a 256-character name, and ``xn--`` labels that are not valid
-A-labels. Now labels have no "--" in positions 3-4 (RFC 5890's NR-LDH labels: a label with "--"
-there is reserved, valid only as an IDNA A-label, whose Punycode and IDNA2008 validity no automaton
-here checks, so A-labels are left out: a documented sound subset), and names have at most 253
-characters (exact: the format's automaton times a length counter).
+The JSON-Schema-Test-Suite benchmark showed native accepting 174 invalid instances (87 per draft),
+all in ``optional/format``: ``hostname`` (24 per draft: a 256-character name, and ``xn--`` labels
+that are not valid A-labels), and ``idn-hostname`` (54), ``idn-email`` (2), ``regex`` (1) and the
+suite's ``ecmascript-regex`` file (6, ``format: regex``), which native left as annotations.
 
-Oracles: the suite's own file (tests/data/jsts/draft2020-12/optional/format/hostname.json, both
-JSON spellings of each instance), Python's ``idna`` package (IDNA2008, RFC 5891: the label and name
-lengths, the hyphen rules, A-labels decoded and checked), ``jsonschema``. Acceptance is what the
-native backend's matcher does on the llama3 tokens of the JSON text.
+Now:
+
+* ``hostname``: labels without "--" in positions 3-4 (RFC 5890's NR-LDH labels: a label with "--"
+  there is reserved, valid only as an IDNA A-label, whose Punycode and IDNA2008 validity no
+  automaton here checks, so A-labels are left out: a documented sound subset), at most 253
+  characters (exact: the format's automaton times a length counter);
+* ``idn-hostname``, ``idn-email``, ``regex``: ``UnsupportedFeatureError`` naming ``format`` and its
+  JSON pointer wherever they would constrain a string (llguidance refuses a format it does not
+  implement the same way); ``options.extra["formats"] == "lenient"`` leaves them annotations.
+
+Oracles: the suite's own files (tests/data/jsts/draft2020-12/optional/format, both JSON spellings
+of each instance), Python's ``idna`` package (IDNA2008, RFC 5891: the label and name lengths, the
+hyphen rules, A-labels decoded and checked), ``jsonschema``. Acceptance is what the native
+backend's matcher does on the llama3 tokens of the JSON text.
 """
 from __future__ import annotations
 
@@ -23,13 +32,15 @@ import idna
 import jsonschema
 import pytest
 
-from structgate.backends.interface import Constraint
+from structgate.backends.interface import CompileOptions, Constraint
 from structgate.backends.registry import get_backend
-from structgate.native.json_schema import FORMAT_REGEX, schema_to_regex
+from structgate.errors import UnsupportedFeatureError
+from structgate.native.json_schema import FORMAT_REGEX, UNASSERTED_FORMATS, schema_to_grammar, schema_to_regex
 from structgate.native.json_schema._formats import FORMAT_MAX_LENGTH
 from structgate.native.json_schema.compiler import _format_checker
 
 SUITE = Path(__file__).parent / "data" / "jsts" / "draft2020-12" / "optional" / "format"
+LENIENT = CompileOptions(extra={"formats": "lenient"})
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +201,91 @@ def test_lenient_hostname_stays_an_annotation(llama3_vocab):
     g = be.compile(Constraint.json_schema({"format": "hostname"}))
     for s in ("xn--X", _names(300, 63), "-x"):
         assert _accepts(g, llama3_vocab, json.dumps(s)), s
+
+
+# -- the formats native refuses -----------------------------------------------------------------------
+_PLACES = [
+    (lambda f: {"format": f}, "/format"),
+    (lambda f: {"type": "object", "properties": {"a": {"type": "string", "format": f}}}, "/properties/a/format"),
+    (lambda f: {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"format": f}]}}, "/items/anyOf/1/format"),
+    (lambda f: {"format": f, "enum": ["a", "b@c.d", "^a$"]}, "/format"),
+    (lambda f: {"type": "object", "properties": {"a": {"const": "x", "format": f}}}, "/properties/a/format"),
+    (lambda f: {"$defs": {"x": {"format": f}}, "type": "array", "items": {"$ref": "#/$defs/x"}}, None),
+]
+
+
+@pytest.mark.parametrize("fmt", sorted(UNASSERTED_FORMATS))
+@pytest.mark.parametrize("place", range(len(_PLACES)))
+def test_unasserted_formats_are_refused(native, fmt, place):
+    """Wherever the format would constrain a string (emitted, or an ``enum``/``const`` value the
+    compiler's validator would have to decide), the compile is refused with a typed error naming
+    ``format`` and its pointer, in the backend and in regex mode; nothing is left as an annotation."""
+    make, pointer = _PLACES[place]
+    schema = make(fmt)
+    for compile_ in (lambda s: native.compile(Constraint.json_schema(s)), schema_to_regex,
+                     lambda s: schema_to_grammar(s).check()):
+        with pytest.raises(UnsupportedFeatureError) as ei:
+            compile_(schema)
+        assert ei.value.feature == "format" and repr(fmt) in str(ei.value), str(ei.value)
+        assert ei.value.where.endswith("/format") and (pointer is None or ei.value.where == pointer), ei.value.where
+
+
+@pytest.mark.parametrize("fmt", sorted(UNASSERTED_FORMATS))
+def test_unasserted_formats_beside_no_string_compile_exactly(native, llama3_vocab, fmt):
+    """``format`` applies to strings only: where no string can be valid, nothing needs the format and
+    the schema compiles exactly (oracle: ``jsonschema``)."""
+    for schema, texts in [({"type": "integer", "format": fmt}, ["1", '"a"', "1.5"]),
+                          ({"format": fmt, "enum": [1, None, [2]]}, ["1", "null", "[2]", '"a"', "2"]),
+                          ({"allOf": [{"format": fmt}, {"type": "boolean"}]}, ["true", '"a"'])]:
+        g = native.compile(Constraint.json_schema(schema))
+        v = jsonschema.Draft202012Validator(schema)
+        for t in texts:
+            assert _accepts(g, llama3_vocab, t) is v.is_valid(json.loads(t)), (schema, t)
+
+
+@pytest.mark.parametrize("other", ["hostname", "email", "date"])
+def test_unasserted_format_merged_with_an_asserted_one_is_refused(native, other):
+    """``allOf`` of an asserted format and a refused one: the refused one used to give way to the
+    asserted one (it was an annotation); now two formats that would both constrain the string."""
+    for fmt in sorted(UNASSERTED_FORMATS):
+        with pytest.raises(UnsupportedFeatureError, match="format"):
+            native.compile(Constraint.json_schema({"allOf": [{"format": other}, {"format": fmt}]}))
+
+
+@pytest.mark.parametrize("fmt,suite", [("idn-hostname", "idn-hostname"), ("idn-email", "idn-email"),
+                                       ("regex", "regex"), ("regex", "ecmascript-regex")])
+def test_suite_files_of_unasserted_formats(native, llama3_vocab, fmt, suite):
+    """The suite's files: refused by default (so none of their invalid instances is accepted);
+    under ``formats: "lenient"`` an annotation, every valid instance accepted (and the invalid
+    strings too: what "lenient" means, as in JSON Schema 2020-12's default)."""
+    lenient = get_backend("native", llama3_vocab, formats="lenient")
+    n = 0
+    for schema, t in _suite(suite):
+        assert schema.get("format") == fmt
+        with pytest.raises(UnsupportedFeatureError):
+            native.compile(Constraint.json_schema(schema))
+        g = lenient.compile(Constraint.json_schema(schema))
+        for text in _spellings(t["data"]):
+            assert _accepts(g, llama3_vocab, text), (t["description"], text)
+            n += 1
+    assert n >= 8
+
+
+def test_unknown_formats_stay_annotations(native, llama3_vocab):
+    """A format JSON Schema does not define is an annotation (every validator accepts any string
+    there: exact), as the suite's ``unknown`` case and MaskBench's ``int32``/``url``/... have it."""
+    for fmt in ("unknown", "int32", "url"):
+        g = native.compile(Constraint.json_schema({"type": "string", "format": fmt}))
+        assert _accepts(g, llama3_vocab, '"anything at all"') and not _accepts(g, llama3_vocab, "1")
+
+
+def test_format_checker_refuses_strings_of_unasserted_formats():
+    """The compiler's validator: a refused format's check raises on a string (the emitters refuse
+    it), passes other instances; the lenient checker does not know the format (an annotation)."""
+    from structgate.native.json_schema.compiler import _RefusedFormat
+
+    check = _format_checker(("hostname",), ("regex",))
+    assert check.conforms(5, "regex") and check.conforms(None, "regex")
+    with pytest.raises(_RefusedFormat):
+        check.conforms("^a", "regex")
+    assert _format_checker(("hostname",)).conforms("(", "regex")

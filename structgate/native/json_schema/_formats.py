@@ -138,6 +138,15 @@ ENCODED_FORMATS = frozenset({"json-pointer", "relative-json-pointer", "uri-templ
 #: default; the JSTS "only an annotation by default" tests): asserting them is what users of
 #: constrained decoding and the MaskBench labels expect (llguidance and XGrammar assert them too)
 LENIENT_ANNOTATIONS = frozenset({"uri", "uri-reference", "hostname"})
+#: formats JSON Schema defines that no regex here asserts: ``idn-hostname`` (IDNA2008: Unicode
+#: code-point tables, contextual and Bidi rules, A-labels' Punycode), ``idn-email`` (its domain is
+#: one), ``regex`` (ECMA-262 syntax: named groups and back-references that must match, ``{n,m}``
+#: with n <= m, not context-free). Left as annotations they accepted every JSTS invalid instance, so
+#: the compiler refuses them (``UnsupportedFeatureError`` naming ``format`` and its pointer: what
+#: llguidance does with a format it does not implement) wherever they would constrain a string;
+#: ``options.extra["formats"] == "lenient"`` leaves them annotations. Formats JSON Schema does not
+#: define (``int32``, ``unknown``...) are annotations always: every validator accepts any string there
+UNASSERTED_FORMATS = frozenset({"idn-hostname", "idn-email", "regex"})
 #: a format's bound on the decoded length (code points) that its regex leaves out: ``hostname``'s
 #: 253 characters (RFC 1035 section 2.3.4 / RFC 1123 section 2.1: 255 octets on the wire, a length
 #: octet per label and the root's, so 253 in text without a trailing dot). The compiler intersects

@@ -33,6 +33,8 @@ class StringMixin:
             return None
         length = None if (lmin == 0 and lmax is None) else (lmin, lmax)
         fmt = schema.get("format")
+        if isinstance(fmt, str) and fmt in self.refused_formats:
+            raise self.refused_format(fmt, _ptr(where, "format"))
         if not (isinstance(fmt, str) and fmt in self.formats):
             fmt = None  # not asserted: an annotation (unknown, or lenient)
         if schema.get(_NOT_STR):
