@@ -205,8 +205,9 @@ def _labels_shape(budget: int, min_labels: int) -> tuple[int, int]:
 
 def hostname_subset(lmax: int) -> str | None:
     """A sound subset of ``hostname`` whose strings have at most ``lmax`` code points: 1..K labels of
-    1..b characters with ``K*(b+1) - 1 <= lmax`` (:func:`_labels_shape`); every host name of at most
-    K labels of at most b characters is in it. None when ``lmax < 1``."""
+    1..b characters with ``K*(b+1) - 1 <= lmax`` (:func:`_labels_shape`; labels as ``hostname``'s, no
+    "--" in positions 3-4); every ``hostname`` string of at most K labels of at most b characters is
+    in it. None when ``lmax < 1``."""
     if lmax < 1:
         return None
     k, b = _labels_shape(lmax + 1, 1)

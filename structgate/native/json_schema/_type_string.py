@@ -140,7 +140,7 @@ class StringMixin:
         exact product is over the limits; ``minLength`` is at most the format's shortest string):
 
         * ``hostname``: 1..K labels of 1..b characters, ``K*(b+1) - 1 <= lmax``
-          (:func:`._formats.hostname_subset`; 255 → 4 labels of 63);
+          (:func:`._formats.hostname_subset`; 253, the most :meth:`string` passes, → 4 labels of 62);
         * ``email``: a dot-atom local part of 1..a characters (exact: its product with a counter),
           ``@``, 2..K labels of 1..b characters, ``a + K*(b+1) <= lmax``
           (:func:`._formats.email_subset_shape`; 1024 → a = 64, 15 labels of 63; 255 → a = 63,
@@ -165,7 +165,8 @@ class StringMixin:
         """JSON strings (quotes included) of ``format`` ``fmt`` whose value is not in ``names`` (a
         folded ``not`` of string ``enum``/``const``): exact, the format's automaton times the
         complement of the names', in canonical spelling (as :func:`_key_not_in`); names outside the
-        format are left out (none left: the format's own regex). Bounded like every product (the
+        format are left out (none left: the format's own regex); a format's own length bound
+        (:data:`._formats.FORMAT_MAX_LENGTH`) is intersected as :meth:`_length_product`. Bounded like every product (the
         ``email`` automaton alone has 252 states: with a name in it, more than the default
         ``max_automaton_rules`` in ``schema_to_grammar``, a typed CompileLimitError)."""
         key = ("format-not-in", fmt, tuple(names))
