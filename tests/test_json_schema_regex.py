@@ -731,12 +731,16 @@ def test_out_of_range_and_deep_bounds_are_typed_errors():
 
 
 def test_format_hostname():
-    """RFC 1123 host names (MaskBench Github_trivial---o70327: "example.com:8080", "_invalid!")."""
+    """RFC 1123 host names (MaskBench Github_trivial---o70327: "example.com:8080", "_invalid!"). A-labels
+    ("xn--bcher-kva" is bücher) are left out with every label with "--" in positions 3-4 (their
+    Punycode is not checked: a sound subset, tests/test_native_formats_hostname_idn.py); in regex mode
+    the 253-character bound makes it the subset of at most 4 labels of 62."""
     schema = {"type": "string", "format": "hostname"}
     rx = schema_to_regex(schema, COMPACT)
-    good = ["example.com", "a", "xn--bcher-kva.example", "a-b.c1", "1.2.3", "x" * 63 + ".com"]
+    good = ["example.com", "a", "a-b.c1", "1.2.3", "x" * 62 + ".com", "a--b.example", "a.b.c.d"]
     bad = ["example.com:8080", "_invalid hostname", "_invalid!", "-a.com", "a-.com", "a..b", ".a", "a.", "",
-           "x" * 64 + ".com", "a b"]
+           "x" * 64 + ".com", "a b", "xn--bcher-kva.example", "ab--c",
+           "x" * 63 + ".com", "a.b.c.d.e"]  # valid, outside the regex-mode subset (the backend accepts them)
     for h in good:
         assert re.fullmatch(rx, json.dumps(h)), h
     for h in bad:

@@ -33,7 +33,8 @@ from structgate.backends.registry import get_backend
 from structgate.errors import CompileLimitError, InvalidConstraintError
 from structgate.native.json_schema import FORMAT_REGEX, schema_to_grammar, schema_to_regex
 from structgate.native.json_schema._automata import complement, from_ast, length_dfa, matches, product, trim
-from structgate.native.json_schema._formats import (_IPRIVATE, _LABEL, _UCSCHAR, EMAIL_LOCAL, FORMAT_LENGTH, _labels_shape,
+from structgate.native.json_schema._formats import (_IPRIVATE, _LABEL, _UCSCHAR, EMAIL_LOCAL, FORMAT_LENGTH,
+                                                    FORMAT_MAX_LENGTH, _labels_shape,
                                                     email_domain_subset, email_subset_shape, hostname_subset,
                                                     label_regex)
 from structgate.native.regex.parser import parse_regex
@@ -151,15 +152,26 @@ def test_format_automaton_is_the_python_regex(case):
 _ATEXT = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+/=?^_`{|}~-")
 
 
-def _hostname_ok(s: str, min_labels: int = 1) -> bool:
+def _ldh_labels_ok(s: str, min_labels: int = 1) -> bool:
     labels = s.split(".")
     return len(labels) >= min_labels and all(
         1 <= len(x) <= 63 and re.fullmatch(r"[A-Za-z0-9-]+", x) and x[0] != "-" and x[-1] != "-" for x in labels)
 
 
+def _hostname_ok(s: str) -> bool:
+    """RFC 1123 labels, at most 253 characters, no reserved LDH label ("--" in positions 3-4: an
+    IDNA A-label, left out of the format: a sound subset)."""
+    return len(s) <= 253 and _ldh_labels_ok(s) and all(x[2:4] != "--" for x in s.split("."))
+
+
+def _in_format(fmt: str, s: str) -> bool:
+    """The language the compiler promises for ``fmt``: its regex and its own length bound."""
+    return bool(re.fullmatch(FORMAT_REGEX[fmt], s)) and len(s) <= FORMAT_MAX_LENGTH.get(fmt, BIG)
+
+
 def _email_ok(s: str) -> bool:
     local, at, domain = s.rpartition("@")
-    return bool(at) and all(p and set(p) <= _ATEXT for p in local.split(".")) and _hostname_ok(domain, 2)
+    return bool(at) and all(p and set(p) <= _ATEXT for p in local.split(".")) and _ldh_labels_ok(domain, 2)
 
 
 def _rfc3339_time_ok(s: str) -> bool:
@@ -231,7 +243,7 @@ def _of_length(fmt: str, n: int) -> list[str]:
         for s in ("1.2.3.4", "255.255.255.255", "10.0.0.1", "192.168.1.10", "1.22.3.4"):
             if len(s) == n:
                 out.append(s)
-    return [s for s in out if re.fullmatch(FORMAT_REGEX[fmt], s)]
+    return [s for s in out if _in_format(fmt, s)]
 
 
 INVALID = ["", "example", "a@", "@b.c", "a@b", "a..b@c.d", "-a.com", "a-.com", "a b", "http://a b", "://",
@@ -329,13 +341,13 @@ def test_format_with_length_against_oracles(native, fmt, lmin, lmax, kind):
     try:
         grammar = backend.compile(Constraint("json_schema", schema))
     except InvalidConstraintError:  # the empty language (a date has 10 characters): nothing is valid
-        assert kind == "empty" and not any(re.fullmatch(FORMAT_REGEX[fmt], s) and lmin <= len(s) <= lmax
+        assert kind == "empty" and not any(_in_format(fmt, s) and lmin <= len(s) <= lmax
                                            for s in samples)
         return
     assert kind != "empty"
     n_valid = n_accepted = 0
     for s in samples:
-        in_format = bool(re.fullmatch(FORMAT_REGEX[fmt], s))
+        in_format = _in_format(fmt, s)
         fits = lmin <= len(s) <= (lmax if lmax is not None else BIG)
         got = accepts(grammar, s)
         n_valid += in_format and fits
@@ -354,7 +366,7 @@ def test_format_with_length_against_oracles(native, fmt, lmin, lmax, kind):
 def _in_subset(fmt: str, lmax: int, s: str) -> bool:
     """Whether s has the shape of the documented subset (as sizes, not through its regex)."""
     if fmt == "hostname":
-        k, b = _labels_shape(lmax + 1, 1)
+        k, b = _labels_shape(min(lmax, FORMAT_MAX_LENGTH["hostname"]) + 1, 1)
         labels = s.split(".")
         return len(labels) <= k and all(len(x) <= b for x in labels)
     a, k, b = email_subset_shape(lmax)
@@ -441,9 +453,11 @@ def test_subset_shapes_are_accepted_and_longer_strings_are_not(native):
     for local in ("a" * 64, "a.b" * 21 + "c", "x" * 62 + ".y", "!#$%&'*+/=?^_`{|}~-"):
         assert len(local) <= 64 and accepts(g, local + "@example.com"), local
     assert not accepts(g, "a" * 65 + "@example.com")  # valid for jsonschema, outside the subset (sound)
+    # hostname: maxLength 255 is over the format's own 253: the subset for 253 (4 labels of 62)
     h = schema_to_regex({"type": "string", "format": "hostname", "maxLength": 255})
-    four = ".".join(chr(97 + i) * 63 for i in range(4))
-    assert len(four) == 255 and accepts(h, four) and not accepts(h, four + "x")
+    four = ".".join(chr(97 + i) * 62 for i in range(4))
+    assert len(four) == 251 and accepts(h, four) and not accepts(h, four + "x")
+    assert not accepts(h, ".".join(chr(97 + i) * 63 for i in range(4)))  # 255 characters
     assert accepts(h, "www.example.com") and not accepts(h, "example.com:8080")
 
 
@@ -484,7 +498,7 @@ def test_grammar_mode_is_exact_past_the_product_limits(native, schema, texts):
     lo, hi = schema.get("minLength", 0), schema.get("maxLength", BIG)
     got = {s: accepts(g, s) for s in texts}
     for s in texts:
-        want = bool(re.fullmatch(FORMAT_REGEX[schema["format"]], s)) and lo <= len(s) <= hi
+        want = _in_format(schema["format"], s) and lo <= len(s) <= hi
         assert got[s] == want, (schema, s)
     assert any(got.values()) and not all(got.values())
 
@@ -526,7 +540,7 @@ def test_pattern_and_not_keep_the_format(native, schema, texts):
     fmt = schema["format"]
     got = {s: accepts(g, s) for s in texts}
     for s in texts:
-        assert got[s] == (validator.is_valid(s) and bool(re.fullmatch(FORMAT_REGEX[fmt], s))), (schema, s)
+        assert got[s] == (validator.is_valid(s) and _in_format(fmt, s)), (schema, s)
     assert any(got.values()) and not all(got.values())
 
 

@@ -19,6 +19,20 @@ _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+
+
+def _nr_ldh_label(b: int) -> str:
+    """One host-name label of 1..``b`` letters, digits and inner hyphens (``b >= 5``) without "--" in
+    positions 3-4: RFC 5890 section 2.3.1's NR-LDH label. A label with "--" there is a reserved LDH
+    label, valid in a host name only as an IDNA A-label ("xn--" + Punycode of a U-label that passes
+    RFC 5891/5892); that check (Punycode decoding and IDNA2008's code-point tables and contextual
+    rules) is not regular at any reasonable size, so A-labels are left out: a sound subset."""
+    ld, ldh = "[A-Za-z0-9]", "[A-Za-z0-9-]"
+    return rf"{ld}(?:{ldh}{{0,2}}{ld}|{ldh}(?:{ld}{ldh}|-{ld}){ldh}{{0,{b - 5}}}{ld})?"
+
+
+#: the label of ``hostname`` (:func:`_nr_ldh_label` of 63; ``email``'s domain keeps :data:`_LABEL`)
+_HOST_LABEL = _nr_ldh_label(63)
 # RFC 4291 section 2.2 text form, as RFC 3986's IPv6address ABNF spells it (h16 = 1-4 hex digits,
 # ls32 = two h16 or an IPv4 address; "::" once); no zone id (jsonschema's checker refuses one)
 _H16 = f"{_HEX}{{1,4}}"
@@ -105,8 +119,9 @@ FORMAT_REGEX = {
     "iri": _IRI,
     "iri-reference": f"(?:{_IRI}|{_IRELATIVE_REF})",
     # RFC 1123 host name: dot-separated labels of 1-63 letters, digits, hyphens, no hyphen at either
-    # end (the 253-character total is not enforced: a regular bound would multiply the states)
-    "hostname": rf"{_LABEL}(?:\.{_LABEL})*",
+    # end, none with "--" in positions 3-4 (_HOST_LABEL); at most 253 characters in all
+    # (FORMAT_MAX_LENGTH: not in the regex, the compiler intersects it as a length bound)
+    "hostname": rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*",
     "ipv6": _IPV6,
     "duration": _DURATION,
     "json-pointer": _JSON_POINTER,
@@ -123,8 +138,22 @@ ENCODED_FORMATS = frozenset({"json-pointer", "relative-json-pointer", "uri-templ
 #: default; the JSTS "only an annotation by default" tests): asserting them is what users of
 #: constrained decoding and the MaskBench labels expect (llguidance and XGrammar assert them too)
 LENIENT_ANNOTATIONS = frozenset({"uri", "uri-reference", "hostname"})
-#: decoded length range (shortest, longest; None = unbounded) of each format's strings, read off
-#: the regexes above (time: ``hh:mm:ss`` + ``Z`` = 9 up to ``.`` + 9 fraction digits + ``+hh:mm`` = 24;
+#: formats JSON Schema defines that no regex here asserts: ``idn-hostname`` (IDNA2008: Unicode
+#: code-point tables, contextual and Bidi rules, A-labels' Punycode), ``idn-email`` (its domain is
+#: one), ``regex`` (ECMA-262 syntax: named groups and back-references that must match, ``{n,m}``
+#: with n <= m, not context-free). Left as annotations they accepted every JSTS invalid instance, so
+#: the compiler refuses them (``UnsupportedFeatureError`` naming ``format`` and its pointer: what
+#: llguidance does with a format it does not implement) wherever they would constrain a string;
+#: ``options.extra["formats"] == "lenient"`` leaves them annotations. Formats JSON Schema does not
+#: define (``int32``, ``unknown``...) are annotations always: every validator accepts any string there
+UNASSERTED_FORMATS = frozenset({"idn-hostname", "idn-email", "regex"})
+#: a format's bound on the decoded length (code points) that its regex leaves out: ``hostname``'s
+#: 253 characters (RFC 1035 section 2.3.4 / RFC 1123 section 2.1: 255 octets on the wire, a length
+#: octet per label and the root's, so 253 in text without a trailing dot). The compiler intersects
+#: it as a ``maxLength`` (``_type_string.StringMixin.string``); ``_format_checker`` checks it too
+FORMAT_MAX_LENGTH = {"hostname": 253}
+#: decoded length range (shortest, longest; None = unbounded) of each format regex's strings, read off
+#: the regexes above (:data:`FORMAT_MAX_LENGTH` apart; time: ``hh:mm:ss`` + ``Z`` = 9 up to ``.`` + 9 fraction digits + ``+hh:mm`` = 24;
 #: date-time = date + ``T`` + time; email: ``a@b.c``; uri: ``a:``; checked against each format's
 #: automaton in tests/test_native_format_length.py). A ``minLength``/``maxLength`` the range already
 #: meets is dropped (exact); other bounds are intersected (``_type_string.StringMixin.string``)
@@ -154,9 +183,12 @@ _SUBSET_PREFERRED_LABELS = 4
 EMAIL_LOCAL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
 
 
-def label_regex(b: int) -> str:
+def label_regex(b: int, host: bool = False) -> str:
     """One host-name label of 1..``b`` letters, digits and inner hyphens (``label_regex(63)`` is the
-    label of ``email`` and ``hostname``)."""
+    label of ``email``); with ``host``, none with "--" in positions 3-4 (:func:`_nr_ldh_label`;
+    ``label_regex(63, host=True)`` is the label of ``hostname``)."""
+    if host and b >= 5:
+        return _nr_ldh_label(b)
     return "[A-Za-z0-9]" if b <= 1 else rf"[A-Za-z0-9](?:[A-Za-z0-9-]{{0,{b - 2}}}[A-Za-z0-9])?"
 
 
@@ -173,12 +205,13 @@ def _labels_shape(budget: int, min_labels: int) -> tuple[int, int]:
 
 def hostname_subset(lmax: int) -> str | None:
     """A sound subset of ``hostname`` whose strings have at most ``lmax`` code points: 1..K labels of
-    1..b characters with ``K*(b+1) - 1 <= lmax`` (:func:`_labels_shape`); every host name of at most
-    K labels of at most b characters is in it. None when ``lmax < 1``."""
+    1..b characters with ``K*(b+1) - 1 <= lmax`` (:func:`_labels_shape`; labels as ``hostname``'s, no
+    "--" in positions 3-4); every ``hostname`` string of at most K labels of at most b characters is
+    in it. None when ``lmax < 1``."""
     if lmax < 1:
         return None
     k, b = _labels_shape(lmax + 1, 1)
-    lab = label_regex(b)
+    lab = label_regex(b, host=True)
     return lab if k == 1 else rf"{lab}(?:\.{lab}){{0,{k - 1}}}"
 
 

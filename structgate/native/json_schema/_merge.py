@@ -129,9 +129,11 @@ class MergeMixin:
         fmts = [s["format"] for s, _ in parts if "format" in s]
         if fmts:
             # asserted formats (self.formats) are constraints: two different ones would need the
-            # product of their automata, so they are refused, never dropped; a format the compiler
+            # product of their automata, so they are refused, never dropped; so are refused ones
+            # (self.refused_formats: the string emitter raises for them); a format the compiler
             # does not assert is an annotation and gives way to an asserted one
-            asserted = sorted({f for f in fmts if isinstance(f, str) and f in self.formats})
+            asserted = sorted({f for f in fmts if isinstance(f, str)
+                               and (f in self.formats or f in self.refused_formats)})
             if len(asserted) > 1:
                 unsup(f"two different formats ({', '.join(map(repr, asserted))}) cannot be intersected")
             m["format"] = asserted[0] if asserted else fmts[0]

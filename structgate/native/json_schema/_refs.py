@@ -146,10 +146,11 @@ class RefsMixin:
         grow with ``maxLength``/``minLength``. In regex mode the product is built, bounded by
         ``max_product_states`` and the inline cap (:class:`~structgate.errors.CompileLimitError`).
         """
-        d = trim(d)
-        if d is None:
-            return None
-        d = minimize(d)
+        if not getattr(d, "minimal", False):  # (a format's automaton is minimal already: _format_dfa)
+            d = trim(d)
+            if d is None:
+                return None
+            d = minimize(d)
         top = lmax if lmax is not None else lmin
         cap = self.max_product_states
         if not self.grammar:

@@ -7,11 +7,11 @@ from functools import lru_cache
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
-from ._automata import complement, from_ast, length_dfa, literals_ast, matches, product, trim
+from ._automata import complement, from_ast, length_dfa, literals_ast, matches, minimize, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
 from ._common import _NOT_STR, _is_num, _is_whole, _ptr
-from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, email_domain_subset, email_subset_shape,
-                       format_length_implied, hostname_subset)
+from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, FORMAT_MAX_LENGTH, email_domain_subset,
+                       email_subset_shape, format_length_implied, hostname_subset)
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 
@@ -33,6 +33,8 @@ class StringMixin:
             return None
         length = None if (lmin == 0 and lmax is None) else (lmin, lmax)
         fmt = schema.get("format")
+        if isinstance(fmt, str) and fmt in self.refused_formats:
+            raise self.refused_format(fmt, _ptr(where, "format"))
         if not (isinstance(fmt, str) and fmt in self.formats):
             fmt = None  # not asserted: an annotation (unknown, or lenient)
         if schema.get(_NOT_STR):
@@ -42,6 +44,11 @@ class StringMixin:
             if fmt is not None:
                 return self._format_not_in(fmt, schema[_NOT_STR], _ptr(where, "not"))
             return self.key_not_in(schema[_NOT_STR])
+        cap = FORMAT_MAX_LENGTH.get(fmt) if fmt is not None else None
+        if cap is not None and (lmax is None or lmax > cap):  # the format's own bound (hostname: 253)
+            if lmin > cap:
+                return None
+            lmax, length = cap, (lmin, cap)
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
@@ -74,9 +81,18 @@ class StringMixin:
         return self.string_rule(f"__json_string_{lmin}_{'' if lmax is None else lmax}", f'"(?:{char}){q}"')
 
     def _format_dfa(self, fmt: str, what: str, where: str):
-        """The code-point automaton of ``format`` ``fmt``'s regex (``max_product_states`` states at
-        most, else ``CompileLimitError`` naming ``what`` and ``where``)."""
-        return from_ast(_format_ast(self.formats[fmt]), max_states=self.max_product_states, what=what, where=where)
+        """The code-point automaton of ``format`` ``fmt``'s regex, trimmed and minimal
+        (``max_product_states`` states at most, else ``CompileLimitError`` naming ``what`` and
+        ``where``). Built once per process (:data:`_FORMAT_DFAS`): the automata are never changed
+        in place, and ``hostname`` (its length product, for the 253-character bound) reaches it on
+        every compile."""
+        key = (self.formats[fmt], self.max_product_states)
+        d = _FORMAT_DFAS.get(key)
+        if d is None:
+            d = minimize(trim(from_ast(_format_ast(key[0]), max_states=key[1], what=what, where=where)))
+            d.minimal = True  # (read by _refs.RefsMixin._length_product: not minimised again)
+            _FORMAT_DFAS[key] = d
+        return d
 
     def _format_body(self, fmt: str, where: str) -> str | None:
         """The JSON text (between the quotes) of the strings of ``format`` ``fmt``: its regex itself,
@@ -124,7 +140,7 @@ class StringMixin:
         exact product is over the limits; ``minLength`` is at most the format's shortest string):
 
         * ``hostname``: 1..K labels of 1..b characters, ``K*(b+1) - 1 <= lmax``
-          (:func:`._formats.hostname_subset`; 255 → 4 labels of 63);
+          (:func:`._formats.hostname_subset`; 253, the most :meth:`string` passes, → 4 labels of 62);
         * ``email``: a dot-atom local part of 1..a characters (exact: its product with a counter),
           ``@``, 2..K labels of 1..b characters, ``a + K*(b+1) <= lmax``
           (:func:`._formats.email_subset_shape`; 1024 → a = 64, 15 labels of 63; 255 → a = 63,
@@ -149,20 +165,25 @@ class StringMixin:
         """JSON strings (quotes included) of ``format`` ``fmt`` whose value is not in ``names`` (a
         folded ``not`` of string ``enum``/``const``): exact, the format's automaton times the
         complement of the names', in canonical spelling (as :func:`_key_not_in`); names outside the
-        format are left out (none left: the format's own regex). Bounded like every product (the
+        format are left out (none left: the format's own regex); a format's own length bound
+        (:data:`._formats.FORMAT_MAX_LENGTH`) is intersected as :meth:`_length_product`. Bounded like every product (the
         ``email`` automaton alone has 252 states: with a name in it, more than the default
         ``max_automaton_rules`` in ``schema_to_grammar``, a typed CompileLimitError)."""
         key = ("format-not-in", fmt, tuple(names))
         if key not in self._dfa_texts:
             what, cap = f"format {fmt!r} with not", self.max_product_states
             d = self._format_dfa(fmt, what, where)
-            names = [n for n in names if matches(d, n)]  # the others the format excludes already
+            top = FORMAT_MAX_LENGTH.get(fmt)
+            # the others the format excludes already
+            names = [n for n in names if matches(d, n) and (top is None or len(n) <= top)]
             if not names:
-                self._dfa_texts[key] = self._format_body(fmt, where)
+                self._dfa_texts[key] = (self._format_body(fmt, where) if top is None
+                                        else self._format_with_length(fmt, 0, top, where))
             else:
                 d = product(d, complement(from_ast(literals_ast(names), max_states=cap, what=what, where=where)),
                             max_states=cap, what=what, where=where)
-                self._dfa_texts[key] = self._emit_dfa(trim(d), _canonical_char, what, where)
+                self._dfa_texts[key] = (self._emit_dfa(trim(d), _canonical_char, what, where) if top is None
+                                        else self._length_product(d, 0, top, _canonical_char, what, where))
         body = self._dfa_texts[key]
         return None if body is None else f'"{body}"'
 
@@ -200,6 +221,10 @@ class StringMixin:
         out = self._length_product(d, lmin, lmax, json_char_regex, what, where)
         self._dfa_texts[key] = out
         return out
+
+
+#: (format regex, max_product_states) -> its trimmed, minimal automaton (:meth:`StringMixin._format_dfa`)
+_FORMAT_DFAS: dict = {}
 
 
 @lru_cache(maxsize=None)

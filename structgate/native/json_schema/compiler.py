@@ -37,7 +37,7 @@ from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMA
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
                       REPEAT_COUNT_KW, TYPES,
                       _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr)
-from ._formats import FORMAT_REGEX, LENIENT_ANNOTATIONS
+from ._formats import FORMAT_MAX_LENGTH, FORMAT_REGEX, LENIENT_ANNOTATIONS, UNASSERTED_FORMATS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
 from ._negation import NegationMixin
@@ -59,7 +59,8 @@ from ._numeric import JSON_INTEGER  # noqa: F401
 from ._type_string import KEY_TAIL, _key_not_in  # noqa: F401
 
 __all__ = ["check_schema", "schema_to_regex", "json_object_regex", "json_value_regex", "schema_to_grammar",
-           "json_object_grammar", "json_value_grammar", "NEVER", "FORMAT_REGEX", "LENIENT_ANNOTATIONS"]
+           "json_object_grammar", "json_value_grammar", "NEVER", "FORMAT_REGEX", "LENIENT_ANNOTATIONS",
+           "UNASSERTED_FORMATS"]
 
 
 class _CheckedValidator:
@@ -76,6 +77,11 @@ class _CheckedValidator:
             return self._v.is_valid(instance)
         except RecursionError:
             raise
+        except _RefusedFormat as e:  # a string checked against a format the compile refuses
+            w = self._where or "#"
+            if isinstance(self._schema, dict) and self._schema.get("format") == e.fmt:
+                w = _ptr(self._where, "format")
+            raise _refused_format_error(e.fmt, w) from None
         except Exception as e:  # jsonschema's UnknownType, referencing's Unresolvable, re.error...
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             try:
@@ -229,20 +235,57 @@ def _validator_class(draft: int):
     return cls
 
 
+class _RefusedFormat(Exception):
+    """Raised by :func:`_format_checker`'s check of a refused format (:data:`UNASSERTED_FORMATS`) on a
+    string; :class:`_CheckedValidator` turns it into :func:`_refused_format_error`."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(fmt)
+        self.fmt = fmt
+
+
+#: why each of :data:`UNASSERTED_FORMATS` is refused (the error's detail)
+_REFUSED_WHY = {
+    "idn-hostname": "IDNA2008 host names (RFC 5890-5893: Unicode code-point tables, contextual and Bidi rules, "
+                    "Punycode A-labels)",
+    "idn-email": "RFC 6531 addresses, whose domain is an IDNA2008 host name",
+    "regex": "ECMA-262 regular expression syntax (group names and back-references that must match, "
+             "{n,m} with n <= m)",
+}
+
+
+def _refused_format_error(fmt: str, where: str) -> UnsupportedFeatureError:
+    """The typed error for ``format`` ``fmt`` (one of :data:`UNASSERTED_FORMATS`) at ``where``."""
+    return UnsupportedFeatureError("format", f"{fmt!r}: {_REFUSED_WHY.get(fmt, fmt)} are not asserted by the "
+                                   "native compiler; options.extra[\"formats\"] = \"lenient\" leaves the format "
+                                   "an annotation", where)
+
+
 @lru_cache(maxsize=8)
-def _format_checker(formats: tuple[str, ...]):
+def _format_checker(formats: tuple[str, ...], refused: tuple[str, ...] = ()):
     """A ``jsonschema.FormatChecker`` of exactly ``formats``, each by its :data:`FORMAT_REGEX`
-    (full match on the decoded string; other instances pass), so the validators the compiler
-    consults (``enum``/``const`` values, ``oneOf`` disjointness, ``propertyNames``) read a format
-    as the emitters do: asserted, with the same language."""
+    (full match on the decoded string) and :data:`FORMAT_MAX_LENGTH` (other instances pass), so
+    the validators the compiler consults (``enum``/``const`` values, ``oneOf`` disjointness,
+    ``propertyNames``) read a format as the emitters do: asserted, with the same language. A
+    ``refused`` format's check raises :class:`_RefusedFormat` on a string (the emitters refuse it:
+    no value of it is decided either)."""
     import re
 
     from jsonschema import FormatChecker
 
     checker = FormatChecker(formats=())
     for fmt in formats:
-        rx = re.compile(FORMAT_REGEX[fmt])
-        checker.checks(fmt)(lambda x, rx=rx: not isinstance(x, str) or rx.fullmatch(x) is not None)
+        rx, top = re.compile(FORMAT_REGEX[fmt]), FORMAT_MAX_LENGTH.get(fmt)
+        checker.checks(fmt)(lambda x, rx=rx, top=top: not isinstance(x, str) or (
+            rx.fullmatch(x) is not None and (top is None or len(x) <= top)))
+
+    def refuse(x, fmt):
+        if isinstance(x, str):
+            raise _RefusedFormat(fmt)
+        return True
+
+    for fmt in refused:
+        checker.checks(fmt)(lambda x, fmt=fmt: refuse(x, fmt))
     return checker
 
 
@@ -309,7 +352,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         self.max_automaton_rules = int(options.extra.get("max_automaton_rules", DEFAULT_MAX_AUTOMATON_RULES))
         self._dfa_texts: dict[tuple, str | None] = {}
         #: format policy (``options.extra["formats"]``): "default" (or its old name "strict") enforces
-        #: every FORMAT_REGEX; "lenient" leaves LENIENT_ANNOTATIONS as annotations; other formats are
+        #: every FORMAT_REGEX and refuses UNASSERTED_FORMATS (:meth:`refused_format`); "lenient"
+        #: leaves LENIENT_ANNOTATIONS and UNASSERTED_FORMATS as annotations; other formats are
         #: annotations either way
         fmode = options.extra.get("formats", "default")
         if fmode not in ("default", "strict", "lenient"):
@@ -317,8 +361,16 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                                           f'{fmode!r} (expected "default", "strict" or "lenient")', "")
         self.formats = ({k: v for k, v in FORMAT_REGEX.items() if k not in LENIENT_ANNOTATIONS}
                         if fmode == "lenient" else dict(FORMAT_REGEX))
+        #: formats whose strings this compile refuses to constrain (``UnsupportedFeatureError``)
+        self.refused_formats = frozenset() if fmode == "lenient" else UNASSERTED_FORMATS
 
     # -- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def refused_format(fmt: str, where: str) -> UnsupportedFeatureError:
+        """The error for a string constrained by ``format`` ``fmt`` (in :attr:`refused_formats`) at
+        ``where`` (the ``format`` keyword's pointer)."""
+        return _refused_format_error(fmt, where)
+
     @property
     def any_string(self) -> str:
         """Any JSON string: in grammar mode a call of :data:`._grammar.STRING_RULE`, else
@@ -545,7 +597,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             root = self.root if isinstance(self.root, (dict, bool)) else {}
             if isinstance(root, dict) and "$schema" in root:
                 root = {k: v for k, v in root.items() if k != "$schema"}
-            self._validator = _validator_class(self.draft)(root, format_checker=_format_checker(tuple(self.formats)))
+            checker = _format_checker(tuple(self.formats), tuple(sorted(self.refused_formats)))
+            self._validator = _validator_class(self.draft)(root, format_checker=checker)
         if isinstance(schema, dict) and "$schema" in schema:  # (evolve would pick the class it names)
             schema = {k: x for k, x in schema.items() if k != "$schema"}
         return _CheckedValidator(self._validator.evolve(schema=schema), schema, where)
