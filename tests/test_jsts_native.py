@@ -68,11 +68,9 @@ def run_suite(options: CompileOptions = OPTIONS) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def results():
-    t0 = time.perf_counter()
-    res = run_suite()
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 60, f"JSTS run took {elapsed:.1f}s"
-    return res
+    # (no wall-clock assertion: speed is the benchmark's business, and a 60 s bound here failed
+    # under load on an unchanged engine; CI's own time limit catches a hang)
+    return run_suite()
 
 
 def test_no_invalid_instance_accepted(results):

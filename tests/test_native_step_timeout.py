@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import pathlib
 import random
+import threading
 import time
 
 import numpy as np
@@ -163,11 +164,79 @@ def test_interrupted_steps_keep_the_grammar_exact(llama3_vocab, monkeypatch, whi
     assert interrupted[0] > 0  # the limit was met (else this test shows nothing)
 
 
+def test_waiting_for_the_lock_is_not_charged(llama3_vocab):
+    """Another thread holding the grammar's lock (computing a row, the plugin's prefetch) for
+    longer than the limit: a step that then has little work of its own completes (a break-it
+    finding: ``step_bytes`` charged the wait)."""
+    be = NativeBackend(llama3_vocab, step_timeout_s=0.3)
+    cg = be.compile(Constraint.json_schema(TREE))
+    ti = cg.token_index
+    ref = NativeBackend(llama3_vocab, step_timeout_s=0).compile(Constraint.json_schema(TREE)).matcher()
+    toks = llama3_vocab.encode('{"name": "ab", "kids": [{"name": "c"}]}')
+    calls = (lambda m: m.advance(toks), lambda m: _row(m, llama3_vocab.vocab_size).tolist(),
+             lambda m: m.forced_tokens(3))
+    m = cg.matcher()
+    for call in calls:
+        held, go = threading.Event(), threading.Event()
+
+        def hold():
+            with ti._lock:
+                held.set()
+                go.wait(5)
+                time.sleep(0.6)  # twice the limit, after the step below is waiting
+
+        th = threading.Thread(target=hold)
+        th.start()
+        held.wait(5)
+        go.set()
+        try:
+            got = call(m)  # waits ~0.6 s for the lock, then does its own (small) work
+        finally:
+            th.join()
+        assert got == call(ref)
+
+
+def test_grouped_sweep_gives_the_same_rows(llama3_vocab, monkeypatch):
+    """Configurations of many items sweep over groups of items with the same class intervals
+    (``PushdownIndex._sweep_groups``: a 200,000-word alternation's first row took 1-2 s with one
+    bit per item). Oracle: the per-item sweep (the group threshold raised past every row), masks
+    along seeded walks of grammars whose rows have hundreds of items."""
+    rnd = random.Random(7)
+    words = sorted({"".join(rnd.choice("abcdefghij") for _ in range(rnd.randint(2, 9))) for _ in range(400)})
+    cases = [Constraint.grammar('root ::= "x" (' + " | ".join(f'"{w}"' for w in words) + ") \"!\""),
+             Constraint.json_schema({"enum": words}),
+             Constraint.json_schema({"type": "object", "properties": {w: {"type": "integer"} for w in words[:60]},
+                                     "additionalProperties": False})]
+    V = llama3_vocab.vocab_size
+
+    def per_item(call):  # ``call()`` with the per-item sweep everywhere
+        with monkeypatch.context() as mp:
+            mp.setattr(pushdown.PushdownIndex, "_GROUP_PAIRS", 10**9)
+            return call()
+
+    for c in cases:
+        a = NativeBackend(llama3_vocab).compile(c).matcher()
+        b = per_item(lambda: NativeBackend(llama3_vocab).compile(c).matcher())
+        for _ in range(12):
+            ra = _row(a, V)
+            np.testing.assert_array_equal(ra, per_item(lambda: _row(b, V)))
+            ids = _allowed(ra, llama3_vocab)
+            if not ids.size:
+                break
+            tok = int(ids[rnd.randrange(ids.size)])
+            assert a.advance(tok) and per_item(lambda: b.advance(tok))
+
+
 # --------------------------------------------------------------------------------------- options
-@pytest.mark.parametrize("bad", ["2", None, True, math.nan])
+@pytest.mark.parametrize("bad", ["2", None, True, math.nan, 10**400, [1]])
 def test_option_is_validated(bad):
     with pytest.raises(InvalidConstraintError, match="step_timeout_s"):
         CompileOptions(step_timeout_s=bad)
+
+
+@pytest.mark.parametrize("ok", [0, -1, math.inf, np.float64(0.5), np.int64(3)])
+def test_option_values_accepted(ok):
+    assert CompileOptions(step_timeout_s=ok).step_timeout_s == ok
 
 
 def test_option_reaches_the_index(llama3_vocab):

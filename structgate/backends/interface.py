@@ -38,6 +38,7 @@ The bitmask layout is the one in :mod:`structgate.bitmask`.
 from __future__ import annotations
 
 import json
+import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterable, Literal, Sequence
@@ -255,7 +256,10 @@ class CompileOptions:
         :mod:`structgate.plugin.grammar_failure`). MaskBench's slowest first-visit mask is
         ~0.55 s (bench/README.md); a highly ambiguous grammar can take minutes, in the serving
         engine's step. The start's mask, computed with the compile (``warm_start``), counts
-        toward ``compile_timeout_s`` instead.
+        toward ``compile_timeout_s`` instead. The limit is per row: a batched fill of ``k`` new
+        rows may take up to ``k`` times it (``forced_tokens``' chain is one step). Work done
+        before the limit is kept in units (a closure, a configuration, a table row); a unit longer
+        than the limit never completes, so retrying such a step fails alike.
     max_rollback_tokens : int
         History kept per matcher for rollback; ``-1`` = unlimited.
     max_recursion_depth : int
@@ -300,7 +304,12 @@ class CompileOptions:
                 raise InvalidConstraintError(f"option {name} must be an integer >= -1, got {v!r}")
         for name in ("compile_timeout_s", "step_timeout_s"):
             v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v:
+            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v
+            try:
+                ok = ok and float(v) == float(v)  # (an int too large for a float: OverflowError)
+            except OverflowError:
+                ok = False
+            if not ok:
                 raise InvalidConstraintError(f"option {name} must be a number of seconds, got {v!r}")
 
     def updated(self, **kw) -> "CompileOptions":

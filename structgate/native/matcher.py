@@ -150,6 +150,9 @@ class NativeMatcher(Matcher):
         ------
         MatcherStateError
             ``max_n`` negative.
+        CompileLimitError
+            ``step_timeout_s``: the chain's rows and transitions, computed together as one step,
+            took longer than the limit (state and cache unchanged).
         """
         max_n = int(max_n)
         if max_n < 0:
@@ -164,6 +167,18 @@ class NativeMatcher(Matcher):
         hit = cache.get(s)
         if hit is not None and (hit[1] or len(hit[0]) >= max_n):
             return hit[0][:max_n]
+        one_step = getattr(ti, "one_step", None)  # (the eager DFA's index does no lazy work)
+        if one_step is None:
+            chain, complete = self._forced_chain(ti, s, max_n)
+        else:
+            with one_step():  # the rows and transitions of the whole chain: one step's time limit
+                chain, complete = self._forced_chain(ti, s, max_n)
+        cache[s] = (chain, complete)
+        return list(chain)
+
+    @staticmethod
+    def _forced_chain(ti, s: int, max_n: int) -> tuple[list[int], bool]:
+        """:meth:`forced_tokens`' walk: ``(tokens, complete)``."""
         chain: list[int] = []
         cur = s
         complete = False
@@ -181,8 +196,7 @@ class NativeMatcher(Matcher):
                 break
             chain.append(t)
             cur = nxt
-        cache[s] = (chain, complete)
-        return list(chain)
+        return chain, complete
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (an accepted EOS counts as one).

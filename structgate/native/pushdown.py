@@ -2248,14 +2248,20 @@ class _Bounded:
 
     def __init__(self, ix: "PushdownIndex", deadline: float | None, name: str, limit: float,
                  t0: float | None) -> None:
+        # deadline None: no limit; t0 None: the block's limit starts once the lock is held
+        # (deadline then relative: seconds)
         self.ix, self.deadline, self.name, self.limit, self.t0 = ix, deadline, name, limit, t0
 
     def __enter__(self):
         ix = self.ix
         ix._lock.acquire()
         self.saved = (ix._deadline, ix._step_t0, ix._deadline_of)
-        ix._deadline = float("inf") if self.deadline is None else self.deadline
-        ix._step_t0 = time.monotonic() if self.t0 is None else self.t0
+        now = time.monotonic()
+        if self.deadline is None:
+            ix._deadline = float("inf")
+        else:
+            ix._deadline = self.deadline if self.t0 is not None else now + self.deadline
+        ix._step_t0 = now if self.t0 is None else self.t0
         ix._deadline_of = (self.name, self.limit)
         return ix
 
@@ -2294,7 +2300,9 @@ class PushdownIndex:
         (``bench/data/slow_first_mask.gbnf``: 139 s), and a fill runs in the serving engine's step,
         where it would stall every request. ``<= 0``: no limit. The work done before the limit is
         kept (configurations, closures and table rows are interned whole or not at all), so the
-        grammar stays consistent and a later step goes on from there. :meth:`bounded` sets a
+        grammar stays consistent and a later step goes on from there (when each such unit fits in
+        the limit: one that does not is redone, and fails, at every try). Time spent waiting for
+        the lock (another thread's row) is not charged. :meth:`bounded` sets a
         caller's deadline instead (the compile's, for the start's mask).
 
     Thread safety: every mutation (new configurations, table rows, mask rows) happens under one lock;
@@ -3233,6 +3241,8 @@ class PushdownIndex:
             it, ivs = pairs[0]
             tid = self._target(it)
             runs = [(a, b, tid) for a, b in ivs]
+        elif len(pairs) > self._GROUP_PAIRS:
+            runs = self._sweep_groups(pairs)
         elif pairs:
             marks: dict[int, int] = {}
             its: list[int] = []
@@ -3256,8 +3266,6 @@ class PushdownIndex:
                     if cur & (cur - 1) == 0:  # one item: the memo is keyed by the item itself
                         fa = its[cur.bit_length() - 1]
                     else:
-                        if not len(local) & 63:  # (item sets of thousands of items: ms each)
-                            self._tick()
                         fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
                     tid = local[cur] = target(fa)
                 runs.append((pts[j], pts[j + 1], tid))
@@ -3275,6 +3283,61 @@ class PushdownIndex:
             self._table[c] = row
         if self._partial:
             self._partial.discard(c)
+
+    #: rows of more byte-consuming items than this sweep over groups of items with the same class
+    #: intervals (:meth:`_sweep_groups`)
+    _GROUP_PAIRS = 32
+
+    def _sweep_groups(self, pairs: list) -> list:
+        """:meth:`_compute_row`'s sweep for many items: the items are grouped by their class
+        intervals first, and a bit stands for a group. With one bit per item, a configuration of
+        ``n`` items (``root ::= "x" (w1 | ... | wn)``: one item per word) made each flip and each
+        set's extraction an ``n``-bit operation, ``O(n^2)`` in all (a 200,000-word alternation:
+        ~1-2 s for one row, between two checks of the step's deadline); most of a large
+        configuration's items share their intervals (a word's first letter, a string's characters).
+        Returns the row's runs ``[(first class, end class, target), ...]``."""
+        groups: dict[tuple, list[int]] = {}
+        for it, ivs in pairs:
+            g = groups.get(ivs)
+            if g is None:
+                groups[ivs] = [it]
+            else:
+                g.append(it)
+        marks: dict[int, int] = {}
+        its: list[list[int]] = []
+        for ivs, g in groups.items():
+            bit = 1 << len(its)
+            its.append(g)
+            for a, b in ivs:
+                marks[a] = marks.get(a, 0) ^ bit
+                marks[b] = marks.get(b, 0) ^ bit
+        target = self._target
+        tick = self._tick
+        local: dict[int, int] = {}
+        pts = sorted(marks)
+        cur = 0
+        runs = []
+        for j in range(len(pts) - 1):
+            cur ^= marks[pts[j]]
+            if not cur:
+                continue
+            tid = local.get(cur)
+            if tid is None:
+                if not len(local) & 7:  # (a set of thousands of items: ms to build)
+                    tick()
+                if cur & (cur - 1) == 0 and len(its[cur.bit_length() - 1]) == 1:
+                    fa = its[cur.bit_length() - 1][0]  # one item: the memo is keyed by the item
+                else:
+                    members: list[int] = []
+                    x = cur
+                    while x:
+                        low = x & -x
+                        members.extend(its[low.bit_length() - 1])
+                        x ^= low
+                    fa = frozenset(members)
+                tid = local[cur] = target(fa)
+            runs.append((pts[j], pts[j + 1], tid))
+        return runs
 
     def _compute_cell(self, c: int, x: int) -> int:
         """``table[c, x]`` alone (the configuration after one byte of class ``x``), for
@@ -4230,7 +4293,14 @@ class PushdownIndex:
         limit)`` past it, instead of each step's :attr:`step_timeout_s` (the compile's deadline
         for the start's mask: :meth:`NativeCompiledGrammar.warm_start`). Holds the lock
         throughout."""
-        return _Bounded(self, deadline, limit_name, limit, t0)
+        return _Bounded(self, deadline, limit_name, limit, time.monotonic() if t0 is None else t0)
+
+    def one_step(self):
+        """A context in which several calls (the rows and transitions of
+        :meth:`NativeMatcher.forced_tokens`' chain) share one step's :attr:`step_timeout_s`.
+        Holds the lock throughout."""
+        lim = self.step_timeout_s
+        return _Bounded(self, lim if lim > 0 else None, "step_timeout_s", lim, None)
 
     def _slot_of(self, state: int) -> int:
         if state == TERMINATED:
@@ -4356,15 +4426,15 @@ class PushdownIndex:
         """Configuration after feeding ``data`` from ``state`` (0 once dead)."""
         bc = self._bc_list
         t = self._table
-        t0 = None  # the step's start: its first cell not computed yet (one budget for the call)
+        spent = 0.0  # this call's own lazy work so far, seconds (one budget for the call; the
+        # waits for the lock, while another thread computes, are not charged to it)
         for b in data:
             c = bc[b]
             nxt = t[state, c]
             if nxt < 0:
-                if t0 is None:
-                    t0 = time.monotonic()
                 with self._lock, no_gc():
-                    own = self._begin(t0)
+                    t1 = time.monotonic()
+                    own = self._begin(t1 - spent)
                     try:
                         if self.gnfa._dynamic:
                             nxt = self._compute_cell(state, c)
@@ -4374,6 +4444,7 @@ class PushdownIndex:
                     finally:
                         if own:
                             self._deadline = None
+                            spent += time.monotonic() - t1
                 t = self._table
             state = int(nxt)
             if state == 0:
