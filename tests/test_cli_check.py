@@ -186,3 +186,19 @@ def test_grammar_kind_refused_by_a_backend_without_it(capsys, tmp_path):
     rc = main(["check", "--backend", "structgate-outlines-core", "--grammar", str(g), "--text", "a"])
     err = capsys.readouterr().err
     assert rc == 2 and "ConstraintKindError" in err and "'grammar'" in err
+
+
+def test_options_reach_the_backend(capsys):
+    """``--options``: CompileOptions fields as a JSON object, passed to the backend (here the
+    native step limit: a 1 ns limit fails the first mask with its typed error, none checks it)."""
+    argv = ["check", "--regex", "[a-z]+@[a-z]+", "--text", "ab@cd", "--json"]
+    rc = main([*argv, "--options", '{"step_timeout_s": 0}'])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["results"][0]["accepted"] is True
+    rc = main([*argv, "--options", '{"step_timeout_s": 1e-9}'])
+    out = capsys.readouterr().out
+    assert rc != 0 and "step_timeout_s" in out
+    for bad in ('{"step_timeout_s": "x"}', "[1]", "{not json", '{"no_such_option": 1}'):
+        assert main([*argv, "--options", bad]) == 2
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["error"]["type"] in ("InvalidConstraintError", "ValueError"), doc

@@ -38,7 +38,24 @@ def add_parser(sub) -> None:
     p.add_argument("--text", action="append", default=[], help="text to check (repeatable)")
     p.add_argument("--jsonl", metavar="FILE", help='file of {"text": ...} lines to check')
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--options", metavar="JSON", default=None,
+                   help='compile options, a JSON object of structgate.CompileOptions fields (as '
+                        '$STRUCTGATE_BACKEND_OPTIONS in vLLM), e.g. \'{"step_timeout_s": 10, '
+                        '"whitespace": "compact"}\'')
     p.set_defaults(func=run)
+
+
+def _options(args) -> dict:
+    """``--options`` as a dict (ValueError naming the flag when it is not a JSON object)."""
+    if not getattr(args, "options", None):
+        return {}
+    try:
+        opts = json.loads(args.options)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--options is not JSON: {e}") from None
+    if not isinstance(opts, dict):
+        raise ValueError(f"--options must be a JSON object, got {type(opts).__name__}")
+    return opts
 
 
 def add_constraint_arguments(group) -> None:
@@ -152,11 +169,16 @@ def run(args) -> int:
     try:
         texts = _texts(args)
         vocab = load_vocabulary(args.tokenizer)
-        backend = get_backend(args.backend, vocab)
+        backend = get_backend(args.backend, vocab, **_options(args))
         constraint = _constraint(args)
         t0 = time.perf_counter()
         grammar = backend.compile(constraint)
         compile_ms = (time.perf_counter() - t0) * 1e3
+        # a limit can also be met walking the texts (the native engine builds its automaton as
+        # masks first need it: max_dfa_states, step_timeout_s): the same error exit
+        matcher = grammar.matcher()
+        bitmask = allocate_bitmask(1, vocab.vocab_size)
+        results = [check_text(matcher, vocab, t, bitmask) for t in texts]
     except StructgateError as e:
         print(f"{prog}: error: {describe_error(e)}", file=sys.stderr)
         if args.json:
@@ -171,9 +193,6 @@ def run(args) -> int:
                              ensure_ascii=False))
         return 2
 
-    matcher = grammar.matcher()
-    bitmask = allocate_bitmask(1, vocab.vocab_size)
-    results = [check_text(matcher, vocab, t, bitmask) for t in texts]
     if args.json:
         print(json.dumps({"backend": args.backend, "tokenizer": args.tokenizer,
                           "compile_ms": round(compile_ms, 3), "results": results}, ensure_ascii=False))
