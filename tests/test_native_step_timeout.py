@@ -4,9 +4,9 @@ The native engine determinises its pushdown automaton lazily: a mask fill, an ad
 may compute configurations, closures and table rows the first time they are met. For a highly
 ambiguous grammar one such step can take minutes (``bench/data/slow_first_mask.gbnf``, a random
 GBNF grammar found by a break-it helper: ~52 s for its first mask), and in vLLM that step runs in
-the engine core, where every request waits. So each step has a wall-clock limit; past it the call
-raises ``CompileLimitError("step_timeout_s")`` and changes no matcher state (the plugin then fails
-that request alone: tests/test_vllm_mask_errors.py). The work done before the limit is kept, and
+the engine core, where every request waits. So each step has a limit (in the thread's CPU time);
+past it the call raises ``CompileLimitError("step_timeout_s")`` and changes no matcher state (the
+plugin then fails that request alone: tests/test_vllm_mask_errors.py). The work done before the limit is kept, and
 must leave the grammar consistent: the masks and transitions computed afterwards, across any number
 of interrupted steps, equal those of an index that was never interrupted (the oracle here). The
 start's mask, computed with the compile (``warm_start``), stops at the compile's deadline instead.
@@ -48,7 +48,8 @@ TREE = {"type": "object", "properties": {"name": {"type": "string", "maxLength":
 
 
 class TickClock:
-    """``time`` for :mod:`structgate.native.pushdown`: ``monotonic()`` moves one unit per reading."""
+    """``time`` for :mod:`structgate.native.pushdown`: each clock (a step's CPU time, the
+    compile's wall-clock) moves one unit per reading."""
 
     def __init__(self) -> None:
         self.t = 0.0
@@ -56,6 +57,8 @@ class TickClock:
     def monotonic(self) -> float:
         self.t += 1.0
         return self.t
+
+    thread_time = monotonic
 
 
 def _row(m, width_of) -> np.ndarray:

@@ -247,8 +247,10 @@ class CompileOptions:
     compile_timeout_s : float
         Wall-clock limit on one compile, seconds (``<= 0`` disables).
     step_timeout_s : float
-        Native engine: wall-clock limit, seconds, on the work one matcher step does the first time
-        it meets a part of the grammar (``<= 0`` disables; default 2). The native engine builds its
+        Native engine: limit, seconds of the calling thread's CPU time, on the work one matcher
+        step does the first time it meets a part of the grammar (``<= 0`` disables; default 2).
+        CPU time, not wall-clock, so that a loaded machine, other threads holding the GIL (vLLM's
+        compile threads) or the grammar's lock do not fail a step that does little work. The native engine builds its
         automaton lazily, so computing a mask row (``fill_bitmask``, each row of a batched fill,
         ``is_final``) or the transitions of an ``advance`` / ``validate`` token may do real work;
         past the limit that call raises :class:`~structgate.errors.CompileLimitError`

@@ -2255,19 +2255,23 @@ class _Bounded:
     def __enter__(self):
         ix = self.ix
         ix._lock.acquire()
-        self.saved = (ix._deadline, ix._step_t0, ix._deadline_of)
-        now = time.monotonic()
+        self.saved = (ix._deadline, ix._step_t0, ix._deadline_of, ix._clock)
+        # an absolute deadline (t0 given) is wall-clock (the compile's); a relative one is a
+        # step's: this thread's CPU time, as :meth:`PushdownIndex._begin`
+        clock = time.monotonic if self.t0 is not None else time.thread_time
+        now = clock()
         if self.deadline is None:
             ix._deadline = float("inf")
         else:
             ix._deadline = self.deadline if self.t0 is not None else now + self.deadline
         ix._step_t0 = now if self.t0 is None else self.t0
         ix._deadline_of = (self.name, self.limit)
+        ix._clock = clock
         return ix
 
     def __exit__(self, *exc) -> None:
         ix = self.ix
-        ix._deadline, ix._step_t0, ix._deadline_of = self.saved
+        ix._deadline, ix._step_t0, ix._deadline_of, ix._clock = self.saved
         ix._lock.release()
 
 
@@ -2292,7 +2296,9 @@ class PushdownIndex:
         Bytes of cached mask rows kept; beyond it the least recently computed rows are dropped and
         recomputed on their next visit (``-1`` = unlimited).
     step_timeout_s : float
-        Wall-clock limit, seconds, on the lazy work of one step: computing one mask row
+        Limit, seconds of this thread's CPU time (``time.thread_time``: a loaded machine, other
+        threads holding the GIL or this grammar's lock do not count), on the lazy work of one
+        step: computing one mask row
         (:meth:`fill_row`, :meth:`n_allowed`, each row of :meth:`slots` / :meth:`fill_rows`) or the
         transitions one :meth:`step_bytes` / :meth:`next_state` call first needs. Past it the step
         raises :class:`CompileLimitError` (``step_timeout_s``): a highly ambiguous grammar whose
@@ -2301,8 +2307,7 @@ class PushdownIndex:
         where it would stall every request. ``<= 0``: no limit. The work done before the limit is
         kept (configurations, closures and table rows are interned whole or not at all), so the
         grammar stays consistent and a later step goes on from there (when each such unit fits in
-        the limit: one that does not is redone, and fails, at every try). Time spent waiting for
-        the lock (another thread's row) is not charged. :meth:`bounded` sets a
+        the limit: one that does not is redone, and fails, at every try). :meth:`bounded` sets a
         caller's deadline instead (the compile's, for the start's mask).
 
     Thread safety: every mutation (new configurations, table rows, mask rows) happens under one lock;
@@ -2320,11 +2325,12 @@ class PushdownIndex:
                  step_timeout_s: float = 0.0) -> None:
         self.gnfa = gnfa
         self.step_timeout_s = float(step_timeout_s)
-        #: the running step's deadline (``time.monotonic()``; inf: no limit), its start and limit's
+        #: the running step's deadline (on :attr:`_clock`; inf: no limit), its start and limit's
         #: name and value; None between steps (:meth:`_begin`, :meth:`_tick`)
         self._deadline: float | None = None
         self._step_t0 = 0.0
         self._deadline_of = ("step_timeout_s", self.step_timeout_s)
+        self._clock = time.thread_time
         self.vocab = vocab
         self.width = (vocab.vocab_size + 31) // 32
         self.max_depth = int(max_depth)
@@ -4262,15 +4268,17 @@ class PushdownIndex:
 
     # -- the step's time limit -----------------------------------------------------------------------
     def _begin(self, t0: float | None = None) -> bool:
-        """Start one step's budget (:attr:`step_timeout_s`) at ``t0`` (default now) unless a step
+        """Start one step's budget (:attr:`step_timeout_s`) at ``t0`` (this thread's CPU time,
+        ``time.thread_time()``; default now) unless a step
         or :meth:`bounded` already runs; True if this call started it (and must end it: set
         :attr:`_deadline` back to None). Caller holds the lock."""
         if self._deadline is not None:
             return False
-        t = time.monotonic() if t0 is None else t0
+        t = time.thread_time() if t0 is None else t0
         lim = self.step_timeout_s
         self._step_t0 = t
         self._deadline_of = ("step_timeout_s", lim)
+        self._clock = time.thread_time
         self._deadline = t + lim if lim > 0 else float("inf")
         return True
 
@@ -4279,10 +4287,10 @@ class PushdownIndex:
         between units of lazy work: a table row's targets, a closure's calls). Caller holds the
         lock."""
         d = self._deadline
-        if d is not None and time.monotonic() > d:
+        if d is not None and self._clock() > d:
             name, lim = self._deadline_of
             raise CompileLimitError(
-                name, round(time.monotonic() - self._step_t0, 3), lim,
+                name, round(self._clock() - self._step_t0, 3), lim,
                 "the first visit of a part of this grammar (a mask row, a transition) took too long "
                 "(a highly ambiguous grammar: configurations of thousands of items); the work done "
                 "so far is kept")
@@ -4433,7 +4441,7 @@ class PushdownIndex:
             nxt = t[state, c]
             if nxt < 0:
                 with self._lock, no_gc():
-                    t1 = time.monotonic()
+                    t1 = time.thread_time()
                     own = self._begin(t1 - spent)
                     try:
                         if self.gnfa._dynamic:
@@ -4444,7 +4452,7 @@ class PushdownIndex:
                     finally:
                         if own:
                             self._deadline = None
-                            spent += time.monotonic() - t1
+                            spent += time.thread_time() - t1
                 t = self._table
             state = int(nxt)
             if state == 0:
