@@ -38,6 +38,7 @@ from structgate.errors import UnsupportedFeatureError
 from structgate.native.json_schema import FORMAT_REGEX, UNASSERTED_FORMATS, schema_to_grammar, schema_to_regex
 from structgate.native.json_schema._formats import FORMAT_MAX_LENGTH
 from structgate.native.json_schema.compiler import _format_checker
+from _matching import accepts
 
 SUITE = Path(__file__).parent / "data" / "jsts" / "draft2020-12" / "optional" / "format"
 LENIENT = CompileOptions(extra={"formats": "lenient"})
@@ -46,11 +47,6 @@ LENIENT = CompileOptions(extra={"formats": "lenient"})
 @pytest.fixture(scope="module")
 def native(llama3_vocab):
     return get_backend("native", llama3_vocab)
-
-
-def _accepts(g, vocab, text: str) -> bool:
-    ids = vocab.encode(text) + [vocab.eos_token_ids[0]]
-    return g.matcher().validate(ids) == len(ids)
 
 
 def _spellings(x) -> set[str]:
@@ -92,7 +88,7 @@ def test_hostname_suite_cases(native, llama3_vocab):
     left_out = []
     for _, t in _suite("hostname"):
         for text in _spellings(t["data"]):
-            got = _accepts(g, llama3_vocab, text)
+            got = accepts(g, llama3_vocab, text)
             if not t["valid"]:
                 assert not got, (t["description"], text)
             elif not got:
@@ -122,7 +118,7 @@ def test_hostname_253_characters(native, llama3_vocab, width):
     for n in (252, 253, 254, 255):
         s = _names(n, width)
         assert len(s) == n and _hostname_oracle(s) is (n <= 253), (n, s)
-        assert _accepts(g, llama3_vocab, json.dumps(s)) is (n <= 253), (width, n)
+        assert accepts(g, llama3_vocab, json.dumps(s)) is (n <= 253), (width, n)
 
 
 @pytest.mark.parametrize("extra", [
@@ -142,7 +138,7 @@ def test_hostname_bound_with_other_keywords(native, llama3_vocab, extra):
     for x in cands:
         want = (_hostname_oracle(x) if isinstance(x, str) else True) and rest.is_valid(x)
         n_ok += want
-        assert _accepts(g, llama3_vocab, json.dumps(x)) is want, (schema, x)
+        assert accepts(g, llama3_vocab, json.dumps(x)) is want, (schema, x)
     assert n_ok >= 2
 
 
@@ -154,7 +150,7 @@ def test_reserved_labels_are_left_out(native, llama3_vocab):
     for s, want in [("xn--abc", False), ("XN--aa---o47jg78q", False), ("a.ab--cd.com", False), ("ab--c", False),
                     ("xn--9n2bp8q.xn--9t4b11yi5a", False), ("a--b.com", True), ("abc--d", True), ("ab-c.x-y", True),
                     ("a-b--c", True), ("ab---", False), ("ab-", False), ("abcd", True), ("ab-d", True)]:
-        assert _accepts(g, llama3_vocab, json.dumps(s)) is want, s
+        assert accepts(g, llama3_vocab, json.dumps(s)) is want, s
         assert (rx.fullmatch(json.dumps(s)) is not None) is want, s
         if want:
             assert _hostname_oracle(s), s
@@ -186,7 +182,7 @@ def test_hostname_is_idna_on_random_ascii_names(native, llama3_vocab):
     for s in samples:
         want = _hostname_oracle(s)
         n_ok += want
-        assert _accepts(g, llama3_vocab, json.dumps(s)) is want, s
+        assert accepts(g, llama3_vocab, json.dumps(s)) is want, s
         assert check.conforms(s, "hostname") is want, s
     assert 50 < n_ok < len(samples) - 50
 
@@ -200,7 +196,7 @@ def test_lenient_hostname_stays_an_annotation(llama3_vocab):
     be = get_backend("native", llama3_vocab, formats="lenient")
     g = be.compile(Constraint.json_schema({"format": "hostname"}))
     for s in ("xn--X", _names(300, 63), "-x"):
-        assert _accepts(g, llama3_vocab, json.dumps(s)), s
+        assert accepts(g, llama3_vocab, json.dumps(s)), s
 
 
 # -- the formats native refuses -----------------------------------------------------------------------
@@ -240,7 +236,7 @@ def test_unasserted_formats_beside_no_string_compile_exactly(native, llama3_voca
         g = native.compile(Constraint.json_schema(schema))
         v = jsonschema.Draft202012Validator(schema)
         for t in texts:
-            assert _accepts(g, llama3_vocab, t) is v.is_valid(json.loads(t)), (schema, t)
+            assert accepts(g, llama3_vocab, t) is v.is_valid(json.loads(t)), (schema, t)
 
 
 @pytest.mark.parametrize("other", ["hostname", "email", "date"])
@@ -266,7 +262,7 @@ def test_suite_files_of_unasserted_formats(native, llama3_vocab, fmt, suite):
             native.compile(Constraint.json_schema(schema))
         g = lenient.compile(Constraint.json_schema(schema))
         for text in _spellings(t["data"]):
-            assert _accepts(g, llama3_vocab, text), (t["description"], text)
+            assert accepts(g, llama3_vocab, text), (t["description"], text)
             n += 1
     assert n >= 8
 
@@ -276,7 +272,7 @@ def test_unknown_formats_stay_annotations(native, llama3_vocab):
     there: exact), as the suite's ``unknown`` case and MaskBench's ``int32``/``url``/... have it."""
     for fmt in ("unknown", "int32", "url"):
         g = native.compile(Constraint.json_schema({"type": "string", "format": fmt}))
-        assert _accepts(g, llama3_vocab, '"anything at all"') and not _accepts(g, llama3_vocab, "1")
+        assert accepts(g, llama3_vocab, '"anything at all"') and not accepts(g, llama3_vocab, "1")
 
 
 def test_format_checker_refuses_strings_of_unasserted_formats():

@@ -28,6 +28,7 @@ from structgate.native.json_schema import FORMAT_REGEX, schema_to_regex
 from structgate.native.json_schema._automata import from_ast, trim
 from structgate.native.json_schema._formats import ENCODED_FORMATS
 from structgate.native.regex.parser import parse_regex
+from _matching import accepts
 
 SUITE = Path(__file__).parent / "data" / "jsts" / "draft2020-12" / "optional" / "format"
 NEW = ("ipv6", "duration", "json-pointer", "relative-json-pointer", "uri-template", "iri", "iri-reference")
@@ -37,11 +38,6 @@ CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 @pytest.fixture(scope="module")
 def native(llama3_vocab):
     return get_backend("native", llama3_vocab)
-
-
-def _accepts(g, vocab, text: str) -> bool:
-    ids = vocab.encode(text) + [vocab.eos_token_ids[0]]
-    return g.matcher().validate(ids) == len(ids)
 
 
 def _suite_cases(fmt: str):
@@ -62,7 +58,7 @@ def test_suite_cases(native, llama3_vocab, fmt):
             compiled[key] = native.compile(Constraint.json_schema(schema))
         g = compiled[key]
         for text in {json.dumps(t["data"]), json.dumps(t["data"], ensure_ascii=False)}:
-            assert _accepts(g, llama3_vocab, text) is t["valid"], (fmt, t["description"], text)
+            assert accepts(g, llama3_vocab, text) is t["valid"], (fmt, t["description"], text)
             n += 1
     assert n >= 20
 
@@ -96,7 +92,7 @@ def test_ipv6_is_pythons_ipaddress(native, llama3_vocab):
         want = CHECKER.conforms(s, "ipv6")
         n_valid += want
         assert bool(rx.fullmatch(s)) is want, s
-        assert _accepts(g, llama3_vocab, json.dumps(s)) is want, s
+        assert accepts(g, llama3_vocab, json.dumps(s)) is want, s
     assert 100 < n_valid < len(strings) - 100
 
 
@@ -239,12 +235,12 @@ def test_formats_are_their_abnf(native, llama3_vocab, fmt):
         n_valid += want
         assert bool(rx.fullmatch(s)) is want, (fmt, s)
         for text in {json.dumps(s), json.dumps(s, ensure_ascii=False)}:
-            assert _accepts(g_plain, llama3_vocab, text) is want, (fmt, text)
+            assert accepts(g_plain, llama3_vocab, text) is want, (fmt, text)
             assert (rx_plain.fullmatch(text) is not None) is want, (fmt, text)
         for g, keep in ((g_bounded, want and 2 <= len(s) <= 7), (g_excluded, want and s not in ("/a~0", "P1D"))):
-            assert _accepts(g, llama3_vocab, json.dumps(s, ensure_ascii=False)) is keep, (fmt, s)
+            assert accepts(g, llama3_vocab, json.dumps(s, ensure_ascii=False)) is keep, (fmt, s)
             if not keep:
-                assert not _accepts(g, llama3_vocab, json.dumps(s)), (fmt, s)
+                assert not accepts(g, llama3_vocab, json.dumps(s)), (fmt, s)
     assert n_valid >= 20, (fmt, n_valid)
 
 
@@ -254,7 +250,7 @@ def test_encoded_formats_never_write_invalid_json(native, llama3_vocab, fmt, raw
     """A ``"`` or ``\\`` of the format's alphabet is escaped in the JSON text: raw, it is not JSON."""
     with pytest.raises(json.JSONDecodeError):
         json.loads(raw)
-    assert not _accepts(native.compile(Constraint.json_schema({"format": fmt})), llama3_vocab, raw)
+    assert not accepts(native.compile(Constraint.json_schema({"format": fmt})), llama3_vocab, raw)
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMAT_REGEX))
@@ -300,9 +296,9 @@ def test_enum_values_outside_the_format_are_left_out(native, llama3_vocab, fmt):
         regex = re.compile(schema_to_regex(schema))
         for x in _VALUES:
             text = json.dumps(wrap(x))
-            assert _accepts(g, llama3_vocab, text) is (x in keep), (fmt, schema, x)
+            assert accepts(g, llama3_vocab, text) is (x in keep), (fmt, schema, x)
             assert (regex.fullmatch(text) is not None) is (x in keep), (fmt, x)
-    assert _accepts(native.compile(Constraint.json_schema({"format": fmt, "enum": _VALUES + [7]})), llama3_vocab, "7")
+    assert accepts(native.compile(Constraint.json_schema({"format": fmt, "enum": _VALUES + [7]})), llama3_vocab, "7")
     with pytest.raises(InvalidConstraintError):
         native.compile(Constraint.json_schema({"format": fmt, "const": drop[0]}))
 
@@ -311,6 +307,6 @@ def test_lenient_formats_keep_their_enum_values(llama3_vocab):
     """``formats: "lenient"`` leaves ``uri`` an annotation, for its ``enum`` values too."""
     be = get_backend("native", llama3_vocab, formats="lenient")
     g = be.compile(Constraint.json_schema({"format": "uri", "enum": ["x", "a:b"]}))
-    assert _accepts(g, llama3_vocab, '"x"') and _accepts(g, llama3_vocab, '"a:b"')
+    assert accepts(g, llama3_vocab, '"x"') and accepts(g, llama3_vocab, '"a:b"')
     g = be.compile(Constraint.json_schema({"format": "date", "enum": ["x", "2020-01-01"]}))
-    assert not _accepts(g, llama3_vocab, '"x"') and _accepts(g, llama3_vocab, '"2020-01-01"')
+    assert not accepts(g, llama3_vocab, '"x"') and accepts(g, llama3_vocab, '"2020-01-01"')

@@ -202,7 +202,7 @@ def test_waiting_for_the_lock_is_not_charged(llama3_vocab):
 
 def test_grouped_sweep_gives_the_same_rows(llama3_vocab, monkeypatch):
     """Configurations of many items sweep over groups of items with the same class intervals
-    (``PushdownIndex._sweep_groups``: a 200,000-word alternation's first row took 1-2 s with one
+    (``PushdownIndex._sweep``: a 200,000-word alternation's first row took 1-2 s with one
     bit per item). Oracle: the per-item sweep (the group threshold raised past every row), masks
     along seeded walks of grammars whose rows have hundreds of items."""
     rnd = random.Random(7)

@@ -3225,11 +3225,9 @@ class PushdownIndex:
     def _compute_row(self, c: int) -> None:
         """Fill ``table[c]`` (every class) with the configurations reached by one byte.
 
-        A sweep over the class intervals of the configuration's items: item ``i`` is bit ``i`` of
-        an int, flipped at both ends of each of its intervals, so the running XOR between two cut
-        points is the set of items that take the classes there; each distinct set's target (the
-        union of the items' successor closures) is interned once per set of items
-        (``_union_memo``)."""
+        One item: its intervals take its target. Several: a sweep over the class intervals of the
+        items (:meth:`_sweep`); each distinct set's target (the union of the items' successor
+        closures) is interned once per set of items (``_union_memo``)."""
         items = self._cfg_keys[c]
         it = next(iter(items)) if len(items) == 1 else -1
         if it >= 0 and it % self._N != self._ACCEPT:
@@ -3247,34 +3245,18 @@ class PushdownIndex:
             it, ivs = pairs[0]
             tid = self._target(it)
             runs = [(a, b, tid) for a, b in ivs]
-        elif len(pairs) > self._GROUP_PAIRS:
-            runs = self._sweep_groups(pairs)
         elif pairs:
-            marks: dict[int, int] = {}
-            its: list[int] = []
-            for it, ivs in pairs:
-                bit = 1 << len(its)
-                its.append(it)
-                for a, b in ivs:
-                    marks[a] = marks.get(a, 0) ^ bit
-                    marks[b] = marks.get(b, 0) ^ bit
-            target = self._target
-            local: dict[int, int] = {}
-            pts = sorted(marks)
-            cur = 0
-            runs = []
-            for j in range(len(pts) - 1):
-                cur ^= marks[pts[j]]
-                if not cur:
-                    continue
-                tid = local.get(cur)
-                if tid is None:
-                    if cur & (cur - 1) == 0:  # one item: the memo is keyed by the item itself
-                        fa = its[cur.bit_length() - 1]
+            if len(pairs) > self._GROUP_PAIRS:  # many items: grouped by their class intervals
+                groups: dict[tuple, list[int]] = {}
+                for it, ivs in pairs:
+                    g = groups.get(ivs)
+                    if g is None:
+                        groups[ivs] = [it]
                     else:
-                        fa = frozenset([its[i] for i in range(cur.bit_length()) if cur >> i & 1])
-                    tid = local[cur] = target(fa)
-                runs.append((pts[j], pts[j + 1], tid))
+                        g.append(it)
+                runs = self._sweep(groups.items())
+            else:
+                runs = self._sweep([(ivs, (it,)) for it, ivs in pairs])
         else:
             runs = []
         if len(runs) <= self._ROW_SLICES:
@@ -3291,27 +3273,23 @@ class PushdownIndex:
             self._partial.discard(c)
 
     #: rows of more byte-consuming items than this sweep over groups of items with the same class
-    #: intervals (:meth:`_sweep_groups`)
+    #: intervals (:meth:`_sweep`)
     _GROUP_PAIRS = 32
 
-    def _sweep_groups(self, pairs: list) -> list:
-        """:meth:`_compute_row`'s sweep for many items: the items are grouped by their class
-        intervals first, and a bit stands for a group. With one bit per item, a configuration of
-        ``n`` items (``root ::= "x" (w1 | ... | wn)``: one item per word) made each flip and each
-        set's extraction an ``n``-bit operation, ``O(n^2)`` in all (a 200,000-word alternation:
-        ~1-2 s for one row, between two checks of the step's deadline); most of a large
-        configuration's items share their intervals (a word's first letter, a string's characters).
-        Returns the row's runs ``[(first class, end class, target), ...]``."""
-        groups: dict[tuple, list[int]] = {}
-        for it, ivs in pairs:
-            g = groups.get(ivs)
-            if g is None:
-                groups[ivs] = [it]
-            else:
-                g.append(it)
+    def _sweep(self, groups) -> list:
+        """:meth:`_compute_row`'s sweep over ``groups``, ``(class intervals, items)`` pairs: group
+        ``i`` is bit ``i`` of an int, flipped at both ends of each of its intervals, so the running
+        XOR between two cut points is the set of groups whose items take the classes there; each
+        distinct set's target is interned once per set of items. Rows of more than
+        :attr:`_GROUP_PAIRS` items group the items with the same intervals first: with one bit per
+        item, a configuration of ``n`` items (``root ::= "x" (w1 | ... | wn)``: one item per word)
+        made each flip and each set's extraction an ``n``-bit operation, ``O(n^2)`` in all (a
+        200,000-word alternation: ~1-2 s for one row, between two checks of the step's deadline),
+        and most of a large configuration's items share their intervals (a word's first letter, a
+        string's characters). Returns the row's runs ``[(first class, end class, target), ...]``."""
         marks: dict[int, int] = {}
-        its: list[list[int]] = []
-        for ivs, g in groups.items():
+        its: list = []
+        for ivs, g in groups:
             bit = 1 << len(its)
             its.append(g)
             for a, b in ivs:
