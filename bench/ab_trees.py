@@ -48,6 +48,19 @@ def _load(root: Path, tokenizer: str, corpus: str | None):
         vocab = _vocab.load_bench_vocabulary(tokenizer)
         opts = {"threads": 1, "whitespace": "flexible", "additional_properties": True}
         be = _make_backend("native", vocab, opts)
+        # every engine module now, so the module table is whole: a module the compiler imports
+        # lazily (``from ._overlap import ...`` inside a function) would otherwise be imported by
+        # whichever side first needs it and then served to the other side from ``sys.modules``
+        import importlib
+        import pkgutil
+
+        import structgate.native as native
+
+        for m in pkgutil.walk_packages(native.__path__, "structgate.native."):
+            try:
+                importlib.import_module(m.name)
+            except Exception:  # noqa: BLE001 - an optional frontend's dependency missing: not used
+                pass
         items = load_maskbench(corpus) if corpus else None
     finally:
         del sys.path[:2]

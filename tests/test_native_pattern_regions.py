@@ -64,18 +64,28 @@ def test_every_key_gets_the_patterns_it_matches(native, vocab, pp, props):
     assert n_valid > 0
 
 
-def test_more_overlapping_patterns_than_regions_stay_sound(native, vocab):
-    """Past ``MAX_PATTERN_REGIONS`` partially overlapping patterns, their keys are left out as
-    before: nothing invalid is accepted."""
+def test_more_overlapping_patterns_than_regions_is_a_typed_error(native, vocab):
+    """Past ``max_pattern_regions`` (6) partially overlapping patterns (``2**n - 1`` key regions)
+    the schema is refused: ``CompileLimitError("max_pattern_regions")`` (their keys used to be
+    left out silently: ``{"ab": 1}`` is valid and was rejected). Raising the limit makes it exact."""
+    from structgate.errors import CompileLimitError
+
     pp = {f"{c}": {"type": "integer", "minimum": i} for i, c in enumerate("abcdefg")}
     schema = {"type": "object", "patternProperties": pp}
-    g = native.compile(Constraint("json_schema", json.dumps(schema)))
+    with pytest.raises(CompileLimitError) as e:
+        native.compile(Constraint("json_schema", json.dumps(schema)))
+    assert e.value.limit_name == "max_pattern_regions" and (e.value.given, e.value.limit) == (7, 6)
+    assert "max_pattern_regions" in str(e.value) and "patternProperties" in str(e.value)
+    wide = get_backend("native", vocab, additional_properties=True, extra={"max_pattern_regions": 7})
+    g = wide.compile(Constraint("json_schema", json.dumps(schema)))
     val = jsonschema.Draft202012Validator(schema)
-    for k in ["ab", "abc", "gf", "x", "a"]:
-        for v in [0, 3, 9, "s"]:
+    n_valid = 0
+    for k in ["ab", "abc", "gf", "x", "a", "abcdefg", "gx"]:
+        for v in [0, 3, 6, 9, "s"]:
             inst = {k: v}
-            if accepts(g, vocab, json.dumps(inst)):
-                assert val.is_valid(inst), inst
+            n_valid += val.is_valid(inst)
+            assert accepts(g, vocab, json.dumps(inst)) == val.is_valid(inst), inst
+    assert n_valid > 5
 
 
 def test_undecidable_overlap_of_a_search_pattern_is_a_typed_error(native, vocab, monkeypatch):

@@ -39,6 +39,10 @@ MAX_REF_NESTING = 100
 #: counted members/items) before ``CompileLimitError("max_product_states")``
 #: (``CompileOptions.extra["max_product_states"]``)
 DEFAULT_MAX_PRODUCT_STATES = 10_000
+#: most ``patternProperties`` patterns whose keys overlap other patterns' partially (split into
+#: ``2**n - 1`` key regions, one product automaton each) before ``CompileLimitError(
+#: "max_pattern_regions")`` (``CompileOptions.extra["max_pattern_regions"]``)
+DEFAULT_MAX_PATTERN_REGIONS = 6
 #: an automaton whose eliminated regex text is longer than this (characters) is written as
 #: right-linear rules in grammar mode (``CompileOptions.extra["automaton_inline_max_chars"]``)
 DEFAULT_AUTOMATON_INLINE_MAX_CHARS = 4_000

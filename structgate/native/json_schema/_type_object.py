@@ -27,38 +27,33 @@ class ObjectMixin:
         """The extra members a ``patternProperties`` object may have: ``key : value`` for the keys
         of each pattern, the value being the ``allOf`` of exactly the patterns that key matches.
 
-        Pattern key languages are compared pairwise (:func:`._overlap.relation` on their DFAs):
-        for pattern *p*, a pattern *q* whose keys are disjoint from *p*'s never applies to them,
-        one whose keys contain all of *p*'s always does (its schema joins the ``allOf``). If some
-        *q* shares only part of *p*'s keys (its keys lie strictly inside *p*'s, or the two overlap
-        partially), *p*'s keys fall into classes that need different schemas: the keys only such
-        patterns match are split into regions by product automata (:meth:`_pattern_regions`; a
-        *q* inside *p* still generates its own keys, with both schemas). So a key is given the
-        ``allOf`` of exactly the patterns it matches (past :attr:`MAX_PATTERN_REGIONS` such
-        patterns their keys are left out: sound). An
-        undecided comparison (automata too large) raises ``UnsupportedFeatureError``. A pattern
-        that may match listed property names generates its keys without those names (its automaton
-        times their complement, :meth:`_pattern_keys`); where that product is over
-        ``max_product_states`` or the value does not compile, its keys are not generated (sound:
-        extra keys are optional). Keys matched by no pattern are not generated here (see
-        :meth:`object`)."""
-        from ._overlap import relation
+        Pattern key languages are compared pairwise (:class:`._overlap.Relations` on their DFAs,
+        each built once): for pattern *p*, a pattern *q* whose keys are disjoint from *p*'s never
+        applies to them, one whose keys contain all of *p*'s always does (its schema joins the
+        ``allOf``). If some *q* shares only part of *p*'s keys (its keys lie strictly inside
+        *p*'s, or the two overlap partially), *p*'s keys fall into classes that need different
+        schemas: the keys only such patterns match are split into regions by product automata
+        (:meth:`_pattern_regions`; a *q* inside *p* still generates its own keys, with both
+        schemas). So a key is given the ``allOf`` of exactly the patterns it matches. An undecided
+        comparison (automata too large) raises ``UnsupportedFeatureError``; more than
+        ``max_pattern_regions`` such patterns, or a region's product automaton over
+        ``max_product_states``, raise ``CompileLimitError``; a value native cannot compile raises
+        its typed error. A pattern that may match listed property names generates its keys
+        without those names (its automaton times their complement, :meth:`_pattern_keys`). Keys
+        matched by no pattern are not generated here (see :meth:`object`). Nothing is left out
+        silently: every key is generated exactly, or the schema is refused."""
+        from ._overlap import Relations
 
         live = [p for p, kr in pkeys.items() if kr is not None]
+        relation = Relations(pkeys)
         alts: list[str] = []
         skipped: list[str] = []
         for p in live:
-            key = pkeys[p]
-            taken = [k for k in names if p in matching(k)]
-            if taken:
-                key = self._pattern_keys([p], [], taken, where)
-                if key is None:
-                    continue
             group, skip = [p], False
             for q in live:
                 if q == p:
                     continue
-                rel = relation(pkeys[p], pkeys[q])
+                rel = relation(p, q)
                 if rel in ("subset", "equal"):
                     group.append(q)
                 elif rel in ("superset", "overlap"):
@@ -70,22 +65,19 @@ class ObjectMixin:
             if skip:
                 skipped.append(p)
                 continue
+            key = pkeys[p]
+            taken = [k for k in names if p in matching(k)]
+            if taken:
+                key = self._pattern_keys([p], [], taken, where)
+                if key is None:
+                    continue  # no key but the listed names (exact)
             subs = [pprops[x] for x in group]
-            try:
-                v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", p))
-            except (UnsupportedFeatureError, CompileLimitError):
-                if not taken:
-                    raise
-                continue  # keys left out before: a value native cannot compile leaves them out again
+            v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", p))
             if v is not None:  # an unsatisfiable combination: those keys can never appear (exact)
                 alts.append(f"{key}{self.colon}{v}")
         if skipped:
             alts.extend(self._pattern_regions(skipped, live, pprops, matching, names, where))
         return alt(alts)
-
-    #: at most this many patterns that overlap others partially are split into their key regions
-    #: (``2**n - 1`` product automata); past it their keys are left out as before (sound)
-    MAX_PATTERN_REGIONS = 6
 
     def _pattern_regions(self, skipped, live, pprops, matching, names, where) -> list[str]:
         """``key : value`` alternatives for the keys that only ``skipped`` patterns match (those
@@ -94,10 +86,25 @@ class ObjectMixin:
         (:meth:`_pattern_keys`, listed names left out), with the ``allOf`` of ``T``'s schemas. A
         key matched by a pattern that was not skipped is generated by that pattern's own entry
         (every pattern matching it contains it), so together every key gets the ``allOf`` of
-        exactly the patterns it matches. An unsatisfiable ``allOf`` leaves its region out (no
-        such key can appear: exact); a value native cannot compile raises its typed error."""
-        if len(skipped) > self.MAX_PATTERN_REGIONS:
-            return []
+        exactly the patterns it matches. An empty region or an unsatisfiable ``allOf`` leaves its
+        region out (no such key can appear: exact); a value native cannot compile raises its
+        typed error, a product automaton over ``max_product_states`` (checked as it grows, so
+        reaching it costs one bounded product) ``CompileLimitError``.
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_pattern_regions``: more than that many ``skipped`` patterns (``2**n - 1``
+            regions); ``max_product_states``: a region's automaton.
+        """
+        cap = self.max_pattern_regions  # (_common.DEFAULT_MAX_PATTERN_REGIONS)
+        if len(skipped) > cap:
+            raise CompileLimitError(
+                "max_pattern_regions", len(skipped), cap,
+                f"patternProperties at {where or 'the root'}: {len(skipped)} patterns whose keys overlap other "
+                f"patterns' partially ({', '.join(map(repr, skipped[:8]))}{', ...' if len(skipped) > 8 else ''}) "
+                f"split into up to 2**{len(skipped)} - 1 key regions; raise "
+                "CompileOptions.extra['max_pattern_regions'] or simplify the schema")
         out: list[str] = []
         matched = {k: set(matching(k)) for k in names}  # (once: matching runs every pattern on k)
         for bits in range(1, 1 << len(skipped)):
@@ -113,32 +120,54 @@ class ObjectMixin:
                 out.append(f"{key}{self.colon}{v}")
         return out
 
+    def _pattern_automaton(self, pattern: str, upper: bool, where: str) -> CPDFA:
+        """The code-point automaton of a ``patternProperties`` pattern's keys (``upper=False``:
+        what both ECMA-262 and Python's ``re`` match; ``upper``: what either does), memoised per
+        compile (the ``2**n - 1`` region products of ``n`` patterns reuse them). Not minimised
+        here: that cost ~17 ms a pattern on MaskBench ``Github_medium---o9819`` for no product
+        it shrank on the subset (the products are trimmed and minimised when emitted).
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_product_states``: the automaton has more states.
+        """
+        memo = self.__dict__.setdefault("_pattern_automata", {})
+        k = (pattern, upper, self.max_product_states)
+        if k not in memo:
+            w = _ptr(where, "patternProperties")
+            memo[k] = from_ast(pattern_ast(parse_pattern(pattern, _ptr(w, pattern), upper=upper), upper=upper),
+                               max_states=self.max_product_states, what=f"patternProperties pattern {pattern!r}",
+                               where=w)
+        return memo[k]
+
     def _pattern_keys(self, pats: list[str], others: list[str], names: list[str], where) -> str | None:
         """JSON text of the keys (canonical spelling, quotes included) that every
         ``patternProperties`` pattern of ``pats`` matches, none of ``others`` matches and that are
         not listed ``names``: the product of the patterns' code-point automata (as both ECMA-262
         and Python's ``re`` read them), the complements of the others' (as either reads them) and
-        the complement of the names. None when no key is left, or when an automaton
-        would exceed ``max_product_states`` or a pattern has no automaton (those keys are then not
-        generated: sound, extra keys are optional)."""
-        cap, what = self.max_product_states, "patternProperties"
+        the complement of the names. None when no key is left (exact).
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_product_states``: an automaton, or the product as it grows (so reaching the
+            bound costs at most that many product states); ``max_regex_size`` (regex mode) as
+            :meth:`_key_text`.
+        UnsupportedFeatureError
+            A pattern construct the automata do not support.
+        """
+        cap = self.max_product_states
         w = _ptr(where, "patternProperties")
-
-        def auto(p, upper=False):
-            # lower: what both ECMA-262 and Python's re match; upper: what either does (so a key
-            # outside an upper automaton is one jsonschema's reading does not match either)
-            return from_ast(pattern_ast(parse_pattern(p, _ptr(w, p), upper=upper), upper=upper), max_states=cap,
-                            what=what, where=w)
-
-        try:
-            d = length_dfa(0, None)
-            for pat in pats:
-                d = product(d, auto(pat), max_states=cap, what=what, where=w)
-            for pat in others:
-                d = product(d, complement(auto(pat, upper=True)), max_states=cap, what=what, where=w)
-            return self._key_text(d, names, what, w)
-        except (CompileLimitError, UnsupportedFeatureError):
-            return None
+        which = " and ".join(map(repr, pats)) if pats else "no pattern"
+        what = (f"patternProperties keys matched by {which}" + (f" and none of {len(others)} other pattern(s)"
+                                                                  if others else ""))
+        d = length_dfa(0, None)
+        for pat in pats:
+            d = product(d, self._pattern_automaton(pat, False, where), max_states=cap, what=what, where=w)
+        for pat in others:
+            d = product(d, complement(self._pattern_automaton(pat, True, where)), max_states=cap, what=what, where=w)
+        return self._key_text(d, names, what, w)
 
     def object(self, schema, where):
         for kw in ("patternProperties", "propertyNames", "dependentSchemas", "unevaluatedProperties",
@@ -298,17 +327,14 @@ class ObjectMixin:
         extra = None
         if pprops:
             extra = pattern_extra
-            # keys no pattern matches follow additionalProperties (absent: the generation policy);
-            # grammar mode only: as one regex text the complement automaton's spelling is kilobytes
-            # (regex mode leaves those keys out, sound)
+            # keys no pattern matches follow additionalProperties (absent: the generation policy):
+            # the complement of every pattern's keys (and the names). In regex mode its spelling
+            # is often kilobytes: past max_regex_size a CompileLimitError, as a value native
+            # cannot compile raises its typed error (as without patternProperties)
             rest = addl if has_addl else bool(self.opt.additional_properties)
-            key = self._pattern_keys([], list(pprops), names, where) \
-                if rest is not False and pn_key is None and self.grammar else None
+            key = self._pattern_keys([], list(pprops), names, where) if rest is not False else None
             if key is not None:
-                try:  # (as for a pattern's keys: if their value does not compile, they stay out)
-                    v = self.value(rest, _ptr(where, "additionalProperties"))
-                except (UnsupportedFeatureError, CompileLimitError):
-                    v = None
+                v = self.value(rest, _ptr(where, "additionalProperties"))
                 if v is not None:
                     extra = alt([extra, f"{key}{self.colon}{v}"])
         elif extra_v is not None:

@@ -32,7 +32,7 @@ from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
 from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS, _with_twins,
-                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
+                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
                       DEFAULT_REGEX_UNROLL_DEPTH,
                       DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
                       REPEAT_COUNT_KW, TYPES,
@@ -347,6 +347,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         self.max_size = int(options.extra.get("max_regex_size", DEFAULT_MAX_REGEX_SIZE))
         #: product automata (:mod:`._automata`): state bound, inline-text bound, texts by key
         self.max_product_states = int(options.extra.get("max_product_states", DEFAULT_MAX_PRODUCT_STATES))
+        #: ``patternProperties`` key regions: most partially overlapping patterns (``2**n - 1`` regions)
+        self.max_pattern_regions = int(options.extra.get("max_pattern_regions", DEFAULT_MAX_PATTERN_REGIONS))
         self.automaton_inline_max = int(options.extra.get("automaton_inline_max_chars",
                                                           DEFAULT_AUTOMATON_INLINE_MAX_CHARS))
         self.max_automaton_rules = int(options.extra.get("max_automaton_rules", DEFAULT_MAX_AUTOMATON_RULES))
