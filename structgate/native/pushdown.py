@@ -2302,9 +2302,9 @@ class PushdownIndex:
         (:meth:`fill_row`, :meth:`n_allowed`, each row of :meth:`slots` / :meth:`fill_rows`) or the
         transitions one :meth:`step_bytes` / :meth:`next_state` call first needs. Past it the step
         raises :class:`CompileLimitError` (``step_timeout_s``): a highly ambiguous grammar whose
-        configurations hold thousands of items can take minutes for one mask
-        (``bench/data/slow_first_mask.gbnf``: 139 s), and a fill runs in the serving engine's step,
-        where it would stall every request. ``<= 0``: no limit. The work done before the limit is
+        configurations hold thousands of items can take a minute for one mask
+        (``bench/data/slow_first_mask.gbnf``: 52 s at ``c49269d``), and a fill runs in the
+        serving engine's step, where it would stall every request. ``<= 0``: no limit. The work done before the limit is
         kept (configurations, closures and table rows are interned whole or not at all), so the
         grammar stays consistent and a later step goes on from there (when each such unit fits in
         the limit: one that does not is redone, and fails, at every try). :meth:`bounded` sets a
