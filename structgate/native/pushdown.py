@@ -2247,32 +2247,44 @@ class _Bounded:
     __slots__ = ("ix", "deadline", "name", "limit", "t0", "saved")
 
     def __init__(self, ix: "PushdownIndex", deadline: float | None, name: str, limit: float,
-                 t0: float | None) -> None:
-        # deadline None: no limit; t0 None: the block's limit starts once the lock is held
-        # (deadline then relative: seconds)
+                 t0: float) -> None:
+        # deadline and t0 on time.monotonic (a wall-clock deadline: the compile's); None: no limit
         self.ix, self.deadline, self.name, self.limit, self.t0 = ix, deadline, name, limit, t0
 
     def __enter__(self):
         ix = self.ix
         ix._lock.acquire()
         self.saved = (ix._deadline, ix._step_t0, ix._deadline_of, ix._clock)
-        # an absolute deadline (t0 given) is wall-clock (the compile's); a relative one is a
-        # step's: this thread's CPU time, as :meth:`PushdownIndex._begin`
-        clock = time.monotonic if self.t0 is not None else time.thread_time
-        now = clock()
-        if self.deadline is None:
-            ix._deadline = float("inf")
-        else:
-            ix._deadline = self.deadline if self.t0 is not None else now + self.deadline
-        ix._step_t0 = now if self.t0 is None else self.t0
+        ix._deadline = float("inf") if self.deadline is None else self.deadline
+        ix._step_t0 = self.t0
         ix._deadline_of = (self.name, self.limit)
-        ix._clock = clock
+        ix._clock = time.monotonic
         return ix
 
     def __exit__(self, *exc) -> None:
         ix = self.ix
         ix._deadline, ix._step_t0, ix._deadline_of, ix._clock = self.saved
         ix._lock.release()
+
+
+class _OneStep:
+    """:meth:`PushdownIndex.one_step`: the index's lock held and one step's budget
+    (:meth:`PushdownIndex._begin`) open for a block."""
+
+    __slots__ = ("ix", "own")
+
+    def __init__(self, ix: "PushdownIndex") -> None:
+        self.ix = ix
+
+    def __enter__(self):
+        self.ix._lock.acquire()
+        self.own = self.ix._begin()
+        return self.ix
+
+    def __exit__(self, *exc) -> None:
+        if self.own:
+            self.ix._deadline = None
+        self.ix._lock.release()
 
 
 class PushdownIndex:
@@ -4295,8 +4307,7 @@ class PushdownIndex:
         """A context in which several calls (the rows and transitions of
         :meth:`NativeMatcher.forced_tokens`' chain) share one step's :attr:`step_timeout_s`.
         Holds the lock throughout."""
-        lim = self.step_timeout_s
-        return _Bounded(self, lim if lim > 0 else None, "step_timeout_s", lim, None)
+        return _OneStep(self)
 
     def _slot_of(self, state: int) -> int:
         if state == TERMINATED:
