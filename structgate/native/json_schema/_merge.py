@@ -149,6 +149,16 @@ class MergeMixin:
                                                        or any(s.get(_MULT_INT) for s, _ in parts)):
                 m[_MULT_INT] = True
         anyofs = [s["anyOf"] for s, _ in parts if "anyOf" in s]
+        # if/then/else: a member's then/else apply under its own if only, and an if without them
+        # constrains nothing (2020-12 Core §10.2.2), so members' conditionals are never combined
+        # across members (an if of one with the then of another); one member's conditional is kept
+        # as it is, several become one anyOf each (both branches of one are disjoint: exact)
+        conds = [(s, w) for s, w in parts if "if" in s and ("then" in s or "else" in s)]
+        if len(conds) == 1:
+            s, _ = conds[0]
+            m.update({k: s[k] for k in ("if", "then", "else") if k in s})
+        elif conds:
+            anyofs.extend(self.conditional_branches(s, w) for s, w in conds)
         if len(anyofs) == 1:
             m["anyOf"] = anyofs[0]
         elif anyofs:
@@ -164,7 +174,7 @@ class MergeMixin:
         handled = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
                    "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
                    "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
-                   "pattern", "format", "multipleOf", "anyOf", "oneOf"}
+                   "pattern", "format", "multipleOf", "anyOf", "oneOf", "if", "then", "else"}
         nots = [s["not"] for s, _ in parts if "not" in s]
         if nots:
             m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)

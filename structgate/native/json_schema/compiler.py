@@ -573,18 +573,22 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         return self.typed(schema, where)
 
     def _if_then_else(self, schema, where):
-        """``if``/``then``/``else`` as ``anyOf [allOf [if, then], allOf [not if, else]]`` (the two
-        branches are disjoint, so this is exact); ``UnsupportedFeatureError("if/then/else")`` when
-        ``not if`` has no positive form (:meth:`_negate`)."""
+        """``if``/``then``/``else`` as ``allOf [the other keywords, anyOf`` :meth:`conditional_branches` ``]``."""
+        rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        return {"allOf": [rest, {"anyOf": self.conditional_branches(schema, where)}]}
+
+    def conditional_branches(self, schema, where) -> list:
+        """The ``if``/``then``/``else`` of ``schema`` as the branches ``[allOf [if, then], allOf
+        [not if, else]]`` of an ``anyOf`` (disjoint, so this is exact);
+        ``UnsupportedFeatureError("if/then/else")`` when ``not if`` has no positive form
+        (:meth:`_negate`)."""
         w = _ptr(where, "if")
         cond = schema["if"]
         try:
             self._negate({}, cond, w)
         except UnsupportedFeatureError as e:
             raise UnsupportedFeatureError("if/then/else", f"needs the negation of if ({e.detail})", w) from None
-        rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
-        return {"allOf": [rest, {"anyOf": [{"allOf": [cond, schema.get("then", True)]},
-                                           {"allOf": [{"not": cond}, schema.get("else", True)]}]}]}
+        return [{"allOf": [cond, schema.get("then", True)]}, {"allOf": [{"not": cond}, schema.get("else", True)]}]
 
     def _validator_for(self, schema, where: str = ""):
         """A jsonschema validator of ``schema`` with references resolved in the root document
