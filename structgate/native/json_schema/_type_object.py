@@ -299,8 +299,11 @@ class ObjectMixin:
         if any(v is None and req for _, v, req in listed):
             return None
         # dependentRequired trigger keys are never generated as extras (their dependents were
-        # made required only when the trigger is a listed key)
-        names = [k for k, _, _ in listed] + [a for a in dep_names if a not in props]
+        # made required only when the trigger is a listed key), except a trigger whose dependents
+        # are all required anyway (an empty list, say): it constrains nothing
+        req_set = set(required)
+        names = [k for k, _, _ in listed] + [a for a in dep_names
+                                             if a not in props and not req_set.issuperset(deps[a])]
         listed = [(k, v, req) for k, v, req in listed if v is not None]
         n_req = sum(1 for _, _, req in listed if req)
         mx = self._count(schema, "maxProperties", where) if "maxProperties" in schema else None
