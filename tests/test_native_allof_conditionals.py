@@ -1,6 +1,8 @@
-"""``if``/``then``/``else`` spread over ``allOf`` members (and a ``$ref`` with siblings): a member's
-``then``/``else`` apply under its own ``if`` only, an ``if`` without them constrains nothing, and
-several members' conditionals all hold (JSON Schema 2020-12 Core §10.2.2). Found in the
+"""``if``/``then``/``else`` and ``contains``/``minContains``/``maxContains`` spread over ``allOf``
+members (and a ``$ref`` with siblings): keywords that act together only within one schema object
+never combine across members. A member's ``then``/``else`` apply under its own ``if`` only, an
+``if`` without them constrains nothing, and several members' conditionals all hold (JSON Schema
+2020-12 Core §10.2.2). Found in the
 JSON-Schema-Test-Suite (``if-then-else.json``, "if appears at top level, properties in allOf
 members"): the ``allOf`` merge combined the ``if`` of one member with the ``then`` and ``else`` of
 others, so ``-100`` and ``3`` were rejected though valid. Oracle: ``jsonschema``, every instance
@@ -52,3 +54,25 @@ def test_conditionals_in_allof_members_match_jsonschema(backend, llama3_vocab, s
              if accepts(g, llama3_vocab, t) != check.is_valid(json.loads(t))]
     assert not wrong, f"native disagrees with jsonschema on (text, valid): {wrong}"
     assert any(check.is_valid(json.loads(t)) for t in texts)
+
+
+#: ``minContains``/``maxContains`` count their own member's ``contains`` only; in a member without
+#: one they have no effect (2020-12 Validation §6.4.4-5): merged with another member's ``contains``
+#: they rejected ``[1]`` (minContains 2) and ``[1, 1]`` (maxContains 1), both valid
+CONTAINS = [
+    {"type": "array", "allOf": [{"contains": {"type": "integer"}}, {"minContains": 2}]},
+    {"type": "array", "allOf": [{"contains": {"type": "integer"}}, {"maxContains": 1}]},
+    {"type": "array", "allOf": [{"contains": {"type": "integer"}, "minContains": 2}, {"maxContains": 2}]},
+    {"type": "array", "allOf": [{"contains": {"const": 1}, "minContains": 2}, {"minItems": 1}]},
+]
+ARRAYS = ["[]", "[1]", "[1, 1]", "[1, 2]", "[1, 1, 1]", '["a"]', '[1, "a"]', '["a", 1, 1]']
+
+
+@pytest.mark.parametrize("schema", CONTAINS, ids=[json.dumps(s)[:60] for s in CONTAINS])
+def test_contains_bounds_in_allof_members_match_jsonschema(backend, llama3_vocab, schema):
+    full = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    g = backend.compile(Constraint.json_schema(full))
+    check = jsonschema.Draft202012Validator(full)
+    wrong = [(t, check.is_valid(json.loads(t))) for t in ARRAYS
+             if accepts(g, llama3_vocab, t) != check.is_valid(json.loads(t))]
+    assert not wrong, f"native disagrees with jsonschema on (text, valid): {wrong}"

@@ -117,6 +117,15 @@ class MergeMixin:
         items = [s["items"] for s, _ in parts if "items" in s]
         if items:
             m["items"] = items[0] if len(items) == 1 else {"allOf": items}
+        # contains: minContains/maxContains bound their own member's contains only, and have no
+        # effect in a member without one (2020-12 Validation §6.4.4-5), so they never combine with
+        # another member's contains
+        cont = [(s, w) for s, w in parts if "contains" in s]
+        for s, w in cont[1:]:
+            if any(s.get(k) != cont[0][0].get(k) for k in ("contains", "minContains", "maxContains")):
+                unsup("keyword 'contains' in several allOf members", _ptr(w, "contains"))
+        if cont:
+            m.update({k: cont[0][0][k] for k in ("contains", "minContains", "maxContains") if k in cont[0][0]})
         # strings
         pats = []
         for s, _ in parts:
@@ -174,7 +183,8 @@ class MergeMixin:
         handled = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
                    "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
                    "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
-                   "pattern", "format", "multipleOf", "anyOf", "oneOf", "if", "then", "else"}
+                   "pattern", "format", "multipleOf", "anyOf", "oneOf", "if", "then", "else",
+                   "contains", "minContains", "maxContains"}
         nots = [s["not"] for s, _ in parts if "not" in s]
         if nots:
             m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)
