@@ -231,8 +231,27 @@ def _validator_class(draft: int):
             cls = validators.extend(Draft202012Validator, extra, type_checker=jsonschema.Draft4Validator.TYPE_CHECKER)
         else:
             cls = validators.extend(Draft202012Validator, extra)
+        cls.evolve = _evolve_in_class(cls.evolve)
         cls = _VALIDATOR_CLASSES[draft] = cls
     return cls
+
+
+def _evolve_in_class(evolve):
+    """``evolve`` (which ``descend`` calls for every subschema) keeping the validator's class: the
+    normalised document is in 2020-12 form everywhere, but jsonschema's ``evolve`` switches to the
+    stock class of a subschema's ``$schema`` (a draft-4 resource, or a root's keywords copied into
+    an ``allOf`` member, ``$schema`` included), which reads a normalised ``exclusiveMaximum: 0`` as
+    draft 4 does (no bound without ``maximum``) and drops this class's checks: a break-it found
+    ``{"$schema": draft-04, "maximum": 0, "exclusiveMaximum": true, "anyOf": [{"enum": [1]}]}``
+    accepting ``1``. A subschema's ``$schema`` is dropped before ``evolve`` picks the class."""
+
+    def keep_class(self, **changes):
+        schema = changes.get("schema")
+        if isinstance(schema, dict) and "$schema" in schema:
+            changes["schema"] = {k: v for k, v in schema.items() if k != "$schema"}
+        return evolve(self, **changes)
+
+    return keep_class
 
 
 class _RefusedFormat(Exception):
