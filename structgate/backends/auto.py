@@ -31,6 +31,8 @@ Every other option is passed to each engine unchanged.
 The same object also serves a per-request engine choice (:meth:`AutoBackend.compile_with`): the
 vLLM bridge wraps its engine in :meth:`AutoBackend.wrap` when a request names another engine, so a
 batch may hold matchers of several engines; :meth:`fill_bitmask_batch` hands each engine its own.
+A request that names ``structgate-auto`` itself gets the full chain (the options' ``auto_chain``,
+default :data:`DEFAULT_CHAIN`), with fallback, not the wrapped engine alone.
 """
 from __future__ import annotations
 
@@ -172,6 +174,9 @@ class AutoBackend(Backend):
         self.fallback_on = tuple(fb)
         self._engines: dict[str, Backend] = {}
         self._lock = threading.Lock()
+        #: False for an AutoBackend made by :meth:`wrap` (a chain of one engine: the server's)
+        self._configured = True
+        self._full: AutoBackend | None = None
 
     # -- engines -------------------------------------------------------------------------------
     @classmethod
@@ -188,7 +193,31 @@ class AutoBackend(Backend):
         self.fallback_on = tuple(getattr(_errors, n) for n in DEFAULT_FALLBACK_ON)
         self._engines = {backend.name: backend}
         self._lock = threading.Lock()
+        self._configured = False
+        self._full = None
         return self
+
+    def _full_chain(self) -> "AutoBackend":
+        """What the name ``structgate-auto`` means for this object: itself, or for a :meth:`wrap`
+        (chain of one engine) an AutoBackend configured as ``get_backend("structgate-auto", vocab,
+        **options)`` would be (``auto_chain`` / ``auto_fallback_on`` from the wrapped engine's
+        options, else the defaults), built on first use. It shares this object's engines (the same
+        instances and caches, the wrapped one included).
+
+        Raises
+        ------
+        InvalidConstraintError, BackendNotFoundError
+            A malformed ``auto_chain`` / ``auto_fallback_on`` option (as :class:`AutoBackend`).
+        """
+        if self._configured:
+            return self
+        with self._lock:
+            if self._full is None:
+                full = AutoBackend(self.vocab, **self._engine_options)
+                full._engines = self._engines  # one set of engines (guarded by one lock)
+                full._lock = self._lock
+                self._full = full
+            return self._full
 
     def forget(self, constraint: Constraint) -> None:
         """:meth:`Backend.forget` in every engine of the chain created so far."""
@@ -215,7 +244,7 @@ class AutoBackend(Backend):
 
         key = get_backend_spec(name).name
         if key == self.name:
-            return self
+            return self._full_chain()
         be = self._engines.get(key)
         if be is None:
             with self._lock:
@@ -257,7 +286,9 @@ class AutoBackend(Backend):
         return err
 
     def compile_with(self, name: str, constraint: Constraint) -> AutoCompiledGrammar:
-        """Compile with engine ``name`` only (a per-request choice; no fallback).
+        """Compile with engine ``name`` only (a per-request choice; no fallback), or, for
+        ``structgate-auto`` (alias ``sg-auto``), with the full chain and its fallback
+        (:meth:`_full_chain`: also on a :meth:`wrap`, whose own chain is the wrapped engine alone).
 
         Raises
         ------
@@ -267,8 +298,8 @@ class AutoBackend(Backend):
             From that engine.
         """
         be = self.engine(name)
-        if be is self:
-            return self.compile(constraint)
+        if isinstance(be, AutoBackend):  # structgate-auto: the configured chain
+            return be.compile(constraint)
         return AutoCompiledGrammar(be.compile(constraint), be.name, be)
 
     def validate(self, constraint: Constraint) -> None:

@@ -541,7 +541,17 @@ class StructgateVllmBackend(_VBackend):
     def _compile_with(self, name: str, constraint: Constraint):
         """Compile with engine ``name`` (a per-request choice). The server's backend is wrapped once
         in :class:`~structgate.backends.auto.AutoBackend` (same instance, vocabulary and caches), so
-        one batched bitmask fill serves matchers of several engines."""
+        one batched bitmask fill serves matchers of several engines. ``structgate-auto`` compiles
+        with the full chain (``auto_chain`` of ``$STRUCTGATE_BACKEND_OPTIONS``, default native ->
+        structgate-llguidance -> structgate-xgrammar, the server's engine instance reused), with
+        fallback, as on a ``structgate-auto`` server; any other name compiles with that engine alone.
+
+        Raises
+        ------
+        StructgateError
+            The engine (or every engine of the chain) refuses the constraint; an unknown or
+            uninstalled name.
+        """
         from ..backends.auto import AutoBackend
 
         with self._cache_lock:

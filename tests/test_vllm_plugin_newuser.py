@@ -1,0 +1,155 @@
+"""The vLLM plugin: four problems a new user's break-it found, at unit level (no server).
+
+1. A request naming ``structgate-auto`` (or ``sg-auto``) in ``vllm_xargs`` on a server whose backend
+   is not auto falls back along the full chain (it compiled with the server's engine alone).
+2. structgate-auto's ``structgate-auto: json_schema served by ...`` line reaches vLLM's log.
+3. A schema dict holding an int msgpack cannot carry (>= 2**64, < -2**63) reaches the engine (vLLM's
+   request encoder raised OverflowError: an empty HTTP 500).
+4. A typo in ``STRUCTGATE_BACKEND_OPTIONS`` stops startup naming the variable and the option (it
+   failed every structured request with a 400 blaming the client).
+
+Oracles: jsonschema on the texts a grammar accepts, the engines compiled directly, vLLM's own
+``MsgpackEncoder`` / ``MsgpackDecoder``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import types
+
+import jsonschema
+import pytest
+
+vllm = pytest.importorskip("vllm")
+
+from structgate.backends.registry import get_backend_spec  # noqa: E402
+
+#: native refuses this multipleOf (0.001 has no exact double); llguidance and xgrammar enforce it
+MILLIS = {"type": "number", "multipleOf": 0.001, "minimum": 0, "maximum": 10}
+#: another schema native refuses (a different constraint: its own compile)
+HALVES = {"type": "number", "multipleOf": 0.5, "minimum": 0, "maximum": 10}
+
+
+def _installed(name):
+    return get_backend_spec(name).availability()[0]
+
+
+needs_chain = pytest.mark.skipif(not (_installed("structgate-llguidance") and _installed("structgate-xgrammar")),
+                                 reason="needs llguidance and xgrammar installed")
+
+
+@pytest.fixture(scope="module")
+def plugin():
+    import structgate.plugin as p
+
+    p.register()
+    import vllm.config.structured_outputs  # noqa: F401
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.sampling_params  # noqa: F401
+    import vllm.v1.structured_output  # noqa: F401
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    """Validation is asserted, not its time budget; the options variable is this module's to set."""
+    monkeypatch.setenv("STRUCTGATE_VALIDATE_BUDGET_S", "60")
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
+    monkeypatch.delenv("STRUCTGATE_COMPILE_TIMEOUT_S", raising=False)
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer():
+    from transformers import AutoTokenizer
+
+    from structgate.tokenizers import bundled_tokenizer_dir
+
+    return AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
+
+
+@pytest.fixture(scope="module")
+def model_config():
+    return types.SimpleNamespace(
+        is_diffusion=False, get_vocab_size=lambda: 128256,
+        try_get_generation_config=lambda: {"eos_token_id": [128001, 128008, 128009]},
+        hf_config=types.SimpleNamespace(eos_token_id=[128001, 128008, 128009]))
+
+
+def _vllm_backend(name, hf_tokenizer, model_config):
+    from structgate.plugin.bridge import StructgateVllmBackend
+
+    cfg = types.SimpleNamespace(model_config=model_config, speculative_config=None,
+                                structured_outputs_config=types.SimpleNamespace(disable_any_whitespace=False))
+    return StructgateVllmBackend(cfg, tokenizer=hf_tokenizer, vocab_size=128256, backend_name=name)
+
+
+@pytest.fixture(scope="module")
+def native_server(plugin, hf_tokenizer, model_config):
+    """The engine side of a ``--structured-output-backend native`` server."""
+    return _vllm_backend("native", hf_tokenizer, model_config)
+
+
+def _texts_accepted(grammar, vocab, texts):
+    """The texts a fresh matcher of a vLLM grammar (StructgateVllmGrammar) takes and may end on."""
+    out = []
+    for t in texts:
+        grammar.reset()
+        m = grammar.matcher
+        if m.advance(vocab.encode(t)) and m.is_accepting():
+            out.append(t)
+    return out
+
+
+NUMBERS = ["0", "0.125", "3.001", "9.999", "10", "0.0005", "10.001", "-1", "1.2345", "7"]
+
+
+def _valid(schema, texts):
+    v = jsonschema.Draft202012Validator(schema)
+    return [t for t in texts if v.is_valid(json.loads(t))]
+
+
+# -- 1. per-request structgate-auto ----------------------------------------------------------------
+@needs_chain
+@pytest.mark.parametrize("asked", ["structgate-auto", "sg-auto"])
+def test_per_request_auto_on_a_native_server_falls_back(native_server, asked):
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.errors import UnsupportedFeatureError
+    from structgate.plugin.request_backend import REQUEST_KEY, requested_backend
+
+    name = requested_backend(types.SimpleNamespace(extra_args={REQUEST_KEY: asked}))
+    assert name == "structgate-auto"
+    spec = json.dumps(MILLIS)
+    g = native_server.compile_grammar(StructuredOutputOptions.JSON, spec, backend_name=name)
+    assert g.backend_name == "structgate-llguidance"  # native refused it; the next engine of the chain
+    vocab = native_server.sg_backend.vocab
+    assert _texts_accepted(g, vocab, NUMBERS) == _valid(MILLIS, NUMBERS)
+    # unchanged: a plain request uses the server's engine (no fallback), and so does naming it
+    with pytest.raises(UnsupportedFeatureError, match="multipleOf"):
+        native_server.compile_grammar(StructuredOutputOptions.JSON, json.dumps({**MILLIS, "maximum": 9}))
+    with pytest.raises(UnsupportedFeatureError, match="multipleOf"):
+        native_server.compile_grammar(StructuredOutputOptions.JSON, json.dumps({**MILLIS, "maximum": 8}),
+                                      backend_name="native")
+    # the full chain reuses the server's native engine (same instance, caches)
+    full = native_server.sg_backend.engine("structgate-auto")
+    assert full is not native_server.sg_backend and full.chain[0] == "native"
+    assert full.engine("native") is native_server.sg_backend.engine("native")
+
+
+@needs_chain
+def test_wrapped_auto_takes_the_configured_chain(llama3_vocab):
+    """The per-request structgate-auto is configured as a structgate-auto server would be: from the
+    options (here auto_chain without llguidance), not the wrap's one-engine chain."""
+    from structgate import Constraint, get_backend
+    from structgate.backends.auto import AutoBackend
+
+    native = get_backend("native", llama3_vocab, auto_chain="native,structgate-xgrammar")
+    w = AutoBackend.wrap(native)
+    assert w.chain == ("native",)
+    g = w.compile_with("sg-auto", Constraint.json_schema(MILLIS))
+    assert g.served_by == "structgate-xgrammar" and [n for n, _ in g.fallbacks] == ["native"]
+    m = g.matcher()
+    assert m.advance(llama3_vocab.encode("2.5")) and m.is_accepting()
+    assert w.engine("structgate-auto").engine("native") is native
+    # named engines still do not fall back
+    assert w.compile_with("native", Constraint.regex("[0-9]+")).served_by == "native"
