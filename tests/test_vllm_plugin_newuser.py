@@ -153,3 +153,61 @@ def test_wrapped_auto_takes_the_configured_chain(llama3_vocab):
     assert w.engine("structgate-auto").engine("native") is native
     # named engines still do not fall back
     assert w.compile_with("native", Constraint.regex("[0-9]+")).served_by == "native"
+
+
+# -- 2. the fallback line in vLLM's log ------------------------------------------------------------
+def _vllm_logging_configured(monkeypatch, caplog):
+    """vLLM's logger as vLLM configures it (its own handler, here caplog's; no propagation to the
+    root), whatever the test process did before."""
+    vllm_logger = logging.getLogger("vllm")
+    monkeypatch.setattr(vllm_logger, "handlers", [caplog.handler])
+    monkeypatch.setattr(vllm_logger, "propagate", False)
+    return vllm_logger
+
+
+@needs_chain
+def test_auto_fallback_is_logged_on_vllms_logger_once_per_kind_and_engine(plugin, hf_tokenizer, model_config,
+                                                                          caplog, monkeypatch):
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.plugin import bridge
+
+    monkeypatch.setattr(bridge, "_fallbacks_logged", set(), raising=False)
+    _vllm_logging_configured(monkeypatch, caplog)
+    be = _vllm_backend("structgate-auto", hf_tokenizer, model_config)
+    with caplog.at_level(logging.DEBUG, logger="vllm.structgate"):
+        g1 = be.compile_grammar(StructuredOutputOptions.JSON, json.dumps(MILLIS))
+        g2 = be.compile_grammar(StructuredOutputOptions.JSON, json.dumps(HALVES))
+        be.compile_grammar(StructuredOutputOptions.REGEX, "[0-9]+")  # native serves it: no line
+    assert g1.backend_name == g2.backend_name == "structgate-llguidance"
+    lines = [r for r in caplog.records if r.name == "vllm.structgate" and "served by" in r.getMessage()]
+    info = [r.getMessage() for r in lines if r.levelno == logging.INFO]
+    assert len(info) == 1, info
+    assert info[0].startswith("structgate-auto: json_schema served by structgate-llguidance (native: "
+                              "UnsupportedFeatureError: ") and "multipleOf" in info[0]
+    assert [r.levelno for r in lines] == [logging.INFO, logging.DEBUG]  # the second: same kind and engine
+
+
+@needs_chain
+def test_auto_fallback_line_per_request_choice_and_without_vllm_logging(native_server, caplog, monkeypatch):
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.plugin import bridge
+
+    monkeypatch.setattr(bridge, "_fallbacks_logged", set(), raising=False)
+    vllm_logger = _vllm_logging_configured(monkeypatch, caplog)
+    with caplog.at_level(logging.INFO, logger="vllm.structgate"):
+        native_server.compile_grammar(StructuredOutputOptions.JSON, json.dumps({**MILLIS, "maximum": 7}),
+                                      backend_name="structgate-auto")
+    assert any(r.name == "vllm.structgate" and r.getMessage().startswith(
+        "structgate-auto: json_schema served by structgate-llguidance") for r in caplog.records)
+    # vLLM's logging not configured: the structgate.auto logger's own line is the one (no duplicate)
+    caplog.clear()
+    monkeypatch.setattr(bridge, "_fallbacks_logged", set(), raising=False)
+    monkeypatch.setattr(vllm_logger, "handlers", [])
+    monkeypatch.setattr(vllm_logger, "propagate", True)
+    with caplog.at_level(logging.INFO):
+        native_server.compile_grammar(StructuredOutputOptions.JSON, json.dumps({**MILLIS, "maximum": 6}),
+                                      backend_name="structgate-auto")
+    names = [r.name for r in caplog.records if "served by" in r.getMessage()]
+    assert names == ["structgate.auto"]

@@ -58,7 +58,8 @@ from .grammar_failure import FailedMatcher, fail_grammar
 logger = logging.getLogger("structgate.plugin")
 
 __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
-           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits"]
+           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits",
+           "log_fallback"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
@@ -186,6 +187,39 @@ def constraint_from_key(request_type: Any, grammar_spec: str) -> Constraint:
     if kind == "STRUCTURAL_TAG":
         return _structural_tag(grammar_spec)
     raise ValueError(f"unknown vLLM structured-output request type {request_type!r}")
+
+
+# -- structgate-auto fallbacks in the server log ---------------------------------------------------
+_fallbacks_logged: set[tuple[str, str]] = set()
+_fallbacks_lock = threading.Lock()
+
+
+def log_fallback(kind: str, compiled: Any) -> bool:
+    """Log that ``structgate-auto`` served a ``kind`` constraint with a later engine of its chain
+    (``compiled.fallbacks`` not empty), as ``structgate-auto: json_schema served by
+    structgate-llguidance (native: UnsupportedFeatureError: ...)``, on vLLM's logger
+    (``vllm.structgate``, INFO) so that it shows in the server's log with vLLM's own lines: once per
+    constraint kind and serving engine in each process, later ones at DEBUG (``structgate_compile_seconds``
+    counts every compile by serving engine). The ``structgate.auto`` logger's line (the same text,
+    every fallback) has no handler in a vLLM server (vLLM configures only its own logger); when vLLM's
+    logging is not configured (``VLLM_CONFIGURE_LOGGING=0``) that line is the one to see and nothing
+    is logged here. Returns True when this call logged at INFO. Never raises."""
+    fallbacks = getattr(compiled, "fallbacks", ()) or ()
+    served = getattr(compiled, "served_by", None)
+    if not fallbacks or not served:
+        return False
+    try:
+        if not logging.getLogger("vllm").handlers:
+            return False
+        with _fallbacks_lock:
+            first = (kind, served) not in _fallbacks_logged
+            _fallbacks_logged.add((kind, served))
+        why = "; ".join(f"{n}: {m}" for n, m in fallbacks)
+        logging.getLogger("vllm.structgate").log(logging.INFO if first else logging.DEBUG,
+                                                 "structgate-auto: %s served by %s (%s)", kind, served, why)
+        return first
+    except Exception:  # noqa: BLE001 - a log line never fails a compile
+        return False
 
 
 # -- vocabulary / backend ----------------------------------------------------------------------
@@ -503,6 +537,7 @@ class StructgateVllmBackend(_VBackend):
                 raise
             metrics.record_compile(getattr(compiled, "served_by", self.backend_name), c.kind,
                                    time.perf_counter() - t0)
+            log_fallback(c.kind, compiled)
             size = metrics.grammar_nbytes(compiled)
             with self._cache_lock:
                 self._cache[key] = compiled
