@@ -211,3 +211,81 @@ def test_auto_fallback_line_per_request_choice_and_without_vllm_logging(native_s
                                       backend_name="structgate-auto")
     names = [r.name for r in caplog.records if "served by" in r.getMessage()]
     assert names == ["structgate.auto"]
+
+
+# -- 3. ints msgpack cannot carry ------------------------------------------------------------------
+def _validated(so, model_config, tokenizer, backend="native"):
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+    from vllm.sampling_params import SamplingParams
+
+    sp = SamplingParams(max_tokens=8, structured_outputs=so)
+    sp._validate_structured_outputs(model_config, StructuredOutputsConfig(backend=backend), tokenizer)
+    return sp
+
+
+def _roundtrip(sp):
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
+
+    return MsgpackDecoder(SamplingParams).decode(MsgpackEncoder().encode(sp))
+
+
+HUGE = 10 ** 30
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "maximum": HUGE},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": -(2 ** 63) - 1}}, "required": ["n"]},
+    {"type": "array", "items": {"enum": [1, 2 ** 64]}},
+])
+def test_schema_dict_with_an_int_past_msgpack_reaches_the_engine(plugin, native_server, hf_tokenizer, model_config,
+                                                                 schema):
+    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+    from vllm.v1.structured_output.request import get_structured_output_key
+
+    sp = _validated(StructuredOutputsParams(json=schema), model_config, hf_tokenizer)
+    back = _roundtrip(sp)  # what the engine core receives (raised OverflowError)
+    assert json.loads(back.structured_outputs.json) == schema  # the same schema, exactly
+    kind, spec = get_structured_output_key(back.structured_outputs)
+    assert kind == StructuredOutputOptions.JSON
+    g = native_server.compile_grammar(kind, spec)
+    texts = {"integer": ["5", str(HUGE), str(HUGE + 1), "-3"],
+             "object": ['{"n":1}', '{"n":' + str(-(2 ** 63) - 1) + '}', '{"n":' + str(-(2 ** 63) - 2) + '}'],
+             "array": ["[1]", "[" + str(2 ** 64) + "]", "[3]", "[2,1]"]}[schema["type"]]
+    assert _texts_accepted(g, native_server.sg_backend.vocab, texts) == _valid(schema, texts)
+
+
+def test_schemas_msgpack_carries_are_left_as_dicts(plugin, hf_tokenizer, model_config):
+    from vllm.sampling_params import StructuredOutputsParams
+
+    for schema in ({"type": "integer", "maximum": 2 ** 64 - 1, "minimum": -(2 ** 63)}, {"const": True}):
+        sp = _validated(StructuredOutputsParams(json=schema), model_config, hf_tokenizer)
+        assert sp.structured_outputs.json == schema and isinstance(sp.structured_outputs.json, dict)
+        assert _roundtrip(sp).structured_outputs.json == schema
+    text = json.dumps({"type": "integer", "maximum": HUGE})
+    sp = _validated(StructuredOutputsParams(json=text), model_config, hf_tokenizer)
+    assert sp.structured_outputs.json == text
+
+
+def test_chat_response_format_with_a_huge_int(plugin, hf_tokenizer, model_config):
+    """The chat / completions ``response_format`` json_schema reaches the same validation."""
+    from vllm.entrypoints.generate.base.protocol import ResponseFormat, structured_outputs_from_response_format
+
+    schema = {"type": "object", "properties": {"big": {"type": "integer", "exclusiveMaximum": HUGE}}}
+    rf = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    so = structured_outputs_from_response_format(None, rf)
+    assert isinstance(so.json, dict)
+    sp = _validated(so, model_config, hf_tokenizer)
+    assert json.loads(_roundtrip(sp).structured_outputs.json) == schema
+
+
+def test_json_schema_for_engine_unit():
+    from structgate.plugin.validation import json_schema_for_engine
+
+    deep = {"a": [{"b": [0] * 3 + [-(2 ** 63) - 1]}]}
+    for value, changed in ((deep, True), ({"x": 2 ** 64}, True), ({2 ** 64 - 1: 1}, False),
+                           ({"x": [True, 1.5e300, -(2 ** 63)]}, False), ("{}", False), (None, False)):
+        so = types.SimpleNamespace(json=value)
+        assert json_schema_for_engine(so) is changed, value
+        assert (json.loads(so.json) == value) if changed else (so.json is value)

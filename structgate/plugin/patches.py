@@ -281,6 +281,11 @@ def _apply_sampling(mod) -> None:
         # (b) route the request to the structgate backend
         so._backend = str(name)
         so._backend_was_auto = False
+        # (b2) a schema dict with an int msgpack cannot carry (|n| >= 2**63 / 2**64) goes to the engine
+        # as its JSON text (vLLM's request encoder would raise OverflowError: an empty HTTP 500)
+        from .validation import json_schema_for_engine
+
+        json_schema_for_engine(so)
         # (c) structgate's own validation -> VLLMValidationError (HTTP 400 naming the problem)
         from ..errors import StructgateError
         from .bridge import constraint_from_params
@@ -327,7 +332,9 @@ register_patch(Patch(
         "which validates with xgrammar and silently sets the request's backend to xgrammar/guidance",
     how="for a structgate name: run the original up to its per-backend dispatch (a str subclass "
         "whose startswith() stops it) so every generic vLLM check still runs, set "
-        "structured_outputs._backend to the name, compile-check the constraint with the structgate "
+        "structured_outputs._backend to the name, replace a json schema dict holding an int msgpack "
+        "cannot carry (outside int64/uint64: vLLM's request encoder raises OverflowError, an empty 500) "
+        "by its JSON text (validation.json_schema_for_engine), compile-check the constraint with the structgate "
         "backend (Backend.validate, within $STRUCTGATE_VALIDATE_BUDGET_S, default 50 ms, of the event "
         "loop; past it the engine's compile checks it: validation.py) and turn a StructgateError into "
         "VLLMValidationError (HTTP 400); "
