@@ -289,3 +289,53 @@ def test_json_schema_for_engine_unit():
         so = types.SimpleNamespace(json=value)
         assert json_schema_for_engine(so) is changed, value
         assert (json.loads(so.json) == value) if changed else (so.json is value)
+
+
+# -- 4. STRUCTGATE_BACKEND_OPTIONS checked at startup ----------------------------------------------
+def test_bad_backend_options_stop_config_validation(plugin, monkeypatch):
+    from pydantic import ValidationError
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"bogus": 1}')
+    with pytest.raises(ValidationError) as ei:
+        StructuredOutputsConfig(backend="native")
+    msg = str(ei.value)
+    assert "STRUCTGATE_BACKEND_OPTIONS" in msg and "unknown option 'bogus'" in msg
+    # vLLM's own backends never read it
+    assert StructuredOutputsConfig(backend="xgrammar").backend == "xgrammar"
+    for bad, needle in (('{"max_whitspace": 2}', "did you mean 'max_whitespace'"),
+                        ('{"whitespace": "tight"}', "whitespace"),
+                        ('[1, 2]', "not a JSON object"),
+                        ('{"auto_chain": "native,nope"}', "nope")):
+        monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", bad)
+        with pytest.raises(ValidationError, match="STRUCTGATE_BACKEND_OPTIONS") as ei:
+            StructuredOutputsConfig(backend="structgate-auto")
+        assert needle in str(ei.value), (bad, str(ei.value))
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"max_whitespace": 2, "auto_chain": "native"}')
+    assert StructuredOutputsConfig(backend="native").backend == "native"
+    assert StructuredOutputsConfig(backend="structgate-auto").backend == "structgate-auto"
+
+
+def test_bad_backend_options_stop_the_cli(plugin, monkeypatch, capsys):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from structgate.plugin.model import embedded_model_dir
+
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"bogus": 1}')
+    parser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())
+    with pytest.raises(SystemExit) as ei:
+        parser.parse_args(["--model", str(embedded_model_dir()), "--structured-output-backend", "native"])
+    assert ei.value.code != 0
+    err = capsys.readouterr().err
+    assert "STRUCTGATE_BACKEND_OPTIONS" in err and "bogus" in err
+
+
+def test_request_choice_checks_the_name_only(plugin, monkeypatch):
+    """A request's vllm_xargs choice is checked as before (name, installed), whatever the options."""
+    from structgate.plugin.request_backend import REQUEST_KEY, requested_backend
+
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"bogus": 1}')
+    assert requested_backend(types.SimpleNamespace(extra_args={REQUEST_KEY: "native"})) == "native"
+    with pytest.raises(ValueError, match=REQUEST_KEY):
+        requested_backend(types.SimpleNamespace(extra_args={REQUEST_KEY: "nope"}))

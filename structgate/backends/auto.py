@@ -143,40 +143,57 @@ class AutoBackend(Backend):
     supported_kinds: ClassVar[frozenset[str]] = frozenset(CONSTRAINT_KINDS)
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
-        from .registry import get_backend_spec
-
         super().__init__(vocab, **options)
-        extra = self.options.extra
         self._engine_options = {k: v for k, v in options.items() if k not in _OWN_OPTIONS}
-        wanted = _names(extra.get("auto_chain", DEFAULT_CHAIN), "auto_chain")
-        chain: list[str] = []
-        self._skipped: list[tuple[str, str]] = []
-        for n in wanted:
-            spec = get_backend_spec(n)  # BackendNotFoundError for a typo
-            if spec.name == self.name:
-                raise InvalidConstraintError("option auto_chain must not contain structgate-auto itself")
-            ok, reason = spec.availability()
-            if ok and spec.name not in chain:
-                chain.append(spec.name)
-            elif not ok:
-                self._skipped.append((spec.name, reason))
-        if not chain:
-            raise InvalidConstraintError(f"option auto_chain: none of {list(wanted)} is installed "
-                                         f"({'; '.join(f'{n}: {r}' for n, r in self._skipped)})")
-        self.chain = tuple(chain)
-        fb = []
-        for n in _names(extra.get("auto_fallback_on", DEFAULT_FALLBACK_ON), "auto_fallback_on"):
-            cls = getattr(_errors, n, None)
-            if not (isinstance(cls, type) and issubclass(cls, StructgateError)):
-                raise InvalidConstraintError(f"option auto_fallback_on: {n!r} is not an error class of "
-                                             "structgate.errors")
-            fb.append(cls)
-        self.fallback_on = tuple(fb)
+        self.chain, self._skipped, self.fallback_on = self.parse_options(self.options.extra)
         self._engines: dict[str, Backend] = {}
         self._lock = threading.Lock()
         #: False for an AutoBackend made by :meth:`wrap` (a chain of one engine: the server's)
         self._configured = True
         self._full: AutoBackend | None = None
+
+    @classmethod
+    def parse_options(cls, extra: dict) -> tuple[tuple[str, ...], list[tuple[str, str]],
+                                                 tuple[type[StructgateError], ...]]:
+        """``(chain, skipped, fallback_on)`` of the ``auto_chain`` / ``auto_fallback_on`` options in
+        ``extra`` (defaults :data:`DEFAULT_CHAIN`, :data:`DEFAULT_FALLBACK_ON`): the installed
+        engines in order, ``(engine, reason)`` for those left out as not installed, the error
+        classes. Needs no vocabulary (the vLLM plugin checks ``STRUCTGATE_BACKEND_OPTIONS`` with it
+        at startup).
+
+        Raises
+        ------
+        InvalidConstraintError
+            A malformed option, an unknown error class name, structgate-auto in its own chain, or
+            no installed engine in the chain.
+        BackendNotFoundError
+            A chain entry is not a registered name.
+        """
+        from .registry import get_backend_spec
+
+        wanted = _names(extra.get("auto_chain", DEFAULT_CHAIN), "auto_chain")
+        chain: list[str] = []
+        skipped: list[tuple[str, str]] = []
+        for n in wanted:
+            spec = get_backend_spec(n)  # BackendNotFoundError for a typo
+            if spec.name == cls.name:
+                raise InvalidConstraintError("option auto_chain must not contain structgate-auto itself")
+            ok, reason = spec.availability()
+            if ok and spec.name not in chain:
+                chain.append(spec.name)
+            elif not ok:
+                skipped.append((spec.name, reason))
+        if not chain:
+            raise InvalidConstraintError(f"option auto_chain: none of {list(wanted)} is installed "
+                                         f"({'; '.join(f'{n}: {r}' for n, r in skipped)})")
+        fb = []
+        for n in _names(extra.get("auto_fallback_on", DEFAULT_FALLBACK_ON), "auto_fallback_on"):
+            err = getattr(_errors, n, None)
+            if not (isinstance(err, type) and issubclass(err, StructgateError)):
+                raise InvalidConstraintError(f"option auto_fallback_on: {n!r} is not an error class of "
+                                             "structgate.errors")
+            fb.append(err)
+        return tuple(chain), skipped, tuple(fb)
 
     # -- engines -------------------------------------------------------------------------------
     @classmethod

@@ -59,7 +59,7 @@ logger = logging.getLogger("structgate.plugin")
 
 __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
            "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits",
-           "log_fallback"]
+           "log_fallback", "check_backend_options"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
@@ -281,15 +281,67 @@ def backend_options(vllm_config: Any = None) -> dict:
     raw = os.environ.get(ENV_OPTIONS)
     if raw:
         try:
-            opts.update(json.loads(raw))
+            given = json.loads(raw)
         except json.JSONDecodeError as e:
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: {e}") from None
+        if not isinstance(given, dict):
+            raise ValueError(f"{ENV_OPTIONS} is not a JSON object: got {type(given).__name__} {raw!r}")
+        opts.update(given)
     t = env_float(ENV_COMPILE_TIMEOUT, None)
     if t is not None:
         opts.setdefault("compile_timeout_s", t)
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):
         opts.setdefault("whitespace", "compact")
+    return opts
+
+
+def check_backend_options(name: str, vllm_config: Any = None) -> dict:
+    """Check :func:`backend_options` for structgate backend ``name`` without a vocabulary, at
+    startup (the ``config-backend-names`` and ``cli-flag`` patches call it when the server's backend
+    is configured), so that a typo in ``$STRUCTGATE_BACKEND_OPTIONS`` stops the server instead of
+    failing every structured request with an HTTP 400 that blames the client. It checks what the
+    backend's constructor checks before it uses the vocabulary: option names (those of
+    :class:`~structgate.CompileOptions`, the backend's declared extras and any registered backend's,
+    as :func:`~structgate.backends.registry.check_option_names`), the option values
+    :class:`~structgate.CompileOptions` checks, and ``auto_chain`` / ``auto_fallback_on`` when the
+    backend is ``structgate-auto`` or the options give them (a per-request ``structgate-auto`` uses
+    them on any structgate server). Returns the options.
+
+    Raises
+    ------
+    ValueError
+        Either variable is malformed, or an option is unknown or has a bad value; the message names
+        the variable and the option.
+    """
+    from collections.abc import Mapping
+
+    from ..backends.auto import AutoBackend
+    from ..backends.interface import CompileOptions
+    from ..backends.registry import check_option_names, get_backend_spec
+
+    opts = backend_options(vllm_config)
+    spec = get_backend_spec(name)
+    flat = dict(opts)
+    if "extra" in flat:  # as Backend.__init__ takes it
+        ex = flat.pop("extra")
+        if not isinstance(ex, Mapping):
+            raise ValueError(f"{ENV_OPTIONS}: option extra must be a JSON object of extra option names to "
+                             f"values, got {type(ex).__name__}")
+        flat.update(ex)
+    try:
+        try:
+            factory = spec.load_factory()
+        except ImportError:  # not installed: check_backend_name reports it
+            factory = None
+        if isinstance(factory, type):
+            check_option_names(factory, flat)
+        CompileOptions().updated(**flat)  # the values its __post_init__ checks
+        if spec.name == AutoBackend.name or any(k in flat for k in ("auto_chain", "auto_fallback_on")):
+            AutoBackend.parse_options(flat)
+    except (StructgateError, TypeError, ValueError) as e:
+        raise ValueError(f"{ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r} is not valid for "
+                         f"structured-output backend {spec.name!r}: {e}") from None
     return opts
 
 
