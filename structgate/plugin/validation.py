@@ -24,6 +24,11 @@ engines compile in one C/Rust call that the budget cannot cut, e.g. outlines-cor
 the request is deferred (:func:`~structgate.backends.interface.has_cheap_validate`).
 
 Deferred validations are counted as ``structgate_fallbacks_total{reason="validation_deferred"}``.
+
+:func:`json_schema_for_engine` makes a JSON Schema given as a dict travel to the engine: vLLM sends
+each request to the engine core with msgpack, which refuses an int outside ``-2**63 .. 2**64 - 1``
+(``OverflowError``: an empty HTTP 500); such a schema is passed on as its JSON text instead, which
+vLLM accepts for ``json`` as well.
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ from typing import Any, Callable
 
 from .._env import env_float
 
-__all__ = ["ENV_BUDGET", "DEFAULT_BUDGET_S", "budget_s", "run_with_deadline", "validate_bounded"]
+__all__ = ["ENV_BUDGET", "DEFAULT_BUDGET_S", "budget_s", "run_with_deadline", "validate_bounded",
+           "json_schema_for_engine", "MSGPACK_INT_MIN", "MSGPACK_INT_MAX"]
 
 #: seconds one request's validation may hold the API server's event loop; 0 or negative: no bound
 ENV_BUDGET = "STRUCTGATE_VALIDATE_BUDGET_S"
@@ -144,3 +150,51 @@ def validate_bounded(backend: Any, constraint: Any, budget: float | None = None)
 
         metrics.record_fallback("validation_deferred")
     return ok
+
+
+#: the ints msgpack (vLLM's request channel to the engine core) can carry: int64 and uint64
+MSGPACK_INT_MIN = -(1 << 63)
+MSGPACK_INT_MAX = (1 << 64) - 1
+
+
+def _has_wide_int(value: Any) -> bool:
+    """True when ``value`` (JSON data: dicts, lists, scalars) holds an int msgpack cannot encode.
+    Iterative: a deeply nested schema never reaches the recursion limit here."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not MSGPACK_INT_MIN <= v <= MSGPACK_INT_MAX:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
+
+
+def json_schema_for_engine(so: Any) -> bool:
+    """Make ``so.json`` (a vLLM ``StructuredOutputsParams``) encodable for the engine core: a schema
+    dict (or list) holding an int outside msgpack's range (``-2**63 .. 2**64 - 1``, e.g.
+    ``{"maximum": 10**30}``) is replaced by its JSON text, which is what vLLM sends for a schema
+    given as a string (the engine parses it back exactly; Python ints have no size limit). Other
+    schemas, and a ``json`` that is already a string, are left as they are.
+
+    Returns
+    -------
+    bool
+        True when ``so.json`` was replaced.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``so.json`` cannot be written as JSON (not JSON data: vLLM's request models never give one).
+    """
+    import json
+
+    schema = getattr(so, "json", None)
+    if not isinstance(schema, (dict, list)) or not _has_wide_int(schema):
+        return False
+    so.json = json.dumps(schema)  # as vLLM writes a dict schema for its structured_output_key
+    return True
