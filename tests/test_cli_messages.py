@@ -159,3 +159,83 @@ def test_native_integer_options_are_checked_when_the_backend_is_made(value, voca
     with pytest.raises(InvalidConstraintError, match="max_product_states"):
         get_backend("native", vocab, max_product_states=value)
     assert get_backend("native", vocab, max_product_states=20_000).options.extra["max_product_states"] == 20_000
+
+
+# -- demo: bad arguments before vllm serve starts ---------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "99999"], r"argument --port: a port must be in 1-65535, got 99999"),
+    (["--port", "0"], r"argument --port: a port must be in 1-65535, got 0"),
+    (["--port", "http"], r"argument --port: expected a port number 1-65535, got 'http'"),
+    (["--timeout", "0"], r"argument --timeout: must be a finite number of seconds > 0, got 0"),
+    (["--timeout", "-1"], r"argument --timeout: must be a finite number of seconds > 0, got -1"),
+    (["--timeout", "nan"], r"argument --timeout: must be a finite number of seconds > 0, got nan"),
+])
+def test_demo_port_and_timeout_are_checked_at_parse_time(argv, message, capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["demo", *argv])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(r"structgate demo: error: " + message, err), err
+
+
+def _no_server(monkeypatch):
+    """Make ``demo`` fail loudly if it gets as far as starting vllm serve."""
+    import structgate.plugin.server as server
+
+    def refuse(*a, **k):
+        raise AssertionError("demo started a server despite a bad --schemas file")
+
+    monkeypatch.setattr(server, "VllmServer", refuse)
+
+
+def test_demo_bad_schemas_file_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    _no_server(monkeypatch)
+    cases = {"missing": (tmp_path / "nope.jsonl", r"cannot read the --schemas file '.*nope.jsonl': "
+                                                  r"No such file or directory"),
+             "folder": (tmp_path, r"cannot read the --schemas file .*: Is a directory"),
+             "empty": (tmp_path / "empty.jsonl", r".*holds no schema: expected JSONL, one JSON Schema per line"),
+             "binary": (tmp_path / "bin.jsonl", r".*is not UTF-8 text \(byte 0\)"),
+             "not JSON": (tmp_path / "bad.jsonl", r"GrammarSyntaxError: .*bad.jsonl line 2: not JSON"),
+             "an array": (tmp_path / "arr.jsonl", r"GrammarSyntaxError: .*arr.jsonl line 1: a JSON Schema must be an object or a boolean")}
+    (tmp_path / "empty.jsonl").write_text("# nothing here\n\n")
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe{}")
+    (tmp_path / "bad.jsonl").write_text('{"type": "integer"}\n{"type": \n')
+    (tmp_path / "arr.jsonl").write_text('[1, 2]\n')
+    for name, (path, message) in cases.items():
+        assert main(["demo", "--schemas", str(path)]) == 2, name
+        err = capsys.readouterr().err
+        assert re.search(r"^structgate demo: error: " + message, err), (name, err)
+        assert "Traceback" not in err
+
+
+def test_demo_start_failure_says_what_happened(monkeypatch, capsys):
+    """A server that did not come up: the reason (no exit status, no output: it did not answer in
+    time), never a bare "(None):"."""
+    import structgate.plugin.model as model
+    import structgate.plugin.server as server
+    from structgate.cli.demo import start_failure
+
+    class Silent:
+        url, served_model_name, log_path = "http://127.0.0.1:1", "m", pathlib.Path("/nonexistent/log")
+
+        def __init__(self, **kw):
+            pass
+
+        def start(self):
+            pass
+
+        def wait_ready(self, timeout_s):
+            raise server.ServerStartError(f"vllm serve did not answer /health within {timeout_s:g} s", None, "")
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(server, "VllmServer", Silent)
+    monkeypatch.setattr(model, "embedded_model_dir", lambda: "/nonexistent/model")
+    assert main(["demo", "--timeout", "0.5"]) == 1
+    err = capsys.readouterr().err
+    assert "vllm serve failed to start: vllm serve did not answer /health within 0.5 s" in err, err
+    assert "(the server wrote no output)" in err and "(None)" not in err
+    e = server.ServerStartError("vllm serve exited with status 1 before it was ready", 1, "boom\n")
+    assert start_failure(e) == ("vllm serve failed to start: vllm serve exited with status 1 before it was ready\n"
+                                "--- last server output ---\nboom")
