@@ -239,3 +239,38 @@ def test_demo_start_failure_says_what_happened(monkeypatch, capsys):
     e = server.ServerStartError("vllm serve exited with status 1 before it was ready", 1, "boom\n")
     assert start_failure(e) == ("vllm serve failed to start: vllm serve exited with status 1 before it was ready\n"
                                 "--- last server output ---\nboom")
+
+
+# -- messages that must describe the case at hand ---------------------------------------------------
+@pytest.mark.parametrize("schema, says, not_says", [
+    # on number only integral values compile: the message must not offer 0.5 / 0.1 as compiled
+    ({"type": "number", "multipleOf": 0.5}, r"0\.5: .*on type number only integral values \(1\.0, 3\.0\) are "
+                                            r"compiled; powers of two \(0\.5\) and decimal reciprocals "
+                                            r"\(0\.1, 0\.01\) only on integer", "on type integer"),
+    ({"type": "number", "multipleOf": 0.1}, r"0\.1: .*on type number only integral values", "on type integer"),
+    ({"multipleOf": 0.25}, r"0\.25: .*on type number only integral values", "on type integer"),
+    ({"type": "number", "multipleOf": 2.5, "minimum": 0}, r"2\.5: .*on type number only integral values",
+     "on type integer"),
+    # on integer, powers of two and close decimal reciprocals do compile: named as such
+    ({"type": "integer", "multipleOf": 2.5}, r"2\.5: .*on type integer only integral values \(3\.0\), powers of "
+                                             r"two \(0\.5\) and decimal reciprocals with a close double \(0\.1, "
+                                             r"not 1e-05\) are compiled", "on type number"),
+    ({"type": "integer", "multipleOf": 1e-05}, r"1e-05: .*on type integer only", "on type number"),
+])
+def test_float_multiple_of_refusal_names_what_compiles_for_the_type(schema, says, not_says, vocab, capsys):
+    from structgate.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError) as ei:
+        get_backend("native", vocab).compile(Constraint.json_schema(schema))
+    e = ei.value
+    assert (e.feature, e.where) == ("multipleOf", "/multipleOf")
+    assert re.search(says, e.detail) and not_says not in e.detail, e.detail
+    assert "characters]" not in e.detail  # short enough not to be clipped
+    import json
+
+    assert main(["check", "--json-schema", json.dumps(schema), "--tokenizer", "llama3"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"UnsupportedFeatureError: unsupported: multipleOf at /multipleOf \(" + says, err), err
+    for ok in ({"type": "integer", "multipleOf": 0.5}, {"type": "integer", "multipleOf": 0.1},
+               {"type": "number", "multipleOf": 3.0}, {"type": "number", "multipleOf": 1.0}):
+        get_backend("native", vocab).compile(Constraint.json_schema(ok))  # what the messages say compiles
