@@ -274,3 +274,44 @@ def test_float_multiple_of_refusal_names_what_compiles_for_the_type(schema, says
     for ok in ({"type": "integer", "multipleOf": 0.5}, {"type": "integer", "multipleOf": 0.1},
                {"type": "number", "multipleOf": 3.0}, {"type": "number", "multipleOf": 1.0}):
         get_backend("native", vocab).compile(Constraint.json_schema(ok))  # what the messages say compiles
+
+
+def test_max_regex_size_hint_names_a_wide_object(vocab):
+    """A flat object of many properties over max_regex_size: the hint names the object's size and
+    says to raise the limit (not "deeply nested or heavily shared $refs; lower max_recursion_depth",
+    which does not apply); a nested schema keeps that hint."""
+    from structgate.errors import CompileLimitError
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(1000)}}
+    with pytest.raises(CompileLimitError) as ei:
+        get_backend("native", vocab, max_regex_size=50_000).compile(Constraint.json_schema(wide))
+    msg = str(ei.value)
+    assert ei.value.limit_name == "max_regex_size"
+    assert "the regex for the schema, an object of 1,000 properties, is too large; raise max_regex_size" in msg
+    assert "$refs" not in msg and "max_recursion_depth" not in msg
+    inner = {"type": "object", "properties": {"w": {"enum": [f"value {i}" for i in range(300)]}}}
+    with pytest.raises(CompileLimitError, match=r"the regex for /properties/w, an enum of 300 values, is too large"):
+        get_backend("native", vocab, max_regex_size=2_000).compile(Constraint.json_schema(inner))
+    deep = {"type": "array", "items": {"type": "array", "items": {"type": "array", "items": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]{3}$"}}}}}}
+    with pytest.raises(CompileLimitError, match=r"deeply nested or heavily shared \$refs"):
+        get_backend("native", vocab, max_regex_size=200).compile(Constraint.json_schema(deep))
+
+
+@pytest.mark.timeout(300)
+def test_flat_object_of_20000_properties_ends_with_a_typed_error_not_oom(vocab):
+    """20,000 optional properties nest their alternatives 20,000 deep: the regex parser's piece cache
+    kept every level's text (tens of GB, the process was killed); now a typed limit error (or a
+    grammar), within a modest memory bound."""
+    import resource
+
+    from structgate.errors import StructgateError
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(20000)}}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        get_backend("native", vocab).compile(Constraint.json_schema(wide))
+    except StructgateError as e:
+        assert getattr(e, "limit_name", None) in ("max_nfa_states", "max_regex_size", "compile_timeout_s"), e
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 3000, grown_mb
