@@ -315,3 +315,27 @@ def test_flat_object_of_20000_properties_ends_with_a_typed_error_not_oom(vocab):
         assert getattr(e, "limit_name", None) in ("max_nfa_states", "max_regex_size", "compile_timeout_s"), e
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mb < 3000, grown_mb
+
+
+def test_llguidance_required_error_points_at_the_required_entry(vocab):
+    """llguidance names no location: the caret was under the first letter 'b' of the text (inside
+    "object"); now under the "required" entry, with its pointer, or at 0 when it cannot be told."""
+    pytest.importorskip("llguidance")
+    from structgate.errors import GrammarSyntaxError
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]}
+    with pytest.raises(GrammarSyntaxError) as ei:
+        get_backend("structgate-llguidance", vocab).compile(Constraint.json_schema(schema))
+    e, text = ei.value, __import__("json").dumps(schema)
+    assert "required property 'b'" in e.message
+    assert text[e.position:].startswith('["b"]'[1:]) and e.where == "/required/0", (e.position, e.where)
+    from structgate.adapters.llguidance import _schema_position
+
+    nested = {"type": "object", "properties": {"b": {"type": "object", "required": ["b"], "properties": {},
+                                                     "additionalProperties": False}}}
+    t = __import__("json").dumps(nested)
+    pos, where = _schema_position("required property 'b' is unsatisfiable", t)
+    assert where == "/properties/b/required/0" and t[pos:pos + 3] == '"b"' and t[pos - 1] == "["
+    # a name quoted in the message that occurs more than once, or not at all: no guessed caret
+    assert _schema_position("something about 'b'", t) == (0, None)
+    assert _schema_position("something about 'zz'", t) == (0, None)
