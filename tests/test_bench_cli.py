@@ -462,3 +462,44 @@ def test_jsts_plot_groups():
     files = {"draft7/allOf": {"passed": 3, "tests": 5}, "draft7/const": {"passed": 1, "tests": 2},
              "draft7/optional/format/date": {"passed": 4, "tests": 9}, "draft7/optional/bignum": {"passed": 0, "tests": 1}}
     assert _jsts_groups(files) == {"draft7 required": (4, 7), "draft7 optional/format": (4, 9), "draft7 optional": (0, 1)}
+
+
+# -- bench maskstep: bad arguments are argparse errors (exit 2, one line naming the option) ----------
+@pytest.mark.parametrize("argv, message", [
+    (["--batch-sizes", "abc"], r"argument --batch-sizes: expected comma-separated integers >= 1, got 'abc'"),
+    (["--batch-sizes", "1,0"], r"argument --batch-sizes: each value must be >= 1, got 0"),
+    (["--batch-sizes", ","], r"argument --batch-sizes: expected comma-separated integers >= 1"),
+    (["--steps", "0"], r"argument --steps: must be >= 1, got 0"),
+    (["--steps", "-1"], r"argument --steps: must be >= 1, got -1"),
+    (["--steps", "x"], r"argument --steps: expected an integer >= 1, got 'x'"),
+    (["--e2e-requests", "0"], r"argument --e2e-requests: must be >= 1"),
+    (["--e2e-max-tokens", "-5"], r"argument --e2e-max-tokens: must be >= 1"),
+    (["--forward-ms", "-1"], r"argument --forward-ms: must be a finite number >= 0"),
+    (["--systems", "nope", "--batch-sizes", "1", "--steps", "1"],
+     r"argument --systems: unknown system 'nope'; valid: vllm-xgrammar, native, structgate-xgrammar, "
+     r"structgate-llguidance, structgate-outlines-core"),
+    (["--systems", ","], r"argument --systems: no system named; valid: vllm-xgrammar"),
+    (["--e2e", "--e2e-configs", "native,bogus"], r"argument --e2e-configs: unknown configuration 'bogus'; "
+                                                 r"valid: unconstrained, vllm-xgrammar"),
+])
+def test_maskstep_bad_arguments_are_usage_errors(argv, message, capsys):
+    from structgate.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["bench", "maskstep", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(r"structgate bench maskstep: error: " + message, err), err
+    assert "Traceback" not in err
+
+
+def test_maskstep_arguments_parse_to_lists():
+    from structgate.cli import build_parser
+    from structgate_bench.maskstep import E2E_CONFIGS, SYSTEMS
+
+    args = build_parser().parse_args(["bench", "maskstep", "--systems", "native, native,vllm-xgrammar",
+                                      "--batch-sizes", "1, 16", "--steps", "3"])
+    assert (args.systems, args.batch_sizes, args.steps) == (["native", "vllm-xgrammar"], [1, 16], 3)
+    args = build_parser().parse_args(["bench", "maskstep"])
+    assert args.systems == list(SYSTEMS) and args.batch_sizes == [1, 16, 64, 128, 256]
+    assert args.e2e_configs == list(E2E_CONFIGS) and args.steps == 30

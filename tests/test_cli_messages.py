@@ -159,3 +159,183 @@ def test_native_integer_options_are_checked_when_the_backend_is_made(value, voca
     with pytest.raises(InvalidConstraintError, match="max_product_states"):
         get_backend("native", vocab, max_product_states=value)
     assert get_backend("native", vocab, max_product_states=20_000).options.extra["max_product_states"] == 20_000
+
+
+# -- demo: bad arguments before vllm serve starts ---------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "99999"], r"argument --port: a port must be in 1-65535, got 99999"),
+    (["--port", "0"], r"argument --port: a port must be in 1-65535, got 0"),
+    (["--port", "http"], r"argument --port: expected a port number 1-65535, got 'http'"),
+    (["--timeout", "0"], r"argument --timeout: must be a finite number of seconds > 0, got 0"),
+    (["--timeout", "-1"], r"argument --timeout: must be a finite number of seconds > 0, got -1"),
+    (["--timeout", "nan"], r"argument --timeout: must be a finite number of seconds > 0, got nan"),
+])
+def test_demo_port_and_timeout_are_checked_at_parse_time(argv, message, capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["demo", *argv])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(r"structgate demo: error: " + message, err), err
+
+
+def _no_server(monkeypatch):
+    """Make ``demo`` fail loudly if it gets as far as starting vllm serve."""
+    import structgate.plugin.server as server
+
+    def refuse(*a, **k):
+        raise AssertionError("demo started a server despite a bad --schemas file")
+
+    monkeypatch.setattr(server, "VllmServer", refuse)
+
+
+def test_demo_bad_schemas_file_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    _no_server(monkeypatch)
+    cases = {"missing": (tmp_path / "nope.jsonl", r"cannot read the --schemas file '.*nope.jsonl': "
+                                                  r"No such file or directory"),
+             "folder": (tmp_path, r"cannot read the --schemas file .*: Is a directory"),
+             "empty": (tmp_path / "empty.jsonl", r".*holds no schema: expected JSONL, one JSON Schema per line"),
+             "binary": (tmp_path / "bin.jsonl", r".*is not UTF-8 text \(byte 0\)"),
+             "not JSON": (tmp_path / "bad.jsonl", r"GrammarSyntaxError: .*bad.jsonl line 2: not JSON"),
+             "an array": (tmp_path / "arr.jsonl", r"GrammarSyntaxError: .*arr.jsonl line 1: a JSON Schema must be an object or a boolean")}
+    (tmp_path / "empty.jsonl").write_text("# nothing here\n\n")
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe{}")
+    (tmp_path / "bad.jsonl").write_text('{"type": "integer"}\n{"type": \n')
+    (tmp_path / "arr.jsonl").write_text('[1, 2]\n')
+    for name, (path, message) in cases.items():
+        assert main(["demo", "--schemas", str(path)]) == 2, name
+        err = capsys.readouterr().err
+        assert re.search(r"^structgate demo: error: " + message, err), (name, err)
+        assert "Traceback" not in err
+
+
+def test_demo_start_failure_says_what_happened(monkeypatch, capsys):
+    """A server that did not come up: the reason (no exit status, no output: it did not answer in
+    time), never a bare "(None):"."""
+    import structgate.plugin.model as model
+    import structgate.plugin.server as server
+    from structgate.cli.demo import start_failure
+
+    class Silent:
+        url, served_model_name, log_path = "http://127.0.0.1:1", "m", pathlib.Path("/nonexistent/log")
+
+        def __init__(self, **kw):
+            pass
+
+        def start(self):
+            pass
+
+        def wait_ready(self, timeout_s):
+            raise server.ServerStartError(f"vllm serve did not answer /health within {timeout_s:g} s", None, "")
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(server, "VllmServer", Silent)
+    monkeypatch.setattr(model, "embedded_model_dir", lambda: "/nonexistent/model")
+    assert main(["demo", "--timeout", "0.5"]) == 1
+    err = capsys.readouterr().err
+    assert "vllm serve failed to start: vllm serve did not answer /health within 0.5 s" in err, err
+    assert "(the server wrote no output)" in err and "(None)" not in err
+    e = server.ServerStartError("vllm serve exited with status 1 before it was ready", 1, "boom\n")
+    assert start_failure(e) == ("vllm serve failed to start: vllm serve exited with status 1 before it was ready\n"
+                                "--- last server output ---\nboom")
+
+
+# -- messages that must describe the case at hand ---------------------------------------------------
+@pytest.mark.parametrize("schema, says, not_says", [
+    # on number only integral values compile: the message must not offer 0.5 / 0.1 as compiled
+    ({"type": "number", "multipleOf": 0.5}, r"0\.5: .*on type number only integral values \(1\.0, 3\.0\) are "
+                                            r"compiled; powers of two \(0\.5\) and decimal reciprocals "
+                                            r"\(0\.1, 0\.01\) only on integer", "on type integer"),
+    ({"type": "number", "multipleOf": 0.1}, r"0\.1: .*on type number only integral values", "on type integer"),
+    ({"multipleOf": 0.25}, r"0\.25: .*on type number only integral values", "on type integer"),
+    ({"type": "number", "multipleOf": 2.5, "minimum": 0}, r"2\.5: .*on type number only integral values",
+     "on type integer"),
+    # on integer, powers of two and close decimal reciprocals do compile: named as such
+    ({"type": "integer", "multipleOf": 2.5}, r"2\.5: .*on type integer only integral values \(3\.0\), powers of "
+                                             r"two \(0\.5\) and decimal reciprocals with a close double \(0\.1, "
+                                             r"not 1e-05\) are compiled", "on type number"),
+    ({"type": "integer", "multipleOf": 1e-05}, r"1e-05: .*on type integer only", "on type number"),
+])
+def test_float_multiple_of_refusal_names_what_compiles_for_the_type(schema, says, not_says, vocab, capsys):
+    from structgate.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError) as ei:
+        get_backend("native", vocab).compile(Constraint.json_schema(schema))
+    e = ei.value
+    assert (e.feature, e.where) == ("multipleOf", "/multipleOf")
+    assert re.search(says, e.detail) and not_says not in e.detail, e.detail
+    assert "characters]" not in e.detail  # short enough not to be clipped
+    import json
+
+    assert main(["check", "--json-schema", json.dumps(schema), "--tokenizer", "llama3"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"UnsupportedFeatureError: unsupported: multipleOf at /multipleOf \(" + says, err), err
+    for ok in ({"type": "integer", "multipleOf": 0.5}, {"type": "integer", "multipleOf": 0.1},
+               {"type": "number", "multipleOf": 3.0}, {"type": "number", "multipleOf": 1.0}):
+        get_backend("native", vocab).compile(Constraint.json_schema(ok))  # what the messages say compiles
+
+
+def test_max_regex_size_hint_names_a_wide_object(vocab):
+    """A flat object of many properties over max_regex_size: the hint names the object's size and
+    says to raise the limit (not "deeply nested or heavily shared $refs; lower max_recursion_depth",
+    which does not apply); a nested schema keeps that hint."""
+    from structgate.errors import CompileLimitError
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(1000)}}
+    with pytest.raises(CompileLimitError) as ei:
+        get_backend("native", vocab, max_regex_size=50_000).compile(Constraint.json_schema(wide))
+    msg = str(ei.value)
+    assert ei.value.limit_name == "max_regex_size"
+    assert "the regex for the schema, an object of 1,000 properties, is too large; raise max_regex_size" in msg
+    assert "$refs" not in msg and "max_recursion_depth" not in msg
+    inner = {"type": "object", "properties": {"w": {"enum": [f"value {i}" for i in range(300)]}}}
+    with pytest.raises(CompileLimitError, match=r"the regex for /properties/w, an enum of 300 values, is too large"):
+        get_backend("native", vocab, max_regex_size=2_000).compile(Constraint.json_schema(inner))
+    deep = {"type": "array", "items": {"type": "array", "items": {"type": "array", "items": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]{3}$"}}}}}}
+    with pytest.raises(CompileLimitError, match=r"deeply nested or heavily shared \$refs"):
+        get_backend("native", vocab, max_regex_size=200).compile(Constraint.json_schema(deep))
+
+
+@pytest.mark.timeout(300)
+def test_flat_object_of_20000_properties_ends_with_a_typed_error_not_oom(vocab):
+    """20,000 optional properties nest their alternatives 20,000 deep: the regex parser's piece cache
+    kept every level's text (tens of GB, the process was killed); now a typed limit error (or a
+    grammar), within a modest memory bound."""
+    import resource
+
+    from structgate.errors import StructgateError
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(20000)}}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        get_backend("native", vocab).compile(Constraint.json_schema(wide))
+    except StructgateError as e:
+        assert getattr(e, "limit_name", None) in ("max_nfa_states", "max_regex_size", "compile_timeout_s"), e
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 3000, grown_mb
+
+
+def test_llguidance_required_error_points_at_the_required_entry(vocab):
+    """llguidance names no location: the caret was under the first letter 'b' of the text (inside
+    "object"); now under the "required" entry, with its pointer, or at 0 when it cannot be told."""
+    pytest.importorskip("llguidance")
+    from structgate.errors import GrammarSyntaxError
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]}
+    with pytest.raises(GrammarSyntaxError) as ei:
+        get_backend("structgate-llguidance", vocab).compile(Constraint.json_schema(schema))
+    e, text = ei.value, __import__("json").dumps(schema)
+    assert "required property 'b'" in e.message
+    assert text[e.position:].startswith('["b"]'[1:]) and e.where == "/required/0", (e.position, e.where)
+    from structgate.adapters.llguidance import _schema_position
+
+    nested = {"type": "object", "properties": {"b": {"type": "object", "required": ["b"], "properties": {},
+                                                     "additionalProperties": False}}}
+    t = __import__("json").dumps(nested)
+    pos, where = _schema_position("required property 'b' is unsatisfiable", t)
+    assert where == "/properties/b/required/0" and t[pos:pos + 3] == '"b"' and t[pos - 1] == "["
+    # a name quoted in the message that occurs more than once, or not at all: no guessed caret
+    assert _schema_position("something about 'b'", t) == (0, None)
+    assert _schema_position("something about 'zz'", t) == (0, None)

@@ -18,13 +18,14 @@ def add_bench_subparser(bench_sub) -> argparse.ArgumentParser:
         description="Drive vLLM's StructuredOutputManager with B concurrent JSON-schema requests at "
                     "various states; report the bitmask time per step for vLLM+xgrammar and for "
                     "structgate backends through the scheduler hook.")
-    p.add_argument("--systems", default=",".join(_systems()),
+    p.add_argument("--systems", type=_names(_systems(), "system"), default=list(_systems()), metavar="NAMES",
                    help="comma-separated: vllm-xgrammar, native, structgate-xgrammar, structgate-llguidance, "
                         "structgate-outlines-core (default: all)")
-    p.add_argument("--batch-sizes", default=DEFAULT_BATCHES, help=f"comma-separated B values (default {DEFAULT_BATCHES})")
-    p.add_argument("--steps", type=int, default=30, help="steps per pass (default 30)")
+    p.add_argument("--batch-sizes", type=_positive_ints, default=_positive_ints(DEFAULT_BATCHES), metavar="B,...",
+                   help=f"comma-separated B values, each >= 1 (default {DEFAULT_BATCHES})")
+    p.add_argument("--steps", type=_positive_int, default=30, help="steps per pass, >= 1 (default 30)")
     p.add_argument("--vocab", default="llama3", help="vocabulary (default: bundled llama3, 128,256 tokens)")
-    p.add_argument("--forward-ms", type=float, default=0.0,
+    p.add_argument("--forward-ms", type=_non_negative_float, default=0.0,
                    help="sleep between a step's accepts and the next mask, ms (the forward pass the prefetch "
                         "overlaps with; default 0)")
     p.add_argument("--no-hook", action="store_true", help="run vLLM's loop for the structgate backends too")
@@ -32,10 +33,12 @@ def add_bench_subparser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--e2e", action="store_true",
                    help="instead: end-to-end offline vLLM on the embedded model (CPU), 32 concurrent json_schema "
                         "requests per configuration (unconstrained, vllm-xgrammar, native, each adapter)")
-    p.add_argument("--e2e-configs", default="unconstrained,vllm-xgrammar,native,structgate-xgrammar,"
-                                            "structgate-llguidance,structgate-outlines-core")
-    p.add_argument("--e2e-requests", type=int, default=32)
-    p.add_argument("--e2e-max-tokens", type=int, default=64)
+    p.add_argument("--e2e-configs", type=_names(_e2e_configs(), "configuration"), default=list(_e2e_configs()),
+                   metavar="NAMES", help="comma-separated, with --e2e: " + ", ".join(_e2e_configs()) + " (default: all)")
+    p.add_argument("--e2e-requests", type=_positive_int, default=32, help="with --e2e: requests per configuration, "
+                                                                          ">= 1 (default 32)")
+    p.add_argument("--e2e-max-tokens", type=_positive_int, default=64, help="with --e2e: max tokens per request, "
+                                                                            ">= 1 (default 64)")
     p.set_defaults(func=run)
     return p
 
@@ -44,6 +47,65 @@ def _systems():
     from structgate_bench.maskstep import SYSTEMS
 
     return SYSTEMS
+
+
+def _e2e_configs():
+    from structgate_bench.maskstep import E2E_CONFIGS
+
+    return tuple(E2E_CONFIGS)
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
+    return v
+
+
+def _positive_ints(s: str) -> list[int]:
+    """A comma-separated list of integers >= 1 (at least one)."""
+    items = [x.strip() for x in s.split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {s!r}")
+    out = []
+    for x in items:
+        try:
+            v = int(x)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {x!r}") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"each value must be >= 1, got {x}")
+        out.append(v)
+    return out
+
+
+def _non_negative_float(s: str) -> float:
+    import math
+
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
+    return v
+
+
+def _names(valid, what: str):
+    """An argparse type: a comma-separated, non-empty list of names out of ``valid``."""
+    def parse(s: str) -> list[str]:
+        names = [x.strip() for x in s.split(",") if x.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"no {what} named; valid: {', '.join(valid)}")
+        bad = [n for n in names if n not in valid]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
+        return list(dict.fromkeys(names))
+
+    return parse
 
 
 def add_parser(sub) -> None:  # standalone use: `structgate maskstep` if wired as a top-level command
@@ -56,16 +118,14 @@ def run(args: argparse.Namespace) -> int:
     from structgate_bench.maskstep import format_e2e_table, format_table, run_e2e, run_maskstep
 
     if args.e2e:
-        configs = [c.strip() for c in args.e2e_configs.split(",") if c.strip()]
-        res = run_e2e(configs, n_requests=args.e2e_requests, max_tokens=args.e2e_max_tokens)
+        res = run_e2e(args.e2e_configs, n_requests=args.e2e_requests, max_tokens=args.e2e_max_tokens)
         print()
         print(format_e2e_table(res))
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(res, f, indent=1)
         return 0
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    systems, batches = args.systems, args.batch_sizes
     results = run_maskstep(systems, batches, args.steps, vocab_spec=args.vocab, forward_ms=args.forward_ms,
                            hook=not args.no_hook)
     print()

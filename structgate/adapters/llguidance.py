@@ -107,14 +107,66 @@ def _map_error(msg: str, kind: str, text: str, shift: int = 0) -> Exception:
             feat = mk.group(1)
         return UnsupportedFeatureError(feat, "llguidance: " + lines[0] if lines else msg,
                                        f"position {pos}" if kind in ("regex", "grammar") else None)
+    where = None
     if kind in ("json_schema", "json_object") and pos == 0:
-        for w in re.findall(r"'([^']+)'|\"([^\"]+)\"|: (\w+)$", lines[0] if lines else msg):
-            w = next(x for x in w if x)
-            i = text.find(w)
-            if i >= 0:
-                pos = i
-                break
-    return GrammarSyntaxError(f"llguidance: {err}", text, pos)
+        pos, where = _schema_position(lines[0] if lines else msg, text)
+    return GrammarSyntaxError(f"llguidance: {err}", text, pos, where)
+
+
+def _schema_position(line: str, text: str) -> tuple[int, str | None]:
+    """Where in the schema ``text`` (``json.dumps(schema, ensure_ascii=False)``) llguidance's
+    message ``line`` points, as ``(offset, JSON pointer or None)``; llguidance names no location.
+
+    ``required property 'b' is unsatisfiable``: the one ``required`` list naming ``b`` (offset of
+    that entry and its pointer). Otherwise a name quoted in the message is looked up as a JSON
+    string (``"b"``, not the letter inside ``"object"``), used only where it occurs once. Nothing
+    found: offset 0 and no pointer (never a caret under an unrelated word)."""
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return 0, None
+    m = re.search(r"required property '([^']+)'", line)
+    if m:
+        hits = [path for path, v in _walk(schema, ()) if isinstance(v, dict)
+                and isinstance(v.get("required"), list) and m.group(1) in v["required"]]
+        if len(hits) == 1:
+            path = (*hits[0], "required", _schema_at(schema, hits[0])["required"].index(m.group(1)))
+            return _offset_of(schema, path), "/" + "/".join(str(k).replace("~", "~0").replace("/", "~1")
+                                                            for k in path)
+    for w in re.findall(r"'([^']+)'|\"([^\"]+)\"", line):
+        w = next(x for x in w if x)
+        quoted = json.dumps(w, ensure_ascii=False)
+        if text.count(quoted) == 1:
+            return text.index(quoted), None
+    return 0, None
+
+
+def _walk(v, path: tuple):
+    """``(path, value)`` of every value inside ``v``, ``v`` itself first."""
+    yield path, v
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _walk(x, (*path, k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _walk(x, (*path, i))
+
+
+def _schema_at(v, path: tuple):
+    for k in path:
+        v = v[k]
+    return v
+
+
+def _offset_of(schema, path: tuple) -> int:
+    """Offset of the value at ``path`` in ``json.dumps(schema, ensure_ascii=False)``: the same text
+    with that value replaced by a marker (everything before it is written the same)."""
+    import copy
+
+    marker = "\x00structgate-marker\x00"
+    s = copy.deepcopy(schema)
+    _schema_at(s, path[:-1])[path[-1]] = marker
+    return json.dumps(s, ensure_ascii=False).index(json.dumps(marker, ensure_ascii=False))
 
 
 _WS = frozenset(b" \t\n\r")

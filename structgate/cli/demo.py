@@ -147,10 +147,36 @@ def add_parser(sub) -> None:
                    help="structured-output backend name (structgate or vLLM's own); default: native")
     p.add_argument("--schemas", metavar="FILE.jsonl", help="extra JSON Schemas, one per line, sent as json_schema requests")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the server to start (default 600)")
+    p.add_argument("--port", type=_port, default=None, help="server port, 1-65535 (default: a free one)")
+    p.add_argument("--timeout", type=_positive_seconds, default=600.0,
+                   help="seconds to wait for the server to start, > 0 (default 600)")
     p.add_argument("--keep-log", action="store_true", help="print the server log path and keep the file")
     p.set_defaults(func=run)
+
+
+def _port(s: str) -> int:
+    import argparse
+
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {s!r}") from None
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"a port must be in 1-65535, got {s}")
+    return v
+
+
+def _positive_seconds(s: str) -> float:
+    import argparse
+    import math
+
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {s!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {s}")
+    return v
 
 
 def load_schemas(path: str) -> list[tuple[str, dict]]:
@@ -158,13 +184,22 @@ def load_schemas(path: str) -> list[tuple[str, dict]]:
 
     Raises
     ------
+    UsageError
+        The file cannot be read (missing, a folder, not UTF-8) or holds no schema.
     GrammarSyntaxError
         A line that is not JSON, or not a JSON object/boolean (with its line number).
     """
     from ..errors import GrammarSyntaxError
+    from . import UsageError
 
     out = []
-    text = pathlib.Path(path).read_text(encoding="utf-8")
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read the --schemas file {path!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"the --schemas file {path!r} is not UTF-8 text (byte {e.start}): expected JSONL, "
+                         "one JSON Schema per line") from None
     for i, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if not s or s.startswith("#"):
@@ -177,6 +212,8 @@ def load_schemas(path: str) -> list[tuple[str, dict]]:
             raise GrammarSyntaxError(f"{path} line {i}: a JSON Schema must be an object or a boolean", s, 0)
         title = schema.get("title") if isinstance(schema, dict) else None
         out.append((f"{pathlib.Path(path).name}:{i}" + (f" ({title})" if title else ""), schema))
+    if not out:
+        raise UsageError(f"the --schemas file {path!r} holds no schema: expected JSONL, one JSON Schema per line")
     return out
 
 
@@ -343,7 +380,7 @@ def run(args) -> int:
                 waited = server.wait_ready(timeout_s=args.timeout)
             except ServerStartError as e:
                 progress.stop()
-                console.print(f"[red]vllm serve failed to start[/red] ({e.returncode}):\n{e.log_tail}")
+                console.print(start_failure(e), markup=False, highlight=False)
                 return 1
             progress.update(t_start, description=f"vllm serve ready in {waited:.0f} s", total=1, completed=1)
             t_req = progress.add_task("requests", total=len(requests))
@@ -375,6 +412,16 @@ def run(args) -> int:
     else:
         _print_table(results, backend)
     return exit_status(results)
+
+
+def start_failure(e) -> str:
+    """What ``demo`` prints when ``vllm serve`` did not come up (a
+    :class:`~structgate.plugin.server.ServerStartError`): what happened (exited with status N, or
+    did not answer within N s), then the server's last output, or that it wrote none."""
+    what = getattr(e, "message", None) or str(e).split("\n", 1)[0]
+    tail = (e.log_tail or "").rstrip()
+    return f"vllm serve failed to start: {what}\n" + (
+        f"--- last server output ---\n{tail}" if tail else "(the server wrote no output)")
 
 
 def exit_status(results: list[DemoResult]) -> int:

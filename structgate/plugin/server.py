@@ -28,6 +28,7 @@ class ServerStartError(RuntimeError):
     """The server exited or did not answer /health in time; ``log_tail`` holds its last output."""
 
     def __init__(self, message: str, returncode: int | None, log_tail: str):
+        self.message = message
         self.returncode = returncode
         self.log_tail = log_tail
         super().__init__(f"{message}\n--- last server output ---\n{log_tail}")
@@ -139,7 +140,7 @@ class VllmServer:
             except httpx.HTTPError:
                 pass
             if time.monotonic() - t0 > timeout_s:
-                raise ServerStartError(f"vllm serve did not answer /health within {timeout_s:.0f} s", None,
+                raise ServerStartError(f"vllm serve did not answer /health within {timeout_s:g} s", None,
                                        self.log_tail())
             if progress is not None:
                 progress(time.monotonic() - t0)

@@ -153,10 +153,14 @@ class NumberMixin:
         elif integer and mo < 1 and _reciprocal_exact(mo):
             top = _round_sig(_last_finite_dividend(mo), up=False)
             zones, gaps = [("all", -top, top)], [(top + 1, cap), (-cap, -top - 1)]
+        elif integer:
+            raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in floating point; on type "
+                                          "integer only integral values (3.0), powers of two (0.5) and decimal "
+                                          "reciprocals with a close double (0.1, not 1e-05) are compiled", w)
         else:
-            raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in binary floating point, and "
-                                          "only integral values, powers of two and decimal reciprocals whose "
-                                          "double is exact enough (0.1, 0.01) are compiled", w)
+            raise UnsupportedFeatureError("multipleOf", f"{mo!r}: validators divide in floating point; on type "
+                                          "number only integral values (1.0, 3.0) are compiled; powers of two (0.5) "
+                                          "and decimal reciprocals (0.1, 0.01) only on integer", w)
         # past the cap, up to 2**1024 - 2**970: validators test them (float(n) does not overflow);
         # beyond, jsonschema's n / mo overflows (the exact test decides; None: unbounded)
         gaps += [(cap + 1, FLOAT_INT_MAX), (-FLOAT_INT_MAX, -cap - 1), (FLOAT_INT_MAX + 1, None),

@@ -499,9 +499,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                                tuple(sorted(k for k in schema if k not in ANNOTATIONS)) if isinstance(schema, dict)
                                else ()))
         if r is not None and len(r) > self.max_size:
-            raise CompileLimitError("max_regex_size", len(r), self.max_size,
-                                    f"the regex for {where or 'the schema'} is too large (deeply nested or "
-                                    "heavily shared $refs); lower max_recursion_depth or simplify the schema")
+            raise CompileLimitError("max_regex_size", len(r), self.max_size, _size_hint(schema, where))
         if self.grammar and r is not None and len(r) > self.inline_max:
             # a long value text becomes a rule named by its digest, the site a call: an emitter that
             # writes a value twice (array items `X(,X)*`, extra property values) otherwise doubles
@@ -810,6 +808,27 @@ def json_value_regex(options: CompileOptions | None = None, depth: int | None = 
 
 
 # -- grammar mode ------------------------------------------------------------------------------------
+#: a keyword with at least this many members is named as the cause of a ``max_regex_size`` error
+WIDE_KEYWORD = 100
+
+
+def _size_hint(schema, where: str) -> str:
+    """The hint of a ``max_regex_size`` error for the schema at ``where``: a wide keyword (an object
+    of 20,000 properties, an enum of 50,000 values) is named with its size, and the remedy is a
+    larger ``max_regex_size``; otherwise the text grew by nesting or shared ``$ref`` expansion."""
+    at = where or "the schema"
+    if isinstance(schema, dict):
+        for key, what in (("properties", "an object of {:,} properties"), ("enum", "an enum of {:,} values"),
+                          ("anyOf", "an anyOf of {:,} branches"), ("oneOf", "a oneOf of {:,} branches"),
+                          ("patternProperties", "an object of {:,} patternProperties")):
+            v = schema.get(key)
+            if isinstance(v, (dict, list)) and len(v) >= WIDE_KEYWORD:
+                return (f"the regex for {at}, {what.format(len(v))}, is too large; raise max_regex_size or "
+                        "split the schema")
+    return (f"the regex for {at} is too large (deeply nested or heavily shared $refs); lower "
+            "max_recursion_depth or simplify the schema")
+
+
 def schema_to_grammar(schema: dict | bool | str, options: CompileOptions | None = None):
     """Compile a JSON Schema into a :class:`structgate.native.ir.Grammar` with rule references.
 

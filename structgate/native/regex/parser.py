@@ -204,6 +204,10 @@ _VERBOSE_FLAG = _re.compile(r"\(\?[a-zA-Z-]*x")
 _PIECES_MAX = 50_000
 #: pieces shorter than this are parsed directly (a lookup would not pay)
 _PIECE_MIN = 12
+#: ``(?:...)`` groups longer than this are parsed directly, not cached: each key is the group's text,
+#: so caching every level of a deeply nested group (a flat object of 20,000 optional properties nests
+#: its alternatives 20,000 deep, 3 MB of text) kept the sum of the levels' lengths, tens of GB
+_PIECE_MAX = 8192
 
 
 #: the opening of a named group (``(?P<`` or ``(?<`` not followed by ``=``/``!``)
@@ -352,7 +356,7 @@ class _Parser:
             if c == "(" and self.calls and p.startswith("(?&", i):
                 atom, i = self._call(i)
             elif c == "(" and self._cache_ok and p.startswith("(?:", i) and i in self._groups \
-                    and self._groups[i] - i >= _PIECE_MIN and not flags.verbose \
+                    and _PIECE_MIN <= self._groups[i] - i <= _PIECE_MAX and not flags.verbose \
                     and not _NAMED_GROUP.search(p, i, self._groups[i]):  # (names are checked by parsing)
                 key = (p[i:self._groups[i] + 1], flags.dotall, flags.ignorecase, flags.multiline, self.calls)
                 hit = _PIECES.get(key)
