@@ -466,14 +466,14 @@ def test_jsts_plot_groups():
 
 # -- bench maskstep: bad arguments are argparse errors (exit 2, one line naming the option) ----------
 @pytest.mark.parametrize("argv, message", [
-    (["--batch-sizes", "abc"], r"argument --batch-sizes: expected comma-separated integers >= 1, got 'abc'"),
-    (["--batch-sizes", "1,0"], r"argument --batch-sizes: each value must be >= 1, got 0"),
+    (["--batch-sizes", "abc"], r"argument --batch-sizes: each value: expected an integer >= 1, got 'abc'"),
+    (["--batch-sizes", "1,0"], r"argument --batch-sizes: each value: must be an integer >= 1, got 0"),
     (["--batch-sizes", ","], r"argument --batch-sizes: expected comma-separated integers >= 1"),
-    (["--steps", "0"], r"argument --steps: must be >= 1, got 0"),
-    (["--steps", "-1"], r"argument --steps: must be >= 1, got -1"),
+    (["--steps", "0"], r"argument --steps: must be an integer >= 1, got 0"),
+    (["--steps", "-1"], r"argument --steps: must be an integer >= 1, got -1"),
     (["--steps", "x"], r"argument --steps: expected an integer >= 1, got 'x'"),
-    (["--e2e-requests", "0"], r"argument --e2e-requests: must be >= 1"),
-    (["--e2e-max-tokens", "-5"], r"argument --e2e-max-tokens: must be >= 1"),
+    (["--e2e-requests", "0"], r"argument --e2e-requests: must be an integer >= 1"),
+    (["--e2e-max-tokens", "-5"], r"argument --e2e-max-tokens: must be an integer >= 1"),
     (["--forward-ms", "-1"], r"argument --forward-ms: must be a finite number >= 0"),
     (["--systems", "nope", "--batch-sizes", "1", "--steps", "1"],
      r"argument --systems: unknown system 'nope'; valid: vllm-xgrammar, native, structgate-xgrammar, "

@@ -163,9 +163,9 @@ def test_native_integer_options_are_checked_when_the_backend_is_made(value, voca
 
 # -- demo: bad arguments before vllm serve starts ---------------------------------------------------
 @pytest.mark.parametrize("argv, message", [
-    (["--port", "99999"], r"argument --port: a port must be in 1-65535, got 99999"),
-    (["--port", "0"], r"argument --port: a port must be in 1-65535, got 0"),
-    (["--port", "http"], r"argument --port: expected a port number 1-65535, got 'http'"),
+    (["--port", "99999"], r"argument --port: must be a port number in 1-65535, got 99999"),
+    (["--port", "0"], r"argument --port: must be a port number in 1-65535, got 0"),
+    (["--port", "http"], r"argument --port: expected a port number in 1-65535, got 'http'"),
     (["--timeout", "0"], r"argument --timeout: must be a finite number of seconds > 0, got 0"),
     (["--timeout", "-1"], r"argument --timeout: must be a finite number of seconds > 0, got -1"),
     (["--timeout", "nan"], r"argument --timeout: must be a finite number of seconds > 0, got nan"),

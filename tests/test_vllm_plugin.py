@@ -17,6 +17,7 @@ import pytest
 
 vllm = pytest.importorskip("vllm")
 
+from _vllm_engine import engine_backend, hf_tokenizer, model_config  # noqa: E402,F401  (fixtures)
 from structgate.plugin import ledger  # noqa: E402
 
 
@@ -39,23 +40,6 @@ def _validation_budget(monkeypatch):
     budget (tests/test_plugin_validation_budget.py): past the default 0.05 s, which a cold path under
     load can reach, a bad request would be deferred to the engine's compile and raise nothing here."""
     monkeypatch.setenv("STRUCTGATE_VALIDATE_BUDGET_S", "60")
-
-
-@pytest.fixture(scope="module")
-def hf_tokenizer():
-    from transformers import AutoTokenizer
-
-    from structgate.tokenizers import bundled_tokenizer_dir
-
-    return AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
-
-
-@pytest.fixture(scope="module")
-def model_config():
-    return types.SimpleNamespace(
-        is_diffusion=False, get_vocab_size=lambda: 128256,
-        try_get_generation_config=lambda: {"eos_token_id": [128001, 128008, 128009]},
-        hf_config=types.SimpleNamespace(eos_token_id=[128001, 128008, 128009]))
 
 
 # -- import cost / laziness -------------------------------------------------------------------------
@@ -553,11 +537,7 @@ def test_vllm_names_unchanged(plugin, hf_tokenizer, model_config):
 # -- 3. bridge ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def vllm_backend(plugin, hf_tokenizer, model_config):
-    from structgate.plugin.bridge import StructgateVllmBackend
-
-    cfg = types.SimpleNamespace(model_config=model_config, speculative_config=None,
-                                structured_outputs_config=types.SimpleNamespace(disable_any_whitespace=False))
-    return StructgateVllmBackend(cfg, tokenizer=hf_tokenizer, vocab_size=128256, backend_name="native")
+    return engine_backend("native", hf_tokenizer, model_config)
 
 
 def _allowed(grammar, bitmask, row=0):

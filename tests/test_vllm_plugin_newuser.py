@@ -22,6 +22,7 @@ import pytest
 
 vllm = pytest.importorskip("vllm")
 
+from _vllm_engine import engine_backend, hf_tokenizer, model_config  # noqa: E402,F401  (fixtures)
 from structgate.backends.registry import get_backend_spec  # noqa: E402
 
 #: native refuses this multipleOf (0.001 has no exact double); llguidance and xgrammar enforce it
@@ -58,29 +59,7 @@ def _env(monkeypatch):
     monkeypatch.delenv("STRUCTGATE_COMPILE_TIMEOUT_S", raising=False)
 
 
-@pytest.fixture(scope="module")
-def hf_tokenizer():
-    from transformers import AutoTokenizer
-
-    from structgate.tokenizers import bundled_tokenizer_dir
-
-    return AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
-
-
-@pytest.fixture(scope="module")
-def model_config():
-    return types.SimpleNamespace(
-        is_diffusion=False, get_vocab_size=lambda: 128256,
-        try_get_generation_config=lambda: {"eos_token_id": [128001, 128008, 128009]},
-        hf_config=types.SimpleNamespace(eos_token_id=[128001, 128008, 128009]))
-
-
-def _vllm_backend(name, hf_tokenizer, model_config):
-    from structgate.plugin.bridge import StructgateVllmBackend
-
-    cfg = types.SimpleNamespace(model_config=model_config, speculative_config=None,
-                                structured_outputs_config=types.SimpleNamespace(disable_any_whitespace=False))
-    return StructgateVllmBackend(cfg, tokenizer=hf_tokenizer, vocab_size=128256, backend_name=name)
+_vllm_backend = engine_backend
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from structgate.cli.argtypes import int_in, int_list, number_in
+
 DEFAULT_BATCHES = "1,16,64,128,256"
 
 
@@ -55,43 +57,9 @@ def _e2e_configs():
     return tuple(E2E_CONFIGS)
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
-    return v
-
-
-def _positive_ints(s: str) -> list[int]:
-    """A comma-separated list of integers >= 1 (at least one)."""
-    items = [x.strip() for x in s.split(",") if x.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {s!r}")
-    out = []
-    for x in items:
-        try:
-            v = int(x)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {x!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"each value must be >= 1, got {x}")
-        out.append(v)
-    return out
-
-
-def _non_negative_float(s: str) -> float:
-    import math
-
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
-    return v
+_positive_int = int_in(1)
+_positive_ints = int_list(1)
+_non_negative_float = number_in(0.0)
 
 
 def _names(valid, what: str):

@@ -31,6 +31,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from .argtypes import PORT, number_in
 
 #: ``structgate demo --help`` text (plain, not reStructuredText)
 HELP = ("Start vllm serve on the embedded tiny model (random weights) with --structured-output-backend "
@@ -154,29 +155,8 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _port(s: str) -> int:
-    import argparse
-
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {s!r}") from None
-    if not 1 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"a port must be in 1-65535, got {s}")
-    return v
-
-
-def _positive_seconds(s: str) -> float:
-    import argparse
-    import math
-
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {s!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {s}")
-    return v
+_port = PORT
+_positive_seconds = number_in(0.0, strict=True, what="number of seconds")
 
 
 def load_schemas(path: str) -> list[tuple[str, dict]]:
