@@ -15,20 +15,22 @@ def _range_text(lo: float, hi: float | None, strict: bool) -> str:
     return f"> {lo:g}" if strict else f">= {lo:g}"
 
 
-def int_in(lo: int, hi: int | None = None, what: str = "an integer") -> Callable[[str], int]:
-    """An integer ``lo <= v (<= hi)``."""
-    want = f"{what} {_range_text(lo, hi, False)}"
-
-    def parse(s: str) -> int:
+def _bounded(convert, lo, hi, strict: bool, want: str):
+    def parse(s: str):
         try:
-            v = int(s)
+            v = convert(s)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {want}, got {s!r}") from None
-        if v < lo or (hi is not None and v > hi):
+        if not math.isfinite(v) or v < lo or (strict and v == lo) or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"must be {want}, got {s}")
         return v
 
     return parse
+
+
+def int_in(lo: int, hi: int | None = None, what: str = "an integer") -> Callable[[str], int]:
+    """An integer ``lo <= v (<= hi)``."""
+    return _bounded(int, lo, hi, False, f"{what} {_range_text(lo, hi, False)}")
 
 
 def int_list(lo: int) -> Callable[[str], list[int]]:
@@ -49,18 +51,7 @@ def int_list(lo: int) -> Callable[[str], list[int]]:
 
 def number_in(lo: float, strict: bool = False, what: str = "a number") -> Callable[[str], float]:
     """A finite number ``> lo`` (``strict``) or ``>= lo``."""
-    want = f"a finite {what.removeprefix('a ')} {_range_text(lo, None, strict)}"
-
-    def parse(s: str) -> float:
-        try:
-            v = float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {want}, got {s!r}") from None
-        if not math.isfinite(v) or v < lo or (strict and v == lo):
-            raise argparse.ArgumentTypeError(f"must be {want}, got {s}")
-        return v
-
-    return parse
+    return _bounded(float, lo, None, strict, f"a finite {what.removeprefix('a ')} {_range_text(lo, None, strict)}")
 
 
 #: a TCP port
