@@ -430,8 +430,7 @@ class _Parser:
         t = self.next()
         if self.is_p(t, "(") or self.is_p(t, "["):
             close = ")" if t.text == "(" else "]"
-            if self.is_p(self.peek(), close):
-                raise self.err(f"empty {t.text}{close}", t.pos)
+            # (an empty group, "()" or "[]", is the empty string, as in Lark: its expansion is expr*)
             body = self.expansions(terminal, depth + 1)
             u = self.next()
             if not self.is_p(u, close):

@@ -120,3 +120,18 @@ def fold_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], .
     if not extra:
         return ranges
     return normalize_ranges(list(ranges) + [(c, c) for c in extra])
+
+
+def fold_ranges_ascii(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Close normalized code-point ``ranges`` under ASCII case equivalence only (``a``-``z`` with
+    ``A``-``Z``): Python's ``re.IGNORECASE`` under ``re.ASCII`` (``(?ai)``), where ``k`` does not match
+    the Kelvin sign U+212A nor ``é`` match ``É`` (normalized result)."""
+    from .parser import normalize_ranges
+
+    extra = []
+    for lo, hi in ranges:
+        for a, b, shift in ((0x61, 0x7A, -32), (0x41, 0x5A, 32)):
+            x, y = max(lo, a), min(hi, b)
+            if x <= y:
+                extra.append((x + shift, y + shift))
+    return normalize_ranges(list(ranges) + extra) if extra else ranges

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from .casefold import fold_ranges
+from .casefold import fold_ranges, fold_ranges_ascii
 
 __all__ = ["Node", "Chars", "Concat", "Alt", "Repeat", "Anchor", "parse_regex", "EMPTY",
            "DIGIT", "WORD", "SPACE", "normalize_ranges", "negate_ranges", "ast_size"]
@@ -164,16 +164,26 @@ def _is_hi_surrogate(cp: int) -> bool:
 
 
 class _Flags:
-    __slots__ = ("dotall", "verbose", "multiline", "ignorecase")
+    """The inline flags in force. ``ignorecase`` is False, True (Unicode simple case folding) or
+    ``"ascii"`` (``i`` with ``a``: ASCII letters only, as Python's ``re`` folds under ``re.ASCII``);
+    it is part of every parse cache's key."""
 
-    def __init__(self, dotall=False, verbose=False, multiline=False, ignorecase=False):
+    __slots__ = ("dotall", "verbose", "multiline", "ignorecase", "ascii")
+
+    def __init__(self, dotall=False, verbose=False, multiline=False, ignorecase=False, ascii=False):
         self.dotall = dotall
         self.verbose = verbose
         self.multiline = multiline
         self.ignorecase = ignorecase
+        self.ascii = ascii
 
     def copy(self) -> "_Flags":
-        return _Flags(self.dotall, self.verbose, self.multiline, self.ignorecase)
+        return _Flags(self.dotall, self.verbose, self.multiline, self.ignorecase, self.ascii)
+
+
+def _fold(ranges, ignorecase):
+    """``ranges`` closed under the case equivalence of ``ignorecase`` (:attr:`_Flags.ignorecase`)."""
+    return fold_ranges_ascii(ranges) if ignorecase == "ascii" else fold_ranges(ranges)
 
 
 import re as _re
@@ -463,7 +473,7 @@ class _Parser:
                 atom = Chars(((cp, cp),))
                 i += 1
             if flags.ignorecase and isinstance(atom, Chars) and c not in "[.\\)":
-                atom = Chars(fold_ranges(atom.ranges))
+                atom = Chars(_fold(atom.ranges, flags.ignorecase))
             # quantifiers
             i = self._skip_ignored(i, flags)
             if i < n and p[i] in _QUANT_START:
@@ -625,10 +635,13 @@ class _Parser:
                 flags.multiline = value
             elif letter == "a":
                 self._ascii_flag = True  # ASCII classes are the default; \\p{..} under it is refused
+                flags.ascii = True  # and i folds ASCII letters only
             elif letter == "i":
                 flags.ignorecase = value
             else:
                 raise self.unsupported(f"regex flag {letter!r}", pos)
+        if flags.ignorecase:
+            flags.ignorecase = "ascii" if flags.ascii else True
 
     def _group_open(self, i: int, flags: _Flags):
         """Parse a group opener at ``i``; returns (index after it, kind, flags inside)."""
@@ -815,10 +828,10 @@ class _Parser:
         if r is not None:
             kind, val, j = r
             if kind == "set":
-                return Chars(fold_ranges(val) if flags.ignorecase else val), j
+                return Chars(_fold(val, flags.ignorecase) if flags.ignorecase else val), j
             if kind == "nset":  # \D \W \S: complement of the (case-closed) positive set
-                return Chars(negate_ranges(fold_ranges(val) if flags.ignorecase else val)), j
-            return Chars(fold_ranges(((val, val),)) if flags.ignorecase else ((val, val),)), j
+                return Chars(negate_ranges(_fold(val, flags.ignorecase) if flags.ignorecase else val)), j
+            return Chars(_fold(((val, val),), flags.ignorecase) if flags.ignorecase else ((val, val),)), j
         j = i + 2
         if c in "123456789":
             # Python: three octal digits are an octal escape, otherwise a group reference
@@ -826,7 +839,7 @@ class _Parser:
                 cp = int(p[i + 1:j + 2], 8)
                 if cp > 0o377:
                     raise self.err(f"octal escape value {p[i:j + 2]} outside of range 0-0o377", i)
-                return Chars(((cp, cp),)), j + 2
+                return Chars(_fold(((cp, cp),), flags.ignorecase) if flags.ignorecase else ((cp, cp),)), j + 2
             raise self.unsupported("backreference \\" + c, i)
         if c == "b":
             raise self.unsupported("word boundary \\b", i)
@@ -895,9 +908,9 @@ class _Parser:
                 ranges.append((val, val))
         rs = normalize_ranges(ranges)
         if ignorecase:
-            rs = fold_ranges(rs)
+            rs = _fold(rs, ignorecase)
         for base in neg_sets:  # \D \W \S items: complement of the (case-closed) positive set
-            rs = normalize_ranges(rs + negate_ranges(fold_ranges(base) if ignorecase else base))
+            rs = normalize_ranges(rs + negate_ranges(_fold(base, ignorecase) if ignorecase else base))
         if negate:
             rs = negate_ranges(rs)
         return Chars(rs), i
