@@ -59,13 +59,10 @@ def _env(monkeypatch):
     monkeypatch.delenv("STRUCTGATE_COMPILE_TIMEOUT_S", raising=False)
 
 
-_vllm_backend = engine_backend
-
-
 @pytest.fixture(scope="module")
 def native_server(plugin, hf_tokenizer, model_config):
     """The engine side of a ``--structured-output-backend native`` server."""
-    return _vllm_backend("native", hf_tokenizer, model_config)
+    return engine_backend("native", hf_tokenizer, model_config)
 
 
 def _texts_accepted(grammar, vocab, texts):
@@ -153,7 +150,7 @@ def test_auto_fallback_is_logged_on_vllms_logger_once_per_kind_and_engine(plugin
 
     monkeypatch.setattr(bridge, "_fallbacks_logged", set(), raising=False)
     _vllm_logging_configured(monkeypatch, caplog)
-    be = _vllm_backend("structgate-auto", hf_tokenizer, model_config)
+    be = engine_backend("structgate-auto", hf_tokenizer, model_config)
     with caplog.at_level(logging.DEBUG, logger="vllm.structgate"):
         g1 = be.compile_grammar(StructuredOutputOptions.JSON, json.dumps(MILLIS))
         g2 = be.compile_grammar(StructuredOutputOptions.JSON, json.dumps(HALVES))

@@ -25,7 +25,7 @@ from ..backends.interface import Matcher
 from ..errors import MatcherStateError
 from ..vocab import Vocabulary
 
-__all__ = ["VocabMasks", "AdapterMatcher", "regex_escape", "choice_regex", "apply_additional_properties_default",
+__all__ = ["json_pointer", "VocabMasks", "AdapterMatcher", "regex_escape", "choice_regex", "apply_additional_properties_default",
            "find_lookaround", "position_of_line_col"]
 
 
@@ -335,6 +335,12 @@ def find_lookaround(schema: Any, pointer: str = "") -> tuple[str, int] | None:
             if r:
                 return r
     return None
+
+
+def json_pointer(where: str, *parts: Any) -> str:
+    """``where`` extended by ``parts`` (keys or indices), each escaped as RFC 6901 says (``~`` as
+    ``~0``, ``/`` as ``~1``)."""
+    return where + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def position_of_line_col(text: str, line: int, col: int) -> int:

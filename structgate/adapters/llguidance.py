@@ -38,7 +38,8 @@ import numpy as np
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..errors import GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
-from ._base import AdapterMatcher, VocabMasks, apply_additional_properties_default, position_of_line_col
+from ._base import (AdapterMatcher, VocabMasks, apply_additional_properties_default, json_pointer,
+                    position_of_line_col, schema_text)
 
 __all__ = ["LLGuidanceBackend", "LLGuidanceCompiledGrammar", "LLGuidanceMatcher", "make_tokenizer"]
 
@@ -131,8 +132,7 @@ def _schema_position(line: str, text: str) -> tuple[int, str | None]:
                 and isinstance(v.get("required"), list) and m.group(1) in v["required"]]
         if len(hits) == 1:
             path = (*hits[0], "required", _schema_at(schema, hits[0])["required"].index(m.group(1)))
-            return _offset_of(schema, path), "/" + "/".join(str(k).replace("~", "~0").replace("/", "~1")
-                                                            for k in path)
+            return _offset_of(schema, path), json_pointer("", *path)
     for w in re.findall(r"'([^']+)'|\"([^\"]+)\"", line):
         w = next(x for x in w if x)
         quoted = json.dumps(w, ensure_ascii=False)
@@ -142,14 +142,16 @@ def _schema_position(line: str, text: str) -> tuple[int, str | None]:
 
 
 def _walk(v, path: tuple):
-    """``(path, value)`` of every value inside ``v``, ``v`` itself first."""
-    yield path, v
-    if isinstance(v, dict):
-        for k, x in v.items():
-            yield from _walk(x, (*path, k))
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            yield from _walk(x, (*path, i))
+    """``(path, value)`` of every value inside ``v``, ``v`` itself first (iterative: a deeply nested
+    schema never reaches the recursion limit here)."""
+    stack = [(path, v)]
+    while stack:
+        path, v = stack.pop()
+        yield path, v
+        if isinstance(v, dict):
+            stack.extend(((*path, k), x) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend(((*path, i), x) for i, x in reversed(list(enumerate(v))))
 
 
 def _schema_at(v, path: tuple):
@@ -166,7 +168,7 @@ def _offset_of(schema, path: tuple) -> int:
     marker = "\x00structgate-marker\x00"
     s = copy.deepcopy(schema)
     _schema_at(s, path[:-1])[path[-1]] = marker
-    return json.dumps(s, ensure_ascii=False).index(json.dumps(marker, ensure_ascii=False))
+    return schema_text(s).index(schema_text(marker))
 
 
 _WS = frozenset(b" \t\n\r")

@@ -39,7 +39,7 @@ from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..bitmask import bool_to_bitmask
 from ..errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
-from ._base import AdapterMatcher, VocabMasks, choice_regex
+from ._base import AdapterMatcher, VocabMasks, choice_regex, json_pointer
 
 __all__ = ["OutlinesCoreBackend", "OutlinesCoreCompiledGrammar", "OutlinesCoreMatcher", "check_exact"]
 
@@ -85,10 +85,6 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comme
                           "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "enum", "const",
                           "contentEncoding", "contentMediaType", "format"})
 _JSON_MUST_ESCAPE = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
-
-
-def _ptr(where: str, *parts: Any) -> str:
-    return where + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def _refuse(feature: str, why: str, where: str) -> UnsupportedFeatureError:
@@ -230,7 +226,7 @@ def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
                               "Schema's (ECMAScript, ASCII) nor Python's (write the class out, e.g. [0-9])", where)
             if _top_level_alternation(pat):
                 raise _refuse("pattern", "a top-level '|' escapes outlines-core's quotes (group it: (a|b))", where)
-            if _matches_escaped_char(pat, _ptr(where, "pattern")):
+            if _matches_escaped_char(pat, json_pointer(where, "pattern")):
                 raise _refuse("pattern", "it can match '\"', '\\' or a control character, which outlines-core "
                               "writes into the JSON string unescaped", where)
     fmt = schema.get("format")
@@ -242,11 +238,11 @@ def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
         for name, sub in props.items():
             if '"' in name or "\\" in name or any(ord(c) < 0x20 for c in name):
                 raise _refuse("properties", f"property name {name!r} needs JSON escapes, which outlines-core "
-                              "does not write", _ptr(where, "properties", name))
+                              "does not write", json_pointer(where, "properties", name))
             if _resolve_local_ref(sub, root) == {}:
                 raise _refuse("properties", f"property {name!r} takes any value, and outlines-core writes that "
                               "alternation ungrouped, so a bare value (null, 12) passes as the whole output "
-                              "(dottxt-ai/outlines-core#151 family)", _ptr(where, "properties", name))
+                              "(dottxt-ai/outlines-core#151 family)", json_pointer(where, "properties", name))
     req = schema.get("required")
     if isinstance(req, list):
         missing = [r for r in req if not (isinstance(props, dict) and r in props)]
@@ -279,15 +275,15 @@ def check_exact(schema: Any, root: Any = None, where: str = "") -> None:
     for kw in ("properties", "$defs", "definitions"):
         if isinstance(schema.get(kw), dict):
             for k, sub in schema[kw].items():
-                check_exact(sub, root, _ptr(where, kw, k))
+                check_exact(sub, root, json_pointer(where, kw, k))
     for kw in ("anyOf", "oneOf", "allOf", "prefixItems", "items", "additionalProperties", "additionalItems",
                "not", "if", "then", "else"):
         sub = schema.get(kw)
         if isinstance(sub, dict):
-            check_exact(sub, root, _ptr(where, kw))
+            check_exact(sub, root, json_pointer(where, kw))
         elif isinstance(sub, list):
             for i, s in enumerate(sub):
-                check_exact(s, root, _ptr(where, kw, i))
+                check_exact(s, root, json_pointer(where, kw, i))
 
 
 def strip_end_anchors(pattern: str) -> str:

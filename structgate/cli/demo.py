@@ -31,6 +31,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
 from .argtypes import PORT, number_in
 
 #: ``structgate demo --help`` text (plain, not reStructuredText)
@@ -148,15 +149,11 @@ def add_parser(sub) -> None:
                    help="structured-output backend name (structgate or vLLM's own); default: native")
     p.add_argument("--schemas", metavar="FILE.jsonl", help="extra JSON Schemas, one per line, sent as json_schema requests")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    p.add_argument("--port", type=_port, default=None, help="server port, 1-65535 (default: a free one)")
-    p.add_argument("--timeout", type=_positive_seconds, default=600.0,
+    p.add_argument("--port", type=PORT, default=None, help="server port, 1-65535 (default: a free one)")
+    p.add_argument("--timeout", type=number_in(0.0, strict=True, what="number of seconds"), default=600.0,
                    help="seconds to wait for the server to start, > 0 (default 600)")
     p.add_argument("--keep-log", action="store_true", help="print the server log path and keep the file")
     p.set_defaults(func=run)
-
-
-_port = PORT
-_positive_seconds = number_in(0.0, strict=True, what="number of seconds")
 
 
 def load_schemas(path: str) -> list[tuple[str, dict]]:
