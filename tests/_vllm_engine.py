@@ -1,10 +1,23 @@
 """The engine side of a structgate vLLM server without a server, for the plugin's unit tests
-(import the fixtures into a test module: ``from _vllm_engine import hf_tokenizer, model_config``)."""
+(import the fixtures into a test module: ``from _vllm_engine import plugin, hf_tokenizer, model_config``)."""
 from __future__ import annotations
 
 import types
 
 import pytest
+
+
+@pytest.fixture(scope="module")
+def plugin():
+    """Register the plugin and import every patched vLLM module."""
+    import structgate.plugin as p
+
+    p.register()
+    import vllm.config.structured_outputs  # noqa: F401
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.sampling_params  # noqa: F401
+    import vllm.v1.structured_output  # noqa: F401
+    return p
 
 
 @pytest.fixture(scope="module")

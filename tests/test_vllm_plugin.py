@@ -17,21 +17,8 @@ import pytest
 
 vllm = pytest.importorskip("vllm")
 
-from _vllm_engine import engine_backend, hf_tokenizer, model_config  # noqa: E402,F401  (fixtures)
+from _vllm_engine import engine_backend, hf_tokenizer, model_config, plugin  # noqa: E402,F401  (fixtures)
 from structgate.plugin import ledger  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def plugin():
-    """Register the plugin and import every patched vLLM module."""
-    import structgate.plugin as p
-
-    p.register()
-    import vllm.config.structured_outputs  # noqa: F401
-    import vllm.engine.arg_utils  # noqa: F401
-    import vllm.sampling_params  # noqa: F401
-    import vllm.v1.structured_output  # noqa: F401
-    return p
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,7 @@ import pytest
 
 vllm = pytest.importorskip("vllm")
 
-from _vllm_engine import engine_backend, hf_tokenizer, model_config  # noqa: E402,F401  (fixtures)
+from _vllm_engine import engine_backend, hf_tokenizer, model_config, plugin  # noqa: E402,F401  (fixtures)
 from structgate.backends.registry import get_backend_spec  # noqa: E402
 
 #: native refuses this multipleOf (0.001 has no exact double); llguidance and xgrammar enforce it
@@ -37,18 +37,6 @@ def _installed(name):
 
 needs_chain = pytest.mark.skipif(not (_installed("structgate-llguidance") and _installed("structgate-xgrammar")),
                                  reason="needs llguidance and xgrammar installed")
-
-
-@pytest.fixture(scope="module")
-def plugin():
-    import structgate.plugin as p
-
-    p.register()
-    import vllm.config.structured_outputs  # noqa: F401
-    import vllm.engine.arg_utils  # noqa: F401
-    import vllm.sampling_params  # noqa: F401
-    import vllm.v1.structured_output  # noqa: F401
-    return p
 
 
 @pytest.fixture(autouse=True)
