@@ -54,7 +54,7 @@ def test_swallowing_except_exception_does_not_hide_the_deadline():
 
     t0 = time.monotonic()
     assert validation.run_with_deadline(swallowing, 0.05) is False
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 2.0  # cut near the 0.05 s budget, not after the 5-10 s of work (slack for a loaded machine)
 
 
 def test_existing_tracer_is_chained_and_restored():
@@ -99,7 +99,7 @@ def test_validate_bounded_defers_and_counts(monkeypatch):
     before = {tuple(k): v for k, v in metrics.snapshot()["counters"]}
     t0 = time.monotonic()
     assert validation.validate_bounded(_SlowBackend(), Constraint.regex("a+")) is False
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 2.0  # cut near the 0.05 s budget, not after the 5-10 s of work (slack for a loaded machine)
     after = {tuple(k): v for k, v in metrics.snapshot()["counters"]}
     key = ("fallbacks_total", "validation_deferred")
     assert after.get(key, 0) == before.get(key, 0) + 1
@@ -126,7 +126,7 @@ def test_a_loop_of_c_calls_without_python_calls_is_cut():
 
     t0 = time.monotonic()
     assert validation.run_with_deadline(table, 0.05) is False
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 2.0  # cut near the 0.05 s budget, not after the 5-10 s of work (slack for a loaded machine)
 
 
 from structgate.backends.interface import Backend  # noqa: E402
