@@ -12,7 +12,7 @@ from structgate import Constraint, get_backend
 from structgate.backends.interface import CompileOptions
 from structgate.backends.registry import backend_names, get_backend_spec
 from structgate.cli import main
-from structgate.errors import BackendNotFoundError, InvalidConstraintError
+from structgate.errors import BackendNotFoundError, CompileLimitError, InvalidConstraintError
 from structgate.testing import tiny_vocabulary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "structgate"
@@ -280,7 +280,6 @@ def test_max_regex_size_hint_names_a_wide_object(vocab):
     """A flat object of many properties over max_regex_size: the hint names the object's size and
     says to raise the limit (not "deeply nested or heavily shared $refs; lower max_recursion_depth",
     which does not apply); a nested schema keeps that hint."""
-    from structgate.errors import CompileLimitError
 
     wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(1000)}}
     with pytest.raises(CompileLimitError) as ei:
@@ -315,6 +314,24 @@ def test_flat_object_of_20000_properties_ends_with_a_typed_error_not_oom(vocab):
         assert getattr(e, "limit_name", None) in ("max_nfa_states", "max_regex_size", "compile_timeout_s"), e
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mb < 3000, grown_mb
+
+
+def test_max_nfa_states_names_the_part_of_the_schema_that_is_large():
+    """The size limit's message names the JSON pointer whose rules make up most of the estimate
+    (it named only the limit: a user could not tell which object to split)."""
+    from structgate.native.json_schema import schema_to_grammar
+    from structgate.native.pushdown import check_size, grammar_size
+
+    wide = {"type": "object", "properties": {
+        "small": {"type": "string"},
+        "outer": {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(300)}}}}
+    g = schema_to_grammar(wide)
+    est = grammar_size(g)
+    with pytest.raises(CompileLimitError) as e:
+        check_size(g, est // 2)
+    assert e.value.limit_name == "max_nfa_states" and e.value.given == est
+    assert "most of it" in str(e.value) and "is the schema at #/properties/outer" in str(e.value), str(e.value)
+    check_size(g, est)  # at the limit: no error
 
 
 def test_llguidance_required_error_points_at_the_required_entry(vocab):

@@ -568,7 +568,25 @@ def check_size(grammar: Grammar, max_nfa_states: int, memo: dict | None = None, 
         est = grammar_size(grammar, memo)
     if est > max_nfa_states:
         raise CompileLimitError("max_nfa_states", est, max_nfa_states,
-                                "the pattern (after expanding counted repeats) is too large")
+                                "the constraint (after expanding counted repeats) is too large"
+                                + _largest_part(grammar, memo))
+
+
+def _largest_part(grammar: Grammar, memo: dict | None) -> str:
+    """``"; most of it (N states) is <where>"``: the source (``Grammar.origin``, e.g. a JSON
+    pointer, else the rule's name) whose rules' size estimates sum highest, for the limit's
+    message; empty when the grammar has a single rule without an origin."""
+    memo = {} if memo is None else memo
+    by: dict[str, int] = {}
+    for r in grammar.reachable():
+        where = grammar.origin.get(r) or f"rule {r!r}"
+        by[where] = by.get(where, 0) + _size(grammar.rules[r], memo)
+    if len(by) < 2 and not grammar.origin:
+        return ""
+    where, n = max(by.items(), key=lambda kv: kv[1])
+    if where.startswith("/") or where == "":
+        where = f"the schema at #{where}"
+    return f"; most of it ({n} states) is {where}"
 
 
 def share_repeated_subtrees(grammar: Grammar, min_size: int, memo: dict | None = None,
