@@ -73,6 +73,7 @@ class WorkerPool:
         self.n = n
         self._dropped = False  # set by _drop: its jobs fail with BrokenProcessPool / CancelledError
         self._ready: list = []
+        self._warm_lock = threading.Lock()  # one warm() submits the warm jobs (a thread may warm a replacement)
         self._warm_job = warm_job or _ping
         self._remake: Callable[[], "WorkerPool"] | None = None  # set by _get_or_make
         self._ex = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
@@ -117,12 +118,13 @@ class WorkerPool:
 
     # -- start ------------------------------------------------------------------------------------
     def warm(self) -> None:
-        """Start the workers (asynchronously: one ``warm_job`` each)."""
-        try:
-            if not self._ready:
-                self._ready = [self._ex.submit(self._warm_job) for _ in range(self.n)]
-        except RuntimeError:  # shut down meanwhile
-            pass
+        """Start the workers (one ``warm_job`` each; returns once they are spawned, not started)."""
+        with self._warm_lock:
+            try:
+                if not self._ready:
+                    self._ready = [self._ex.submit(self._warm_job) for _ in range(self.n)]
+            except RuntimeError:  # shut down meanwhile
+                pass
 
     def _wait_ready(self) -> float:
         """Wait (at most ``START_WAIT_S``) for the workers' start; returns the seconds waited (a
@@ -177,7 +179,10 @@ class WorkerPool:
             return fut.result(timeout=timeout), waited
         except FutTimeout:
             type(self)._drop(self)
-            self._replacement().warm()  # the replacement starts now
+            # the replacement starts now, off this thread: spawning blocks until the new workers
+            # have read their arguments (0.5 s with outlines-core's vocabulary), and this compile's
+            # error should not wait for that
+            threading.Thread(target=self._replacement().warm, name="structgate-pool-warm", daemon=True).start()
             raise on_timeout() from None
         except (BrokenProcessPool, CancelledError):
             if self._dropped and _retries < 3:

@@ -148,6 +148,54 @@ def test_timeout_stops_a_pathological_build_and_the_worker_is_replaced(pooled, l
         assert got == bool(re.fullmatch(r"(ab|c)+d?", text)), text
 
 
+@pytest.mark.timeout(120)
+def test_a_timeout_does_not_fail_a_concurrent_compile(local, llama3_vocab):
+    """Two grammar threads share the one worker: the pathological build's timeout terminates the
+    worker while the other compile waits behind it; that compile is run again on the replacement
+    and succeeds, with the in-process masks."""
+    v = llama3_vocab
+    hasty = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=1)
+    plain = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=60)
+    plain.compile(Constraint.regex("warm"))
+    out: dict = {}
+    started = threading.Event()
+
+    def slow():
+        started.set()
+        try:
+            out["slow"] = hasty.compile(Constraint.regex(PATHOLOGICAL))
+        except Exception as e:  # noqa: BLE001 - checked below
+            out["slow"] = e
+
+    def innocent():
+        started.wait()
+        time.sleep(0.2)  # queued behind the slow build
+        try:
+            out["innocent"] = plain.compile(CONSTRAINTS[2])
+        except Exception as e:  # noqa: BLE001
+            out["innocent"] = e
+
+    ts = [threading.Thread(target=slow), threading.Thread(target=innocent)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(100)
+    assert not any(t.is_alive() for t in ts), "a compile hung"
+    assert isinstance(out["slow"], CompileLimitError) and out["slow"].limit_name == "compile_timeout_s"
+    g = out["innocent"]
+    assert not isinstance(g, Exception), f"the concurrent compile failed: {g!r}"
+    ref = local.compile(CONSTRAINTS[2])
+    a = np.zeros((1, (v.vocab_size + 31) // 32), np.int32)
+    b = np.zeros_like(a)
+    ma, mb = ref.matcher(), g.matcher()
+    for tok in v.encode('{"name": "x", "age": 7}'):
+        ma.fill_bitmask(a, 0)
+        mb.fill_bitmask(b, 0)
+        assert (a == b).all()
+        assert ma.advance(tok) and mb.advance(tok)
+    assert ma.is_accepting() and mb.is_accepting()
+
+
 @pytest.mark.timeout(60)
 def test_other_threads_run_during_a_build_in_a_worker(pooled, llama3_vocab):
     """The GIL property: during a long index build in the worker (cut at 3 s by compile_timeout_s)
