@@ -24,24 +24,45 @@ Mapping
 * errors: outlines-core reports ``ValueError("... error building NFA")`` without a position; the
   regex is first parsed with Python's ``re`` for a position, and constructs outlines rejects
   (look-around, backreferences, anchors other than at the ends) are reported as
-  :class:`UnsupportedFeatureError`.
+  :class:`UnsupportedFeatureError`;
+* compile processes: ``Index(regex, vocabulary)`` is one Rust call that cannot be stopped once
+  started (about a second for a typical JSON schema on a 128k vocabulary, minutes for
+  ``(a|b)*a(a|b){14}``; outlines-core 0.2.14 releases the GIL meanwhile, measured). With
+  ``outlines_compile_processes=N`` (or ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``) it is built in
+  one of ``N`` worker processes (:class:`IndexPool`, each holding the outlines ``Vocabulary``, sent
+  once when it starts) and the index comes back pickled; ``compile_timeout_s`` then stops the build
+  (the worker is terminated and replaced), and the calling process never runs it (whatever a
+  later outlines-core does with the GIL). Default 0: in process, where ``compile_timeout_s`` is
+  only checked after the build; the vLLM plugin defaults to 1
+  (:func:`structgate.plugin.bridge.backend_options`).
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
+import time
 from typing import Any
 
 import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..bitmask import bool_to_bitmask
-from ..errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
+from ..errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError, StructgateError,
+                      UnsupportedFeatureError)
 from ..vocab import Vocabulary
+from ..worker_pool import WorkerPool, ignore_sigint
 from ._base import AdapterMatcher, VocabMasks, choice_regex, json_pointer
 
-__all__ = ["OutlinesCoreBackend", "OutlinesCoreCompiledGrammar", "OutlinesCoreMatcher", "check_exact"]
+__all__ = ["OutlinesCoreBackend", "OutlinesCoreCompiledGrammar", "OutlinesCoreMatcher", "IndexPool", "check_exact"]
+
+#: environment default of the ``outlines_compile_processes`` option
+ENV_COMPILE_PROCESSES = "STRUCTGATE_OUTLINES_COMPILE_PROCESSES"
+#: upper bound of ``outlines_compile_processes`` (each worker is a Python process holding the vocabulary)
+MAX_COMPILE_PROCESSES = 32
+#: index pools kept at once (one per size and vocabulary); past it the least recently used is stopped
+MAX_INDEX_POOLS = 4
 
 _UNSUPPORTED = [
     (re.compile(r"\(\?<?[=!]"), "look-around"),
@@ -302,6 +323,109 @@ def strip_end_anchors(pattern: str) -> str:
     return pattern
 
 
+# -- the index built in worker processes ------------------------------------------------------------
+_worker_vocab: Any = None  # (worker side) the outlines Vocabulary this worker builds indexes for
+
+
+def _worker_init(oc_vocab: Any) -> None:
+    """Worker side of :class:`IndexPool`: keep the outlines ``Vocabulary`` (unpickled once, as the
+    worker starts) and ignore SIGINT."""
+    global _worker_vocab
+    ignore_sigint()
+    _worker_vocab = oc_vocab
+
+
+def _index_in_worker(regex: str) -> Any:
+    """Worker side: ``outlines_core.Index(regex, vocabulary)`` (returned pickled; a ``ValueError``
+    from outlines-core comes back as it is, and the caller maps it as in process)."""
+    import outlines_core as oc
+
+    return oc.Index(regex, _worker_vocab)
+
+
+class IndexPool(WorkerPool):
+    """Worker processes that build outlines-core indexes for one vocabulary
+    (:class:`structgate.worker_pool.WorkerPool`, the mechanism of native's compile pool), one pool
+    per size and vocabulary fingerprint; at most :data:`MAX_INDEX_POOLS` are kept (the least
+    recently used is stopped; a backend still using it gets a fresh one on its next compile).
+
+    Each worker receives the outlines ``Vocabulary`` once, when it starts (about 1.6 MB pickled for
+    Llama 3's 128k tokens); a compile sends the regex and receives the pickled ``Index``. Past the
+    compile's deadline the pool's workers are terminated (a replacement pool starts at once) and
+    the compile raises ``CompileLimitError("compile_timeout_s")``; a worker that dies raises
+    ``CompileLimitError("compile_process")``. Workers start on the first compile (not when the
+    backend is made: a server's validation backend never builds an index); the start is not
+    charged to that compile's ``compile_timeout_s``.
+    """
+
+    _pools: dict = {}
+    _lock = threading.Lock()
+
+    def __init__(self, n: int, fingerprint: str, oc_vocab: Any) -> None:
+        super().__init__((n, fingerprint), n, initializer=_worker_init, initargs=(oc_vocab,))
+
+    @classmethod
+    def get(cls, n: int, fingerprint: str, oc_vocab: Any) -> "IndexPool":
+        """The pool of ``n`` workers for the vocabulary ``fingerprint`` (made, not yet started, when
+        there is none; ``oc_vocab`` is the outlines ``Vocabulary`` its workers receive)."""
+        key = (n, fingerprint)
+        pool = cls._get_or_make(key, lambda: cls(n, fingerprint, oc_vocab))
+        with cls._lock:
+            if cls._pools.get(key) is pool:  # most recently used last
+                cls._pools[key] = cls._pools.pop(key)
+            old = list(cls._pools.values())[:-MAX_INDEX_POOLS]
+        for p in old:
+            cls._drop(p)
+        return pool
+
+    def build(self, regex: str, deadline: float | None, limit_s: float) -> tuple[Any, float]:
+        """``(outlines_core.Index of regex, seconds waited for the workers' start)``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            outlines-core's own errors, as in process (the caller maps them).
+        CompileLimitError
+            ``compile_timeout_s`` past ``deadline`` (``time.monotonic()``; ``limit_s`` is the
+            configured limit, seconds), ``compile_process`` when the worker died.
+        """
+        return self.run(_index_in_worker, (regex,), deadline,
+                        lambda: CompileLimitError("compile_timeout_s", limit_s, limit_s,
+                                                  "outlines-core's index build was stopped in its worker process"))
+
+
+def _compile_processes(value: Any) -> int:
+    """The ``outlines_compile_processes`` option: ``value``, else ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``,
+    else 0.
+
+    Raises
+    ------
+    InvalidConstraintError
+        Not an integer from 0 to :data:`MAX_COMPILE_PROCESSES`.
+    """
+    src = "option 'outlines_compile_processes'"
+    if value is None:
+        value = os.environ.get(ENV_COMPILE_PROCESSES, "") or 0
+        src = f"${ENV_COMPILE_PROCESSES}" if os.environ.get(ENV_COMPILE_PROCESSES) else src
+    n = None
+    if not isinstance(value, bool):
+        if isinstance(value, int):
+            n = value
+        elif isinstance(value, float) and value.is_integer():
+            n = int(value)
+        elif isinstance(value, str):
+            try:
+                n = int(value.strip())
+            except ValueError:
+                n = None
+    if n is None:
+        raise InvalidConstraintError(f"outlines-core {src} must be an integer, got {value!r}")
+    if not 0 <= n <= MAX_COMPILE_PROCESSES:
+        raise InvalidConstraintError(f"outlines-core {src} must be 0 (build the index in this process) to "
+                                     f"{MAX_COMPILE_PROCESSES}, got {n}")
+    return n
+
+
 class OutlinesCoreMatcher(AdapterMatcher):
     """One request's state: an outlines-core index state plus the state history."""
 
@@ -398,18 +522,27 @@ class OutlinesCoreBackend(Backend):
         ``max_whitespace``, ``max_recursion_depth``); extra ``outlines_whitespace_pattern`` (a regex)
         overrides the whitespace pattern; ``outlines_allow_inexact=True`` skips :func:`check_exact`
         (outlines-core's own regex for every schema it builds, wider than the schema where it
-        ignores a keyword: for comparing engines, never for serving).
+        ignores a keyword: for comparing engines, never for serving);
+        ``outlines_compile_processes`` (int, 0 to 32; default ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``
+        or 0) builds the index in that many worker processes (:class:`IndexPool`), so the build
+        does not run in this process and does not outlive ``compile_timeout_s`` (seconds).
+
+    Raises
+    ------
+    InvalidConstraintError
+        ``outlines_compile_processes`` (or its variable) is not an integer from 0 to 32.
     """
 
     name = "structgate-outlines-core"
     supported_kinds = frozenset({"regex", "json_schema", "choice"})
     extra_options = frozenset({"outlines_max_recursion_depth", "outlines_whitespace_pattern",
-                               "outlines_allow_inexact"})
+                               "outlines_allow_inexact", "outlines_compile_processes"})
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         import outlines_core as oc
 
         super().__init__(vocab, **options)
+        self.compile_processes = _compile_processes(self.options.extra.get("outlines_compile_processes"))
         m: dict[bytes, list[int]] = {}
         for i, b in enumerate(vocab.token_bytes):
             if b and i not in vocab.special_token_ids:
@@ -477,8 +610,24 @@ class OutlinesCoreBackend(Backend):
             self.schema_regex(constraint.value)
 
     def _compile(self, constraint: Constraint) -> OutlinesCoreCompiledGrammar:
+        """The regex of ``constraint``, then outlines-core's index of it: in a worker process when
+        ``compile_processes > 0`` (preemptive ``compile_timeout_s``), else in this process
+        (``compile_timeout_s`` checked once the build returns).
+
+        Raises
+        ------
+        GrammarSyntaxError, UnsupportedFeatureError
+            As :meth:`validate`, and outlines-core's regex errors (the same types and messages from
+            a worker as in process).
+        CompileLimitError
+            ``compile_timeout_s`` (seconds, counted from the compile's start; the workers' first
+            start is not counted), ``compile_process`` (the worker died), ``outlines_dfa_size``.
+        """
         import outlines_core as oc
 
+        t0 = time.monotonic()
+        lim = self.options.compile_timeout_s
+        deadline = t0 + lim if lim and lim > 0 else None
         kind = constraint.kind
         if kind == "json_schema":
             regex = self.schema_regex(constraint.value)
@@ -487,7 +636,18 @@ class OutlinesCoreBackend(Backend):
         else:
             regex = strip_end_anchors(str(constraint.value))
         try:
-            index = oc.Index(regex, self._oc_vocab)
+            if self.compile_processes > 0:
+                pool = IndexPool.get(self.compile_processes, self.vocab.fingerprint, self._oc_vocab)
+                index, _waited = pool.build(regex, deadline, lim)
+            else:
+                index = oc.Index(regex, self._oc_vocab)
+                elapsed = time.monotonic() - t0
+                if deadline is not None and elapsed > lim:
+                    raise CompileLimitError("compile_timeout_s", round(elapsed, 3), lim,
+                                            "outlines-core's index build runs in one call that cannot be cut "
+                                            "in process (outlines_compile_processes=1 stops it at the limit)")
+        except StructgateError:
+            raise
         except (ValueError, TypeError) as e:
             msg = str(e)
             if "size limit" in msg.lower() or "too big" in msg.lower():

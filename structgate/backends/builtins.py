@@ -64,6 +64,6 @@ def structgate_register_backends(register):
         install_hint="pip install 'structgate[outlines-core]'",
         description="outlines-core (dottxt) regex → full token index engine, through structgate's interface",
         aliases=("sg-outlines-core", "outlines-core"),
-        options=("outlines_max_recursion_depth", "outlines_whitespace_pattern"),
+        options=("outlines_max_recursion_depth", "outlines_whitespace_pattern", "outlines_compile_processes"),
         plugin="structgate",
     ))

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
 from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
+from ..worker_pool import WorkerPool
 from .automaton import DFA, START
 from .ir import Grammar
 from .matcher import NativeMatcher
@@ -573,17 +574,17 @@ def _build_in_worker(constraint: Constraint, options: CompileOptions, inline_max
 
 
 def _warm_worker() -> None:
-    import signal
+    from ..worker_pool import ignore_sigint
 
-    # Ctrl-C / vLLM's shutdown signal the whole process group: the owner stops its workers itself
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_sigint()
     import structgate.native.json_schema  # noqa: F401  (imports and tables before the first job)
     import structgate.native.pushdown  # noqa: F401
 
 
-class CompilePool:
+class CompilePool(WorkerPool):
     """Worker processes that build grammars (constraint → grammar IR → grammar NFA) for the native
-    backend, one pool per process and size (``compile_processes``).
+    backend, one pool per process and size (``compile_processes``); the mechanism is
+    :class:`structgate.worker_pool.WorkerPool`, shared with outlines-core's index pool.
 
     Why: the engine core of vLLM is one Python process; a compile in a thread there holds the GIL
     for its whole length in pure Python, so every running request's step waits (issue 15's stall).
@@ -600,59 +601,14 @@ class CompilePool:
     _lock = threading.Lock()
 
     def __init__(self, n: int) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        self.n = n
-        self._dropped = False  # set by _drop: its jobs fail with BrokenProcessPool / CancelledError
-        self._ready: list = []
-        self._ex = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_warm_worker)
-
-    def warm(self) -> None:
-        """Start the workers (asynchronously: one no-op job each)."""
-        try:
-            if not self._ready:
-                self._ready = [self._ex.submit(_warm_worker) for _ in range(self.n)]
-        except RuntimeError:  # shut down meanwhile
-            pass
-
-    def _wait_ready(self) -> float:
-        """Wait (at most 60 s) for the workers' start; returns the seconds waited (a worker's start,
-        ~1 s, is not charged to a compile's ``compile_timeout_s``)."""
-        t = time.monotonic()
-        for f in self._ready:
-            try:
-                f.result(timeout=60)
-            except Exception:  # a broken pool surfaces at submit / result below
-                pass
-        return time.monotonic() - t
+        super().__init__(n, n, initializer=_warm_worker, warm_job=_warm_worker)
 
     @classmethod
     def get(cls, n: int) -> "CompilePool":
-        with cls._lock:
-            p = cls._pools.get(n)
-            if p is None:
-                p = cls._pools[n] = CompilePool(n)
-            return p
-
-    @classmethod
-    def _drop(cls, pool: "CompilePool") -> None:
-        with cls._lock:
-            if cls._pools.get(pool.n) is pool:
-                del cls._pools[pool.n]
-        pool._dropped = True
-        # ``_processes`` is None once the executor has shut down (a second drop of the same pool)
-        procs = list((getattr(pool._ex, "_processes", None) or {}).values())
-        pool._ex.shutdown(wait=False, cancel_futures=True)
-        for pr in procs:
-            try:
-                pr.terminate()
-            except Exception:  # already gone
-                pass
+        return cls._get_or_make(n, lambda: cls(n))
 
     def build(self, constraint: Constraint, options: CompileOptions, inline_max_size: int, kinds: frozenset,
-              deadline: float | None, _retries: int = 0):
+              deadline: float | None):
         """``(grammar NFA, seconds waited for the workers' start)``: the NFA of ``constraint`` built
         in a worker (None: build it in the caller).
 
@@ -664,36 +620,7 @@ class CompilePool:
             ``compile_timeout_s`` past ``deadline`` (``time.monotonic()``), ``compile_process`` when
             the worker died.
         """
-        from concurrent.futures import CancelledError
-        from concurrent.futures import TimeoutError as FutTimeout
-        from concurrent.futures.process import BrokenProcessPool
-
-        self.warm()
-        waited = self._wait_ready()
-        if deadline is not None:
-            deadline += waited
-        try:
-            fut = self._ex.submit(_build_in_worker, constraint, options, inline_max_size, kinds)
-        except (BrokenProcessPool, RuntimeError):
-            CompilePool._drop(self)
-            gnfa, w2 = CompilePool.get(self.n).build(constraint, options, inline_max_size, kinds, deadline)
-            return gnfa, waited + w2
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        try:
-            return fut.result(timeout=timeout), waited
-        except FutTimeout:
-            CompilePool._drop(self)
-            CompilePool.get(self.n).warm()  # the replacement starts now
-            lim = options.compile_timeout_s
-            raise CompileLimitError("compile_timeout_s", lim, lim, "the compile was stopped in its worker "
-                                    "process") from None
-        except (BrokenProcessPool, CancelledError):
-            if self._dropped and _retries < 3:
-                # another compile's timeout (or death) stopped this pool's workers while this job
-                # ran or waited: not this compile's failure; run it again on the replacement pool
-                gnfa, w2 = CompilePool.get(self.n).build(constraint, options, inline_max_size, kinds, deadline,
-                                                         _retries + 1)
-                return gnfa, waited + w2
-            CompilePool._drop(self)
-            raise CompileLimitError("compile_process", "worker exited", self.n,
-                                    "the compile worker process died (memory?)") from None
+        lim = options.compile_timeout_s
+        return self.run(_build_in_worker, (constraint, options, inline_max_size, kinds), deadline,
+                        lambda: CompileLimitError("compile_timeout_s", lim, lim, "the compile was stopped in its "
+                                                  "worker process"))

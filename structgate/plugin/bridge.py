@@ -266,11 +266,22 @@ def build_vocabulary(tokenizer: Any, vocab_size: int | None = None, model_config
     return from_hf(tok, vocab_size=vocab_size, eos_token_ids=extra)
 
 
+#: worker processes that build outlines-core indexes under vLLM (``outlines_compile_processes``)
+#: unless ``$STRUCTGATE_BACKEND_OPTIONS`` or ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` says otherwise
+OUTLINES_COMPILE_PROCESSES = 1
+
+
 def backend_options(vllm_config: Any = None) -> dict:
     """structgate compile options for the vLLM engine: ``$STRUCTGATE_BACKEND_OPTIONS`` (a JSON
     object of :class:`~structgate.CompileOptions` fields), ``compile_timeout_s`` from
     ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds) unless the JSON sets it, plus
-    ``whitespace="compact"`` when the config says ``disable_any_whitespace``.
+    ``whitespace="compact"`` when the config says ``disable_any_whitespace``, and
+    ``outlines_compile_processes=1`` (:data:`OUTLINES_COMPILE_PROCESSES`) unless the JSON or
+    ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` sets it: outlines-core's index build (one Rust call
+    that cannot be cut in process) then runs in a worker process, which ``compile_timeout_s``
+    terminates, so a pathological regex costs the engine core neither a grammar thread nor a core
+    for minutes; the worker starts at the first outlines-core compile, so other backends start
+    none (only ``structgate-outlines-core`` reads the option).
 
     Raises
     ------
@@ -293,6 +304,10 @@ def backend_options(vllm_config: Any = None) -> dict:
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):
         opts.setdefault("whitespace", "compact")
+    given_extra = opts.get("extra")
+    if not os.environ.get("STRUCTGATE_OUTLINES_COMPILE_PROCESSES") and not (
+            isinstance(given_extra, dict) and "outlines_compile_processes" in given_extra):
+        opts.setdefault("outlines_compile_processes", OUTLINES_COMPILE_PROCESSES)
     return opts
 
 

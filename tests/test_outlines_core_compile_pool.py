@@ -1,0 +1,292 @@
+"""outlines-core's index built in worker processes (``outlines_compile_processes`` /
+``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``, :class:`structgate.adapters.outlines_core.IndexPool`).
+
+``outlines_core.Index(regex, vocabulary)`` is one Rust call that cannot be stopped once started (a
+break-it measured 219 s for ``(a|b)*a(a|b){14}`` on Llama 3, and ``compile_timeout_s`` did not cut
+it). Oracles: the pool-built index gives the same masks as an in-process
+one (walked token by token); a syntax error arrives with the in-process type and message;
+``compile_timeout_s`` stops a build that runs for minutes, and the replaced worker then compiles a
+regex whose outputs agree with ``re.fullmatch``; a thread of the calling process keeps running
+during a long build in the worker (and, as measured, during one in process: outlines-core 0.2.14
+releases the GIL in ``Index()``; what the pool adds is the stop at the deadline).
+"""
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.backends.registry import get_backend_spec
+from structgate.errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+
+pytestmark = [
+    pytest.mark.engines,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(not get_backend_spec("structgate-outlines-core").availability()[0],
+                       reason="outlines-core not installed"),
+]
+
+OC = "structgate-outlines-core"
+#: minutes on Llama 3 in one Rust call (2^14 DFA states times 128k tokens)
+PATHOLOGICAL = r"(a|b)*a(a|b){14}"
+
+
+@pytest.fixture(scope="module")
+def local(llama3_vocab):
+    return get_backend(OC, llama3_vocab, outlines_compile_processes=0)
+
+
+@pytest.fixture(scope="module")
+def pooled(llama3_vocab):
+    return get_backend(OC, llama3_vocab, outlines_compile_processes=1)
+
+
+def _ids(row, vocab):
+    return np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
+
+
+def _counting_thread():
+    """A thread that counts loop iterations and records the longest pause between two of them
+    (seconds); stop it with the returned event."""
+    stop = threading.Event()
+    out = {"n": 0, "max_gap": 0.0}
+
+    def loop():
+        last = time.monotonic()
+        while not stop.is_set():
+            now = time.monotonic()
+            out["max_gap"] = max(out["max_gap"], now - last)
+            last = now
+            out["n"] += 1
+            sum(range(200))  # some bytecode: the thread needs the GIL to progress
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    return t, stop, out
+
+
+CONSTRAINTS = [
+    Constraint.regex(r"[a-z]{1,8}@[a-z]+\.(com|org)"),
+    Constraint.regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"),
+    Constraint.json_schema({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}}, "kind": {"enum": ["a", "b", "c"]}},
+        "required": ["name", "age"]}),
+    Constraint.json_schema({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}),
+    Constraint.choice(["yes", "no", "maybe"]),
+]
+
+
+@pytest.mark.parametrize("i", range(len(CONSTRAINTS)))
+def test_pool_built_index_gives_the_same_masks(i, local, pooled, llama3_vocab):
+    v = llama3_vocab
+    c = CONSTRAINTS[i]
+    ga, gb = local.compile(c), pooled.compile(c)
+    assert ga.regex == gb.regex
+    a = np.zeros((1, (v.vocab_size + 31) // 32), np.int32)
+    b = np.zeros_like(a)
+    rng = random.Random(i)
+    steps = 0
+    for _walk in range(4):
+        ma, mb = ga.matcher(), gb.matcher()
+        for _ in range(30):
+            ma.fill_bitmask(a, 0)
+            mb.fill_bitmask(b, 0)
+            assert (a == b).all()
+            assert ma.is_accepting() == mb.is_accepting()
+            ids = [t for t in _ids(a[0], v).tolist() if t not in v.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            assert ma.advance(t) and mb.advance(t)
+            steps += 1
+    assert steps >= 4  # the walks went somewhere
+
+
+@pytest.mark.parametrize("pattern,err", [
+    ("(ab", GrammarSyntaxError),
+    ("a{2,1}", GrammarSyntaxError),
+    ("[z-a]", GrammarSyntaxError),
+    ("a(?=b)", UnsupportedFeatureError),
+    (r"(a)\1", UnsupportedFeatureError),
+])
+def test_regex_errors_from_the_worker_are_the_in_process_ones(pattern, err, local, pooled):
+    with pytest.raises(err) as remote:
+        pooled.compile(Constraint.regex(pattern))
+    with pytest.raises(err) as here:
+        local.compile(Constraint.regex(pattern))
+    assert type(remote.value) is type(here.value)
+    assert str(remote.value) == str(here.value)
+    assert remote.value.__dict__ == here.value.__dict__
+
+
+@pytest.mark.timeout(60)
+def test_timeout_stops_a_pathological_build_and_the_worker_is_replaced(pooled, llama3_vocab):
+    from structgate.adapters.outlines_core import IndexPool
+
+    v = llama3_vocab
+    pooled.compile(Constraint.regex("warm"))  # the worker is up
+    hasty = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=1)
+    before = IndexPool.get(1, v.fingerprint, hasty._oc_vocab)
+    t = time.monotonic()
+    with pytest.raises(CompileLimitError) as e:
+        hasty.compile(Constraint.regex(PATHOLOGICAL))
+    took = time.monotonic() - t
+    assert e.value.limit_name == "compile_timeout_s" and e.value.limit == 1
+    assert took < 20.0, f"the build was not stopped ({took:.1f} s; in one process it runs for minutes)"
+    assert before._dropped and IndexPool.get(1, v.fingerprint, hasty._oc_vocab) is not before
+    # the replacement serves the next compile, and its index is right (oracle: re.fullmatch)
+    g = hasty.compile(Constraint.regex(r"(ab|c)+d?"))
+    for text in ["ab", "abcd", "c", "cc", "abd", "", "a", "d", "abca", "dd"]:
+        m = g.matcher()
+        got = m.advance(v.encode(text)) and m.is_accepting() if text else m.is_accepting()
+        assert got == bool(re.fullmatch(r"(ab|c)+d?", text)), text
+
+
+@pytest.mark.timeout(120)
+def test_a_timeout_does_not_fail_a_concurrent_compile(local, llama3_vocab):
+    """Two grammar threads share the one worker: the pathological build's timeout terminates the
+    worker while the other compile waits behind it; that compile is run again on the replacement
+    and succeeds, with the in-process masks."""
+    v = llama3_vocab
+    hasty = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=1)
+    plain = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=60)
+    plain.compile(Constraint.regex("warm"))
+    out: dict = {}
+    started = threading.Event()
+
+    def slow():
+        started.set()
+        try:
+            out["slow"] = hasty.compile(Constraint.regex(PATHOLOGICAL))
+        except Exception as e:  # noqa: BLE001 - checked below
+            out["slow"] = e
+
+    def innocent():
+        started.wait()
+        time.sleep(0.2)  # queued behind the slow build
+        try:
+            out["innocent"] = plain.compile(CONSTRAINTS[2])
+        except Exception as e:  # noqa: BLE001
+            out["innocent"] = e
+
+    ts = [threading.Thread(target=slow), threading.Thread(target=innocent)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(100)
+    assert not any(t.is_alive() for t in ts), "a compile hung"
+    assert isinstance(out["slow"], CompileLimitError) and out["slow"].limit_name == "compile_timeout_s"
+    g = out["innocent"]
+    assert not isinstance(g, Exception), f"the concurrent compile failed: {g!r}"
+    ref = local.compile(CONSTRAINTS[2])
+    a = np.zeros((1, (v.vocab_size + 31) // 32), np.int32)
+    b = np.zeros_like(a)
+    ma, mb = ref.matcher(), g.matcher()
+    for tok in v.encode('{"name": "x", "age": 7}'):
+        ma.fill_bitmask(a, 0)
+        mb.fill_bitmask(b, 0)
+        assert (a == b).all()
+        assert ma.advance(tok) and mb.advance(tok)
+    assert ma.is_accepting() and mb.is_accepting()
+
+
+@pytest.mark.timeout(60)
+def test_other_threads_run_during_a_build_in_a_worker(pooled, llama3_vocab):
+    """The GIL property: during a long index build in the worker (cut at 3 s by compile_timeout_s)
+    a counting thread of this process keeps going, with no pause near the build's length."""
+    v = llama3_vocab
+    pooled.compile(Constraint.regex("warm"))
+    be = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=3)
+    t, stop, out = _counting_thread()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    with pytest.raises(CompileLimitError):
+        be.compile(Constraint.regex(PATHOLOGICAL))
+    build_s = time.monotonic() - t0
+    stop.set()
+    t.join(5)
+    assert build_s >= 2.5
+    assert out["n"] > 1000
+    assert out["max_gap"] < 1.0, f"the thread stood still {out['max_gap']:.2f} s of a {build_s:.1f} s build"
+
+
+@pytest.mark.timeout(60)
+def test_in_process_build_releases_the_gil_too(local):
+    """The same measure in process: outlines-core 0.2.14's ``Index()`` releases the GIL while it
+    builds (measured: 20 ms longest pause during a 5.6 s build), so in process a long build stalls
+    no other thread either, it only cannot be stopped (``compile_timeout_s`` is checked after it,
+    ``test_in_process_build_over_the_limit_is_refused_after_it``). If a later outlines-core held
+    the GIL, this fails, and docs/vllm.md's known issue about it must come back."""
+    t, stop, out = _counting_thread()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    local.compile(Constraint.regex(r"(a|b)*a(a|b){6}"))  # about 1.5 s on Llama 3
+    build_s = time.monotonic() - t0
+    stop.set()
+    t.join(5)
+    assert build_s >= 0.3
+    assert out["max_gap"] < max(1.0, 0.5 * build_s), (out, build_s)
+
+
+def test_in_process_build_over_the_limit_is_refused_after_it(llama3_vocab):
+    be = get_backend(OC, llama3_vocab, outlines_compile_processes=0, compile_timeout_s=0.01)
+    with pytest.raises(CompileLimitError) as e:
+        be.compile(CONSTRAINTS[2])  # ~0.5 s on Llama 3
+    assert e.value.limit_name == "compile_timeout_s"
+
+
+def test_bad_compile_processes_is_a_typed_error(llama3_vocab, monkeypatch):
+    from structgate.adapters.outlines_core import IndexPool
+
+    for bad in ("two", -1, 33, 10_000, 1.5, True, [1]):
+        with pytest.raises(InvalidConstraintError, match="outlines_compile_processes"):
+            get_backend(OC, llama3_vocab, outlines_compile_processes=bad)
+    monkeypatch.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "lots")
+    with pytest.raises(InvalidConstraintError, match="STRUCTGATE_OUTLINES_COMPILE_PROCESSES"):
+        get_backend(OC, llama3_vocab)
+    monkeypatch.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "2")
+    assert get_backend(OC, llama3_vocab).compile_processes == 2
+    assert get_backend(OC, llama3_vocab, outlines_compile_processes=0).compile_processes == 0  # the option wins
+    monkeypatch.delenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES")
+    assert get_backend(OC, llama3_vocab).compile_processes == 0  # library default: in process
+    assert not any(n > 32 for n, _ in IndexPool._pools)
+
+
+def test_the_vllm_plugin_defaults_to_one_worker(monkeypatch):
+    from structgate.plugin.bridge import backend_options
+
+    monkeypatch.delenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", raising=False)
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
+    assert backend_options()["outlines_compile_processes"] == 1
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"outlines_compile_processes": 0}')
+    assert backend_options()["outlines_compile_processes"] == 0
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"extra": {"outlines_compile_processes": 0}}')
+    assert "outlines_compile_processes" not in backend_options()
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS")
+    monkeypatch.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "0")
+    assert "outlines_compile_processes" not in backend_options()  # the variable decides
+
+
+def test_a_native_backend_takes_the_plugin_options(llama3_vocab, monkeypatch):
+    from structgate.plugin.bridge import backend_options, check_backend_options
+
+    monkeypatch.delenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", raising=False)
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
+    check_backend_options("native")
+    check_backend_options(OC)
+    g = get_backend("native", llama3_vocab, **backend_options()).compile(Constraint.regex("ab"))
+    m = g.matcher()
+    assert m.advance(llama3_vocab.encode("ab")) and m.is_accepting()
+
+
+def teardown_module(module):
+    from structgate.adapters.outlines_core import IndexPool
+
+    for p in list(IndexPool._pools.values()):
+        IndexPool._drop(p)
