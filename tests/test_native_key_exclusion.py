@@ -247,3 +247,46 @@ def test_key_chain_memo_stays_small_for_long_names(monkeypatch):
     assert build((name, name[:30] + "zz")) == two
     assert all(len(k) <= 8 for k in G._KEY_CHAINS)
     G._KEY_CHAINS.clear()
+
+
+@pytest.mark.parametrize("levels", [2, 3])
+def test_deeper_suffix_groups_mask_to_their_own_nodes(monkeypatch, levels):
+    """Groups taken from suffix walks below the first level (``SUFFIX_LEVELS``): after an object
+    key's ``"`` the bytes that leave the listed names enter the key-tail rule (re-rooted when the
+    key rule is called), and a walk of that configuration cached below other second-level nodes
+    must not lend them its tokens. Every threshold lowered to a small vocabulary whose tokens start
+    with ``"`` and run through a key into its value; rows against the direct walk."""
+    from structgate.vocab import Vocabulary
+
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_LEVELS", levels)
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_MIN_NODES", 1)
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_MIN_ROOTS", 4)
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_DEEP_MIN_NODES", 1)
+    monkeypatch.setattr(PushdownIndex, "SUFFIX_DEEP_MIN_ROOTS", 1)
+    toks = [bytes([b]) for b in range(256)]
+    for x in ("a", "b", "c", "x", "ab", "bc", "cb", "xb", "ca"):
+        for t in (b'":"', b'":1', b'": "', b'":', b'"', b'":{"'):
+            toks += [x.encode() + t, b'"' + x.encode() + t, b' "' + x.encode() + t]
+        toks.append(b'"' + x.encode())
+    toks += [b"ab", b"bc", b"ca", b"xy", b'{"', b'"}', b'1}', b',"', b', "']
+    eos = len(toks)
+    vocab = Vocabulary(toks + [b""], eos_token_ids=[eos], name="keys2")
+    inner = {"type": "object", "properties": {"ab": {"type": "integer"}, "b": {"type": "integer"},
+                                              "ca": {"type": "integer"}},
+             "additionalProperties": {"type": "string"}}
+    other = {**inner, "properties": {k: {"type": "boolean"} for k in inner["properties"]}}
+    deep = 0
+    nested = {"type": "object", "properties": {"p": inner, "q": other}}
+    for schema, prefix, inline, bodies in (
+            (inner, "{", 4096, ('"ab":1,"', '"cb":"x", "', '"b":2,"ca":3,"')),
+            (nested, '{"q":{', 1, ('"ab":true,"', '"cb":"x", "', '"b":false,"ca":true,"'))):
+        be = get_backend("native", vocab, whitespace="flexible", additional_properties=True, inline_max_size=inline)
+        g = be.compile(Constraint("json_schema", schema))
+        ix = g.token_index
+        for body in bodies:
+            for i in range(len(body) + 1):
+                s = ix.step_bytes(1, (prefix + body[:i]).encode())
+                assert s > 0
+                assert np.array_equal(ix.row(s), ix.direct_row(s)), (prefix, body[:i])
+        deep += sum(len(k) == 3 for k in ix._sw_cache)
+    assert deep, "no suffix walk below the first level was used"

@@ -2028,6 +2028,22 @@ def _tok_root(trie: "_ClassTrie", vocab_size: int) -> np.ndarray:
     return tr
 
 
+def _ancestors_at(trie: "_ClassTrie", nodes: np.ndarray, d: int) -> np.ndarray:
+    """Level-``d`` ancestors (local ids, int64) of the global nodes ``nodes`` (each at level ``d``
+    or below), by their parents, one level at a time from the deepest (few nodes: the accepting
+    ends of a suffix walk)."""
+    lb = trie.level_base
+    lv = np.searchsorted(lb, nodes, side="right") - 1
+    loc = nodes - lb[lv]
+    levels = trie.levels
+    for e in range(int(lv.max()) if lv.size else d, d, -1):
+        m = lv == e
+        if m.any():
+            loc[m] = levels[e][1][loc[m]]
+            lv[m] = e - 1
+    return loc
+
+
 def _tokens_ending(trie: "_ClassTrie", nodes: np.ndarray, limit: int | None = None) -> np.ndarray | None:
     """Token ids (int64) ending on the class nodes ``nodes`` (global ids), from the node-sorted
     token list: one gather however many nodes; None when there are more than ``limit``."""
@@ -3396,8 +3412,9 @@ class PushdownIndex:
         nodes only (kept as index lists) once few are; entries of configurations whose row is not
         computed yet read ``-1``: those rows are computed and the gather repeated.
 
-        With ``pieces`` (a list), the first-level groups that :meth:`_split_suffixes` takes from
-        suffix walks are left out below the first level and appended to it as ``(entry, group)``."""
+        With ``pieces`` (a list), the groups that :meth:`_split_suffixes` takes from suffix walks
+        (at the first level, and with :attr:`SUFFIX_LEVELS` above 1 at deeper ones) are left out
+        below their level and appended to it as ``(entry, group, caller's configuration, level)``."""
         trie = tw[0] if tw is not None else self._trie
         out, buf = _scratch(trie)
         levels = trie.levels
@@ -3417,20 +3434,27 @@ class PushdownIndex:
             res_v.append(alive_v)
             if pieces is not None and len(levels) > 1 and alive.size > 1:
                 alive, alive_v, dense = self._split_suffixes(trie, alive, alive_v, dense, pieces)
-        self._descend(trie, out, buf, dense, alive, alive_v, n, res_n, res_v)
+        self._descend(trie, out, buf, dense, alive, alive_v, n, res_n, res_v,
+                      pieces=pieces if self.SUFFIX_LEVELS > 1 else None)
         if not res_n:
             return _EMPTY_I64, _EMPTY_I64
         return np.concatenate(res_n), np.concatenate(res_v)
 
-    def _descend(self, trie, out, buf, dense, alive, alive_v, n, res_n, res_v) -> None:
-        """Levels 1.. of a walk (:meth:`_walk`) from the first level's live nodes ``alive`` (local
-        ids) in configurations ``alive_v`` (``dense``: the same as a dense first-level array, or
-        None); appends each level's live global nodes and configurations to ``res_n``/``res_v``."""
+    def _descend(self, trie, out, buf, dense, alive, alive_v, n, res_n, res_v, start: int = 1,
+                 pieces: list | None = None) -> None:
+        """Levels ``start``.. of a walk (:meth:`_walk`) from level ``start - 1``'s live nodes
+        ``alive`` (local ids; ``n`` of them in that level) in configurations ``alive_v`` (``dense``:
+        the same as a dense array of that level, or None); appends each level's live global nodes
+        and configurations to ``res_n``/``res_v``. With ``pieces``, the groups of levels below
+        :attr:`SUFFIX_LEVELS` that :meth:`_split_suffixes` takes from suffix walks are left out
+        below their level."""
         levels = trie.levels
         W = self.n_classes
         prev_n = n
         prune_min, prune_below = self.PRUNE_MIN_NODES, self.PRUNE_BELOW
-        for d in range(1, len(levels)):
+        split_below = self.SUFFIX_LEVELS if pieces is not None else 0
+        deep_min = self.SUFFIX_DEEP_MIN_ROOTS
+        for d in range(start, len(levels)):
             if alive.size == 0:
                 break
             base, par, cls, bounds = levels[d]
@@ -3485,6 +3509,8 @@ class PushdownIndex:
             if alive.size:
                 res_n.append(alive + base)
                 res_v.append(alive_v)
+                if d < split_below and alive.size >= deep_min and d + 1 < len(levels):
+                    alive, alive_v, dense = self._split_suffixes(trie, alive, alive_v, dense, pieces, d)
             prev_n = n
 
     def _walk_summary(self, state: int, tw=None):
@@ -3512,9 +3538,17 @@ class PushdownIndex:
         n0 = trie.levels[0][1].shape[0]
         accs = [acc]
         tok_root = None
-        for (walked, pbool, pacc, proot, preach, _nb), grp, p in pieces:
+        for (walked, pbool, pacc, proot, preach, _nb), grp, p, lvl in pieces:
             if int(walked.sum()) == grp.shape[0]:  # walked below this group only: no mask
                 allowed |= pbool
+            elif lvl:
+                # a deeper group: its tokens are one slice each of the preorder layout
+                toks = trie.tokens_under(grp + trie.level_base[lvl], strict=True)
+                allowed[toks[pbool.take(toks)]] = True
+                if pacc.size:
+                    inside = np.zeros(walked.shape[0], dtype=bool)
+                    inside[grp] = True
+                    pacc = pacc[inside.take(proot)]
             else:
                 inside = np.zeros(n0 + 1, dtype=bool)  # last: tokens without bytes
                 inside[grp] = True
@@ -3549,23 +3583,38 @@ class PushdownIndex:
     #: this many nodes below them
     SUFFIX_MIN_ROOTS = 16
     SUFFIX_MIN_NODES = 4096
+    #: groups are taken at the trie's levels below this one: 1, the first level only; 2 (the
+    #: default), also the second, where most groups are a UTF-8 lead byte's continuation bytes inside
+    #: a string (the lead bytes' classes are too few first-level nodes to be a group; below them the
+    #: walk is the same for every lead byte and every position of the string) and some an object
+    #: key's ``"`` followed by the bytes that leave the listed names. At the deeper levels a group
+    #: needs at least :attr:`SUFFIX_DEEP_MIN_ROOTS` nodes and :attr:`SUFFIX_DEEP_MIN_NODES` tokens
+    #: below them (the preorder layout's subtree sizes). Day-27 in bench/README.md: every 7th to
+    #: 11th MaskBench schema's walk thread time -1.8 to -4.8 %, its p99 -7 to -14 %; 3 levels +5 %
+    SUFFIX_LEVELS = 2
+    SUFFIX_DEEP_MIN_ROOTS = 4
+    SUFFIX_DEEP_MIN_NODES = 4096
 
-    def _split_suffixes(self, trie, alive, alive_v, dense, pieces):
-        """Take the first-level groups that lead to one configuration out of the walk (each walked
-        by :meth:`_suffix_walk` below its roots not walked yet), appending ``(entry, group's
-        first-level nodes)`` to ``pieces``; returns the first-level ``(alive, alive_v, dense)`` left
-        to descend."""
-        if alive.size < self.SUFFIX_MIN_ROOTS:  # no group can have as many first bytes
+    def _split_suffixes(self, trie, alive, alive_v, dense, pieces, lvl: int = 0):
+        """Take the groups of level ``lvl``'s live nodes that lead to one configuration out of the
+        walk (each walked by :meth:`_suffix_walk` below its roots not walked yet), appending
+        ``(entry, group's nodes, configuration after the frame or None, lvl)`` to ``pieces``;
+        returns the level's ``(alive, alive_v, dense)`` left to descend."""
+        min_roots = self.SUFFIX_MIN_ROOTS if lvl == 0 else self.SUFFIX_DEEP_MIN_ROOTS
+        if alive.size < min_roots:  # no group can have as many first bytes
             return alive, alive_v, dense
-        _root, mass = _root_info(trie)
-        w = mass[alive]
-        if int(w.sum()) < self.SUFFIX_MIN_NODES:
+        if lvl == 0:
+            w = _root_info(trie)[1][alive]
+        else:  # the tokens below (the preorder layout's subtree sizes): a node count's stand-in
+            w = trie._preorder()[2][alive + trie.level_base[lvl]]
+        min_nodes = self.SUFFIX_MIN_NODES if lvl == 0 else self.SUFFIX_DEEP_MIN_NODES
+        if int(w.sum()) < min_nodes:
             return alive, alive_v, dense
         tgt, inv = np.unique(alive_v, return_inverse=True)
         wt = np.bincount(inv, weights=w)
         keep = None
         size = np.bincount(inv)
-        for j in np.flatnonzero((wt >= self.SUFFIX_MIN_NODES) & (size >= self.SUFFIX_MIN_ROOTS)).tolist():
+        for j in np.flatnonzero((wt >= min_nodes) & (size >= min_roots)).tolist():
             grp = inv == j
             g_nodes = alive[grp]
             c = int(tgt[j])
@@ -3574,19 +3623,23 @@ class PushdownIndex:
                 # the first byte entered a frame (a call of the key-tail rule, say): the walk inside
                 # it is the same for every caller, re-rooted; only what follows its end is not
                 cr, p = rel
-                ent = self._suffix_walk(trie, cr, g_nodes)
+                ent = self._suffix_walk(trie, cr, g_nodes, lvl)
                 if self._near(self.max_depth - int(self._cfg_depth[c]) - ent[4]):  # near the bound: as is
-                    ent, p = self._suffix_walk(trie, c, g_nodes), None
-                pieces.append((ent, g_nodes, p))
+                    ent, p = self._suffix_walk(trie, c, g_nodes, lvl), None
+                pieces.append((ent, g_nodes, p, lvl))
             else:
-                pieces.append((self._suffix_walk(trie, c, g_nodes), g_nodes, None))
+                pieces.append((self._suffix_walk(trie, c, g_nodes, lvl), g_nodes, None, lvl))
             keep = ~grp if keep is None else keep & ~grp
         if keep is None:
             return alive, alive_v, dense
-        dense = np.zeros(dense.shape[0], dtype=np.int64)
-        alive, alive_v = alive[keep], alive_v[keep]
-        dense[alive] = alive_v
-        return alive, alive_v, dense
+        if lvl == 0:
+            dense = np.zeros(dense.shape[0], dtype=np.int64)
+            alive, alive_v = alive[keep], alive_v[keep]
+            dense[alive] = alive_v
+            return alive, alive_v, dense
+        if dense is not None:  # (the walk's scratch level: its entries are copied out already)
+            dense[alive[~keep]] = 0
+        return alive[keep], alive_v[keep], dense
 
     def _rel_target(self, c: int):
         """``(re-rooted configuration, configuration after its frame returns)`` when every item of
@@ -3609,32 +3662,35 @@ class PushdownIndex:
         self._rel_tgt[c] = res
         return res
 
-    def _sw_shared_key(self, trie, c: int):
+    def _sw_shared_key(self, trie, c: int, lvl: int = 0):
         """The key under which the suffix walk of configuration ``c`` over ``trie`` is shared by
         every grammar (:data:`_shared_walks`): ``c`` on the empty stack inside one call-free rule
         (:meth:`_shared_key`; an object key's tail re-rooted by :meth:`_rel_target`), keyed with
-        the trie (the grammar's byte partition) and the depth bound; None otherwise."""
+        the trie (the grammar's byte partition), the depth bound and the roots' level (past the
+        first); None otherwise."""
         sk = self._shared_key(c)
-        return None if sk is None else ("suffix", trie.uid, self.max_depth, sk)
+        if sk is None:
+            return None
+        return ("suffix", trie.uid, self.max_depth, sk) if not lvl else ("suffix", trie.uid, self.max_depth, sk, lvl)
 
-    def _suffix_walk(self, trie, c: int, roots: np.ndarray) -> list:
-        """The walk of ``trie`` below the first-level nodes ``roots`` (local ids), each in
-        configuration ``c``, summarised and cached per ``(trie, c)`` as ``[walked first-level nodes
-        (bool (n0,)), allowed tokens below them (bool (vocab_size,), EOS clear), their accepting
-        class nodes (global ids), those nodes' first-level nodes, reach, bytes]``; a later call
-        walks only the roots not walked yet, so no walk below a root is done twice for one
-        configuration. LRU under a quarter of the row budget, counted by
+    def _suffix_walk(self, trie, c: int, roots: np.ndarray, lvl: int = 0) -> list:
+        """The walk of ``trie`` below the level-``lvl`` nodes ``roots`` (local ids; the first level
+        by default), each in configuration ``c``, summarised and cached per ``(trie, c, lvl)`` as
+        ``[walked level-lvl nodes (bool (n_lvl,)), allowed tokens below them (bool (vocab_size,), EOS
+        clear), their accepting class nodes (global ids), those nodes' level-lvl ancestors, reach,
+        bytes]``; a later call walks only the roots not walked yet, so no walk below a root is done
+        twice for one configuration. LRU under a quarter of the row budget, counted by
         :attr:`memory_size_bytes`. A walk inside one call-free rule on the empty stack (an object
         key's tail, re-rooted) is the same in every grammar of the partition: it is also kept in
         :data:`_shared_walks` (:meth:`_sw_shared_key`) and taken from there by the next grammar,
         whose own table then computes only the rows its tokens' advances reach."""
-        key = (id(trie), c)
+        key = (id(trie), c) if not lvl else (id(trie), c, lvl)
         cache = self._sw_cache
         ent = cache.pop(key, None)
-        n0 = trie.levels[0][1].shape[0]
+        n0 = trie.levels[lvl][1].shape[0]  # (roots and walked nodes are of level ``lvl``)
         skey = False  # not looked up yet
         if ent is None:
-            skey = self._sw_shared_key(trie, c)
+            skey = self._sw_shared_key(trie, c, lvl)
             hit = _shared_walks.get(self.vocab, skey) if skey is not None else None
             if hit is not None:
                 ent = list(hit) + [0]  # read-only arrays: copied before they grow
@@ -3652,7 +3708,7 @@ class PushdownIndex:
             res_v: list[np.ndarray] = []
             out, buf = _scratch(trie)
             self._descend(trie, out, buf, dense, missing.astype(np.int64), np.full(missing.size, c, dtype=np.int64),
-                          n0, res_n, res_v)
+                          n0, res_n, res_v, lvl + 1)
             if res_n:
                 nodes = np.concatenate(res_n)
                 cfgs = np.concatenate(res_v)
@@ -3660,13 +3716,13 @@ class PushdownIndex:
                 ent[1] |= self._allowed_bool(trie, nodes, tok_c)
                 acc = nodes[self._accepting.take(cfgs)]
                 if acc.size:
-                    root_of, _mass = _root_info(trie)
                     ent[2] = np.concatenate([ent[2], acc])
-                    ent[3] = np.concatenate([ent[3], root_of.take(acc).astype(np.int64)])
+                    ent[3] = np.concatenate([ent[3], _root_info(trie)[0].take(acc).astype(np.int64) if not lvl
+                                             else _ancestors_at(trie, acc, lvl)])
                 ent[4] = max(ent[4], int(self._cfg_depth.take(cfgs).max()))
             ent[0][missing] = True
             if skey is False:
-                skey = self._sw_shared_key(trie, c)
+                skey = self._sw_shared_key(trie, c, lvl)
             if skey is not None:
                 # published as it stands, read-only: a grammar that grows it later copies first,
                 # so what another thread reads never changes under it
