@@ -607,6 +607,40 @@ def test_bridge_request_kinds(vllm_backend):
     assert a.matcher is not b.matcher
 
 
+@pytest.mark.parametrize("limit,remembered", [
+    ("compile_timeout_s", False), ("step_timeout_s", False), ("compile_process", False),
+    ("row_budget_bytes", False), ("max_dfa_states", True)])
+def test_bridge_remembers_only_failures_the_constraint_always_gives(vllm_backend, monkeypatch, limit, remembered):
+    """A compile refused for a reason of the moment (time, a compile worker that died, rows held by
+    other requests) is compiled again by the next request of that constraint; a limit of the
+    constraint itself is answered from the failure cache without compiling (a dead worker's
+    ``compile_process`` used to fail the constraint until it left the cache)."""
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from structgate.errors import CompileLimitError
+
+    calls = []
+    real = vllm_backend.sg_backend.compile
+
+    def flaky(c):
+        calls.append(c)
+        if len(calls) == 1:
+            raise CompileLimitError(limit, 2, 1, "test")
+        return real(c)
+
+    monkeypatch.setattr(vllm_backend.sg_backend, "compile", flaky)
+    pattern = f"flaky-{limit}[0-9]+"
+    with pytest.raises(CompileLimitError):
+        vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, pattern)
+    if remembered:
+        with pytest.raises(CompileLimitError):
+            vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, pattern)
+        assert len(calls) == 1
+    else:
+        g = vllm_backend.compile_grammar(StructuredOutputOptions.REGEX, pattern)
+        assert len(calls) == 2 and not g.is_terminated()
+
+
 def test_manager_builds_structgate_backend(plugin, vllm_backend, hf_tokenizer, model_config, monkeypatch):
     """grammar_init builds the bridge for a structgate name and leaves vLLM's chain to the original."""
     from vllm.v1.structured_output import StructuredOutputManager

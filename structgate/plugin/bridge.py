@@ -86,9 +86,16 @@ ENV_CACHE_BYTES = "STRUCTGATE_GRAMMAR_CACHE_BYTES"
 FAILED_ENTRIES = 256
 
 
+#: limits whose error depends on the moment, not on the constraint: time (wall clock, the thread's
+#: CPU time under contention), a compile worker that died (killed, out of memory), rows held by other
+#: requests' matchers. A compile that fails with one of these is not remembered as failed.
+TRANSIENT_LIMITS = frozenset({"compile_timeout_s", "step_timeout_s", "compile_process", "row_budget_bytes"})
+
+
 def _same_every_time(e: BaseException) -> bool:
-    """True for a compile error that the same constraint, vocabulary and options always give."""
-    return isinstance(e, StructgateError) and getattr(e, "limit_name", None) != "compile_timeout_s"
+    """True for a compile error that the same constraint, vocabulary and options always give (a
+    typed error whose limit, if any, is not in :data:`TRANSIENT_LIMITS`)."""
+    return isinstance(e, StructgateError) and getattr(e, "limit_name", None) not in TRANSIENT_LIMITS
 
 
 def cache_limits() -> tuple[int, int]:
