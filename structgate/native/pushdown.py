@@ -2448,6 +2448,7 @@ class PushdownIndex:
         #: :class:`RepeatCounter` rule's call of its item (the frame continues as ``x{a,b}``), else None
         self._xret: dict[int, tuple | None] = {}
         self._dyn_seen = 0  # generated rules looked at for counters (:meth:`_has_counters`)
+        self._stk_sig: dict[int, tuple] = {}  # stack -> :meth:`_stack_sig`
         self._any_counter = False
         self._lock = threading.RLock()
         # mask rows
@@ -3173,7 +3174,7 @@ class PushdownIndex:
         c = self._cfg_ids.get(items)
         if c is not None:
             return c
-        if self.gnfa.dyn_node and self._has_counters():
+        if len(items) > 1 and (self._any_counter or (self.gnfa.dyn_node and self._has_counters())):
             merged = self._merge_counts(items)
             if merged is not items:
                 c = self._cfg_ids.get(merged)
@@ -3288,6 +3289,33 @@ class PushdownIndex:
         mark[:-1] |= dup
         return sel[order[mark]].tolist()
 
+    def _stack_sig(self, k: int):
+        """Per level ``0 .. COUNT_MERGE_LEVELS - 1`` below the top of stack ``k``: ``((frames above
+        as return states, stack below, counter), (counter, a, b))`` when that frame returns into a
+        :class:`RepeatCounter` (continuing as ``x{a,b}``), else None; ``()`` when no level does.
+        Stacks are hash-consed and never change, so this is cached per stack."""
+        stk_ret, stk_parent = self._stk_ret, self._stk_parent
+        xget = self._xret.get
+        out = []
+        f = k
+        pre: tuple = ()
+        for _level in range(max(self.COUNT_MERGE_LEVELS, 1)):
+            if f == 0:
+                break
+            r = stk_ret[f]
+            x = xget(r, _MISS)
+            if x is _MISS:
+                x = self._xret_of(r)
+            out.append(None if x is None else ((pre, stk_parent[f], x[0]), x))
+            if r < 0:
+                break
+            pre += (r,)
+            f = stk_parent[f]
+        out += [None] * (max(self.COUNT_MERGE_LEVELS, 1) - len(out))
+        res = tuple(out) if any(e is not None for e in out) else ()
+        self._stk_sig[k] = res
+        return res
+
     def _merge_counts(self, items: frozenset) -> frozenset:
         """``items`` with the frames of one :class:`RepeatCounter` that differ only by their count
         merged (``items`` itself when none do): the items at one NFA state whose stacks are equal
@@ -3301,85 +3329,87 @@ class PushdownIndex:
         and now keeps a few. Frames are looked for down to :attr:`COUNT_MERGE_LEVELS` below the
         top (nested counters), the frames above a merged one pushed again onto it. Caller holds
         the lock."""
+        levels = self.COUNT_MERGE_LEVELS
+        if levels <= 0:
+            return items
         N = self._N
-        stk_ret, stk_parent = self._stk_ret, self._stk_parent
-        xget = self._xret.get
+        sig_get = self._stk_sig.get
         cur = items
-        changed_any = False
+        changed = False
         for _round in range(2):
-            changed = False
-            stacks = {it // N for it in cur}
+            stacks = set(map(N.__rfloordiv__, cur))
             stacks.discard(0)
-            for level in range(self.COUNT_MERGE_LEVELS):
-                # per distinct stack (items share a few): the frame ``level`` below the top, when
-                # it returns into a counter; only stacks alike but for that frame can merge
-                by_sig: dict[tuple, list] = {}
-                deeper = False
-                for k in stacks:
-                    f = k
-                    pre = ()
-                    for _ in range(level):
-                        r = stk_ret[f]
-                        f = stk_parent[f]
-                        if r < 0 or f == 0:
-                            break
-                        pre += (r,)
-                    else:
-                        if stk_parent[f]:
-                            deeper = True
-                        r = stk_ret[f]
-                        x = xget(r, _MISS)
-                        if x is _MISS:
-                            x = self._xret_of(r)
-                        if x is not None:
-                            by_sig.setdefault((pre, stk_parent[f], x[0]), []).append((k, x))
-                cand = {k: (sig, x) for sig, lst in by_sig.items() if len(lst) > 1 for k, x in lst}
-                if cand:
-                    groups: dict[tuple, list] = {}
-                    for it in (self._merge_candidates(cur, cand) if len(cur) > self.COUNT_MERGE_NP_MIN else cur):
-                        k = it // N
-                        c = cand.get(k)
-                        if c is not None:
-                            groups.setdefault((it - k * N, c[0]), []).append((c[1][1], c[1][2], it))
-                    out = None
-                    for (v, (pre, parent, auto)), members in groups.items():
-                        if len(members) < 2:
-                            continue
-                        members.sort(key=lambda m: m[0])
-                        runs: list[list] = []
-                        for m in members:
-                            if runs and (runs[-1][1] is None or m[0] <= runs[-1][1] + 1):
-                                run = runs[-1]
-                                if run[1] is not None and (m[1] is None or m[1] > run[1]):
-                                    run[1] = m[1]
-                                run[2].append(m[2])
-                            else:
-                                runs.append([m[0], m[1], [m[2]]])
-                        for a, b, its in runs:
-                            if len(its) < 2:
-                                continue
-                            ret = self._count_ret(auto, a, b)
-                            nf = self._push(ret, parent) if ret >= 0 else -1
-                            for r in reversed(pre):
-                                if nf < 0:
-                                    break
-                                nf = self._push(r, nf)
-                            if nf < 0:
-                                continue  # (the depth bound refused it: the frames stay apart)
-                            if out is None:
-                                out = set(cur)
-                            out.difference_update(its)
-                            out.add(nf * N + v)
-                    if out is not None:
-                        cur = frozenset(out)
-                        changed = changed_any = True
-                        stacks = {it // N for it in cur}
-                        stacks.discard(0)
-                if not deeper:
-                    break
-            if not changed:
+            if len(stacks) < 2:
+                break  # a merge takes two stacks
+            sigs = list(map(sig_get, stacks))
+            if None in sigs:
+                sigs = [self._stack_sig(k) if sg is None else sg for k, sg in zip(stacks, sigs)]
+            if not any(sigs):
+                break  # no frame returns into a counter
+            # per (level, signature): the stacks alike but for their frame ``level`` below the
+            # top, which returns into a counter; only those can merge
+            by_sig: dict[tuple, list] = {}
+            for k, sg in zip(stacks, sigs):
+                if sg:
+                    for level in range(levels):
+                        e = sg[level]
+                        if e is not None:
+                            by_sig.setdefault((level, e[0]), []).append((k, e[1]))
+            progress = False
+            for level in range(levels):
+                cand = {k: (sig, x) for (lv, sig), lst in by_sig.items() if lv == level and len(lst) > 1
+                        for k, x in lst}
+                if not cand:
+                    continue
+                nxt = self._merge_level(cur, cand)
+                if nxt is not cur:
+                    cur = nxt
+                    changed = progress = True
+                    break  # the stacks changed: look again
+            if not progress:
                 break
-        return cur if changed_any else items
+        return cur if changed else items
+
+    def _merge_level(self, cur: frozenset, cand: dict) -> frozenset:
+        """One merge of :meth:`_merge_counts`: ``cand`` maps the stacks to merge at one level to
+        ``(signature, (counter, a, b))``; returns ``cur`` itself when nothing merged."""
+        N = self._N
+        groups: dict[tuple, list] = {}
+        for it in (self._merge_candidates(cur, cand) if len(cur) > self.COUNT_MERGE_NP_MIN else cur):
+            k = it // N
+            c = cand.get(k)
+            if c is not None:
+                groups.setdefault((it - k * N, c[0]), []).append((c[1][1], c[1][2], it))
+        out = None
+        for (v, (pre, parent, auto)), members in groups.items():
+            if len(members) < 2:
+                continue
+            members.sort(key=lambda m: m[0])
+            runs: list[list] = []
+            for m in members:
+                if runs and (runs[-1][1] is None or m[0] <= runs[-1][1] + 1):
+                    run = runs[-1]
+                    if run[1] is not None and (m[1] is None or m[1] > run[1]):
+                        run[1] = m[1]
+                    run[2].append(m[2])
+                else:
+                    runs.append([m[0], m[1], [m[2]]])
+            for a, b, its in runs:
+                if len(its) < 2:
+                    continue
+                ret = self._count_ret(auto, a, b)
+                nf = self._push(ret, parent) if ret >= 0 else -1
+                for r in reversed(pre):
+                    if nf < 0:
+                        break
+                    nf = self._push(r, nf)
+                if nf < 0:
+                    continue  # (the depth bound refused it: the frames stay apart)
+                if out is None:
+                    out = set(cur)
+                out.difference_update(its)
+                out.add(nf * N + v)
+        return cur if out is None else frozenset(out)
 
     def _leaf_classes(self, leaf: int) -> tuple:
         """Half-open class intervals ``((a, b), ...)`` a BYTE state's byte ranges cover (one per
