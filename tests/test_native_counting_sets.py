@@ -1,0 +1,165 @@
+"""Ambiguous counted repeats (a break-it finding): in ``(?:a{100,}|a){50,200}`` a run of ``a`` is one
+repetition or many, so one configuration held the same position of the item under up to ``hi``
+counts, one stack frame each (5,450 items after 200 ``a``), and every configuration of a long run
+was a new one: walking 300-500 characters took 4-29 s of CPU, each step under ``step_timeout_s``.
+The engine now merges the frames of one counter that differ only by their count into frames of
+*a to b more repetitions* (:meth:`structgate.native.pushdown.PushdownIndex._merge_counts`,
+:class:`structgate.native.pushdown.RepeatCounter`'s ``("r", a, b)`` states).
+
+Asserted here: the matcher accepts exactly what the oracle accepts (``re.fullmatch``; where
+``re`` backtracks exponentially on a near miss, a closed form checked against ``re.fullmatch`` on
+a small-count variant over every short string), the mask and the advance agree at every step,
+the masks are the same with merging turned off (``COUNT_MERGE_LEVELS = 0``, on texts short enough
+for the unmerged walk), and a walk of ~500 accepted characters finishes with small configurations
+(a hang guard, not a benchmark)."""
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+import numpy as np
+import pytest
+
+from structgate import Constraint, get_backend
+from structgate.native.pushdown import PushdownIndex
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _ab_reps(lo: int, hi: int):
+    """``(?:ab|a|b){lo,hi}`` over ``{a, b}``: a repetition is one character or ``ab``, and the
+    ``ab`` of a string never overlap, so the counts reachable are ``len - #ab .. len``."""
+    return lambda t: set(t) <= {"a", "b"} and len(t) >= lo and len(t) - t.count("ab") <= hi
+
+
+def _run_splits(lo: int, hi: int, seg_lo: int, seg_hi: int):
+    """``(?:(?:a{L,}|a){seg_lo,seg_hi}|b){lo,hi}`` over ``{a, b}`` with every run of ``a`` shorter
+    than ``L``: each ``b`` is a repetition, a run of ``r`` ``a`` is ``k`` of them for every ``k``
+    from ``ceil(r / seg_hi)`` to ``floor(r / seg_lo)``."""
+    def ok(t: str) -> bool:
+        if not set(t) <= {"a", "b"}:
+            return False
+        mn = mx = t.count("b")
+        for run in re.findall("a+", t):
+            r = len(run)
+            k0, k1 = -(-r // seg_hi), r // seg_lo
+            if k0 > k1:
+                return False
+            mn, mx = mn + k0, mx + k1
+        return mn <= hi and mx >= lo
+    return ok
+
+
+def _short_strings(alpha: str, n: int):
+    for L in range(n + 1):
+        for t in itertools.product(alpha, repeat=L):
+            yield "".join(t)
+
+
+def test_closed_forms_agree_with_re_on_small_counts():
+    rx = re.compile("(?:ab|a|b){4,6}")
+    f = _ab_reps(4, 6)
+    assert all((rx.fullmatch(t) is not None) == f(t) for t in _short_strings("ab", 11))
+    rx = re.compile("(?:(?:a{9,}|a){2,3}|b){3,5}")
+    f = _run_splits(3, 5, 2, 3)
+    assert all((rx.fullmatch(t) is not None) == f(t) for t in _short_strings("ab", 8))
+
+
+# (pattern, alphabet of the random texts, lengths around the bounds, oracle or None: re.fullmatch)
+CASES = [
+    ("(?:a{100,}|a){50,200}", "a", [0, 1, 49, 50, 51, 99, 100, 101, 149, 150, 199, 200, 201, 250, 300], None),
+    ("(?:a{139,}|.){67,281}", "ab\u00e9", [66, 67, 68, 138, 139, 140, 205, 206, 280, 281, 282, 300, 420], None),
+    ("(?:a{40,}|a){35,90}", "a", [34, 35, 36, 74, 75, 89, 90, 91, 130, 131], None),
+    ("(?:[ab]{50,}|a){40,100}", "ab", [39, 40, 41, 99, 100, 101, 150], None),
+    ("(?:ab|a|b){200,300}", "ab", [199, 200, 201, 299, 300, 301, 400, 401], _ab_reps(200, 300)),
+    ("(?:(?:a{600,}|a){2,40}|b){35,80}", "ab", [34, 35, 36, 79, 80, 81, 120], _run_splits(35, 80, 2, 40)),
+    ("(?:.{100,}|\\d){40,}", "a1", [39, 40, 41, 141], None),
+    ("(?:x|[a-z]{20,}){33,70}", "xa", [32, 33, 34, 69, 70, 71, 120], None),
+    ("(?:a{100,}|a){50,200}b(?:a{30,}|a){40,50}", "ab", [90, 91, 92, 150, 200], None),
+]
+
+
+def _texts(alpha: str, lens, seed: int):
+    rnd = random.Random(seed)
+    out = []
+    for n in lens:
+        out.append(alpha[0] * n)
+        out.append("".join(rnd.choice(alpha) for _ in range(n)))
+        if n > 3:
+            s = list(alpha[0] * n)
+            s[rnd.randrange(n)] = alpha[-1]
+            out.append("".join(s))
+            s = list("".join(rnd.choice(alpha) for _ in range(n // 2)) + alpha[0] * (n - n // 2))
+            out.append("".join(s))
+    return out
+
+
+def _walk(g, vocab, text: str):
+    """(accepted, mask rows): the row before each token and at the end; asserts at each step that
+    the token's mask bit says what its advance does."""
+    width = (vocab.vocab_size + 31) // 32
+    m = g.matcher()
+    rows = []
+    row = np.zeros((1, width), dtype=np.int32)
+    for tk in vocab.encode(text):
+        m.fill_bitmask(row, 0)
+        rows.append(row[0].copy())
+        bit = bool((int(row[0][tk >> 5]) >> (tk & 31)) & 1)
+        ok = m.advance(tk)
+        assert bit == ok, (text, tk)
+        if not ok:
+            return False, rows
+    m.fill_bitmask(row, 0)
+    rows.append(row[0].copy())
+    return m.is_accepting(), rows
+
+
+def _compile(vocab, pattern: str):
+    return get_backend("native", vocab, compile_cache_size=0).compile(Constraint.regex(pattern))
+
+
+@pytest.mark.parametrize("pattern,alpha,lens,oracle", CASES, ids=[c[0] for c in CASES])
+def test_accepts_what_the_oracle_accepts(llama3_vocab, pattern, alpha, lens, oracle):
+    g = _compile(llama3_vocab, pattern)
+    rx = re.compile(pattern)
+    want_of = oracle or (lambda t: rx.fullmatch(t) is not None)
+    for t in _texts(alpha, lens, seed=len(pattern)):
+        got, _rows = _walk(g, llama3_vocab, t)
+        assert got == want_of(t), (pattern, len(t), t)
+
+
+@pytest.mark.parametrize("pattern,alpha,lens", [
+    ("(?:a{100,}|a){50,200}", "a", [49, 50, 120, 150]),
+    ("(?:a{139,}|.){67,281}", "ab", [66, 67, 140]),
+    ("(?:ab|a|b){200,300}", "ab", [130]),
+    ("(?:(?:a{600,}|a){2,40}|b){35,80}", "ab", [79, 80, 81]),
+])
+def test_masks_equal_the_unmerged_masks(llama3_vocab, monkeypatch, pattern, alpha, lens):
+    merged = _compile(llama3_vocab, pattern)
+    monkeypatch.setattr(PushdownIndex, "COUNT_MERGE_LEVELS", 0)
+    plain = _compile(llama3_vocab, pattern)
+    for t in _texts(alpha, lens, seed=7):
+        monkeypatch.setattr(PushdownIndex, "COUNT_MERGE_LEVELS", 3)
+        a, rows_a = _walk(merged, llama3_vocab, t)
+        monkeypatch.setattr(PushdownIndex, "COUNT_MERGE_LEVELS", 0)
+        b, rows_b = _walk(plain, llama3_vocab, t)
+        assert a == b and len(rows_a) == len(rows_b), (pattern, t)
+        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
+            assert np.array_equal(ra, rb), (pattern, len(t), i)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("pattern,text", [
+    ("(?:a{100,}|a){50,200}", "a" * 500),
+    ("(?:a{139,}|.){67,281}", "a" * 480),
+    ("(?:a{139,}|.){67,281}", "ab" * 140),
+])
+def test_a_long_walk_keeps_configurations_small(llama3_vocab, pattern, text):
+    assert re.fullmatch(pattern, text)
+    g = _compile(llama3_vocab, pattern)
+    ok, _rows = _walk(g, llama3_vocab, text)
+    assert ok
+    ix = g.matcher().token_index
+    # one frame per count: thousands of items (5,450 after 200 "a" in the first pattern)
+    assert max(len(k) for k in ix._cfg_keys) < 1_000
