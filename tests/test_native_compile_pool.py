@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import json
 import pickle
-import random
 import time
 
-import numpy as np
 import pytest
 
 from structgate import Constraint, get_backend
 from structgate.errors import (CompileLimitError, ConstraintKindError, GrammarSyntaxError, InvalidConstraintError,
                                UnsupportedFeatureError)
 from structgate.native.backend import CompilePool
+
+from _pool_checks import walk_same_masks
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,31 +39,12 @@ def pool_backend(llama3_vocab):
     return get_backend("native", llama3_vocab, compile_processes=1, compile_cache_size=0)
 
 
-def _ids(row, vocab):
-    return np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
-
-
 @pytest.mark.parametrize("i", range(len(CONSTRAINTS)))
 def test_worker_built_grammars_give_the_same_masks(i, pool_backend, llama3_vocab):
     v = llama3_vocab
     c = CONSTRAINTS[i]
     local = get_backend("native", v, compile_processes=0, compile_cache_size=0).compile(c)
-    remote = pool_backend.compile(c)
-    a = np.zeros((1, (v.vocab_size + 31) // 32), np.int32)
-    b = np.zeros_like(a)
-    rng = random.Random(i)
-    for walk in range(3):
-        ma, mb = local.matcher(), remote.matcher()
-        for _ in range(40):
-            ma.fill_bitmask(a, 0)
-            mb.fill_bitmask(b, 0)
-            assert (a == b).all()
-            assert ma.is_accepting() == mb.is_accepting()
-            ids = [t for t in _ids(a[0], v).tolist() if t not in v.eos_token_ids]
-            if not ids:
-                break
-            t = rng.choice(ids)
-            assert ma.advance(t) and mb.advance(t)
+    walk_same_masks(local, pool_backend.compile(c), v, seed=i, walks=3, steps=40)
 
 
 @pytest.mark.parametrize("c,err,needle", [

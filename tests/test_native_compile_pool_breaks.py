@@ -6,7 +6,6 @@ shut-down executor, or ``CompileLimitError("compile_process", ... died (memory?)
 from __future__ import annotations
 
 import json
-import threading
 
 import jsonschema
 import pytest
@@ -14,6 +13,8 @@ import pytest
 from structgate import Constraint, get_backend
 from structgate.errors import CompileLimitError
 from structgate.native.backend import CompilePool
+
+from _pool_checks import race
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,32 +31,9 @@ def test_a_timeout_elsewhere_does_not_fail_a_concurrent_compile(n, llama3_vocab)
     plain = get_backend("native", v, compile_processes=n, compile_cache_size=0)
     plain.compile(Constraint("choice", ["warm"]))  # the workers are up
     hasty = get_backend("native", v, compile_processes=n, compile_cache_size=0, compile_timeout_s=0.3)
-    out: dict = {}
-    started = threading.Event()
-
-    def slow():
-        started.set()
-        try:
-            hasty.compile(Constraint("json_schema", BIG))
-            out["slow"] = "compiled"
-        except Exception as e:  # noqa: BLE001 - recorded and checked below
-            out["slow"] = e
-
-    def innocent():
-        started.wait()
-        try:
-            out["innocent"] = plain.compile(Constraint("json_schema", MED))
-        except Exception as e:  # noqa: BLE001
-            out["innocent"] = e
-
-    ts = [threading.Thread(target=slow), threading.Thread(target=innocent)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(240)
-    assert not any(t.is_alive() for t in ts), "a compile hung"
-    assert isinstance(out["slow"], CompileLimitError) and out["slow"].limit_name == "compile_timeout_s"
-    g = out["innocent"]
+    slow, g = race(lambda: hasty.compile(Constraint("json_schema", BIG)),
+                   lambda: plain.compile(Constraint("json_schema", MED)), join_s=240)
+    assert isinstance(slow, CompileLimitError) and slow.limit_name == "compile_timeout_s"
     assert not isinstance(g, Exception), f"the concurrent compile failed: {g!r}"
     val = jsonschema.Draft202012Validator(MED)
     for doc in [{"p0": "v0_3_xxx"}, {"p0": "v0_3_"}, {"p1": "v1_0_"}, {"p0": "v0_99_", "p39": "v39_1_x"},

@@ -12,7 +12,6 @@ releases the GIL in ``Index()``; what the pool adds is the stop at the deadline)
 """
 from __future__ import annotations
 
-import random
 import re
 import threading
 import time
@@ -23,6 +22,8 @@ import pytest
 from structgate import Constraint, get_backend
 from structgate.backends.registry import get_backend_spec
 from structgate.errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError
+
+from _pool_checks import race, walk_same_masks
 
 pytestmark = [
     pytest.mark.engines,
@@ -44,10 +45,6 @@ def local(llama3_vocab):
 @pytest.fixture(scope="module")
 def pooled(llama3_vocab):
     return get_backend(OC, llama3_vocab, outlines_compile_processes=1)
-
-
-def _ids(row, vocab):
-    return np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
 
 
 def _counting_thread():
@@ -88,23 +85,7 @@ def test_pool_built_index_gives_the_same_masks(i, local, pooled, llama3_vocab):
     c = CONSTRAINTS[i]
     ga, gb = local.compile(c), pooled.compile(c)
     assert ga.regex == gb.regex
-    a = np.zeros((1, (v.vocab_size + 31) // 32), np.int32)
-    b = np.zeros_like(a)
-    rng = random.Random(i)
-    steps = 0
-    for _walk in range(4):
-        ma, mb = ga.matcher(), gb.matcher()
-        for _ in range(30):
-            ma.fill_bitmask(a, 0)
-            mb.fill_bitmask(b, 0)
-            assert (a == b).all()
-            assert ma.is_accepting() == mb.is_accepting()
-            ids = [t for t in _ids(a[0], v).tolist() if t not in v.eos_token_ids]
-            if not ids:
-                break
-            t = rng.choice(ids)
-            assert ma.advance(t) and mb.advance(t)
-            steps += 1
+    steps = walk_same_masks(ga, gb, v, seed=i, walks=4, steps=30)
     assert steps >= 4  # the walks went somewhere
 
 
@@ -157,32 +138,9 @@ def test_a_timeout_does_not_fail_a_concurrent_compile(local, llama3_vocab):
     hasty = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=1)
     plain = get_backend(OC, v, outlines_compile_processes=1, compile_timeout_s=60)
     plain.compile(Constraint.regex("warm"))
-    out: dict = {}
-    started = threading.Event()
-
-    def slow():
-        started.set()
-        try:
-            out["slow"] = hasty.compile(Constraint.regex(PATHOLOGICAL))
-        except Exception as e:  # noqa: BLE001 - checked below
-            out["slow"] = e
-
-    def innocent():
-        started.wait()
-        time.sleep(0.2)  # queued behind the slow build
-        try:
-            out["innocent"] = plain.compile(CONSTRAINTS[2])
-        except Exception as e:  # noqa: BLE001
-            out["innocent"] = e
-
-    ts = [threading.Thread(target=slow), threading.Thread(target=innocent)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(100)
-    assert not any(t.is_alive() for t in ts), "a compile hung"
-    assert isinstance(out["slow"], CompileLimitError) and out["slow"].limit_name == "compile_timeout_s"
-    g = out["innocent"]
+    slow, g = race(lambda: hasty.compile(Constraint.regex(PATHOLOGICAL)), lambda: plain.compile(CONSTRAINTS[2]),
+                   join_s=100, innocent_delay_s=0.2)  # the innocent compile queued behind the slow build
+    assert isinstance(slow, CompileLimitError) and slow.limit_name == "compile_timeout_s"
     assert not isinstance(g, Exception), f"the concurrent compile failed: {g!r}"
     ref = local.compile(CONSTRAINTS[2])
     a = np.zeros((1, (v.vocab_size + 31) // 32), np.int32)
