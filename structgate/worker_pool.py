@@ -15,9 +15,17 @@ workers are terminated and a replacement pool started: ``CompileLimitError`` fro
 ``on_timeout``), ``CompileLimitError("compile_process")`` when a worker dies, and a retry on the
 replacement for a job whose pool another job's timeout stopped. Pools are kept per subclass and
 key (:meth:`WorkerPool._get_or_make`).
+
+A job whose deadline passes while it still waits in the queue is abandoned (it never runs) and
+stops nothing; only a job that is running when its deadline passes has its pool's workers
+terminated. At interpreter exit, on ``KeyboardInterrupt`` / ``SystemExit`` in a waiting caller, the
+workers are terminated (not waited for); a worker whose parent died exits by itself; a child made
+by ``os.fork()`` starts without the parent's pools.
 """
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import time
 from typing import Any, Callable, ClassVar
@@ -28,6 +36,58 @@ __all__ = ["WorkerPool", "ignore_sigint"]
 
 #: seconds :meth:`WorkerPool._wait_ready` waits at most for the workers' start
 START_WAIT_S = 60.0
+#: abandoned job ids remembered per pool (a ring; a job waits behind at most a few others)
+ABANDONED_RING = 256
+#: seconds between a worker's checks that its parent process is still alive
+PARENT_POLL_S = 1.0
+
+_job_ids = itertools.count(1)
+
+# worker-side state (set by _worker_init in each worker process)
+_shared: tuple | None = None  # (lock, executing[n], abandoned[ABANDONED_RING])
+_slot = 0
+
+
+class _Abandoned:
+    """A job's result when its caller gave it up before it started (the caller never reads it)."""
+
+
+def _watch_parent(ppid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != ppid:  # re-parented: the owner died (SIGKILL, OOM) without stopping us
+            os._exit(1)
+
+
+def _worker_init(shared: tuple, counter: Any, n: int, initializer: Callable | None, initargs: tuple) -> None:
+    """Worker-side start: take a slot in the pool's shared table, watch the parent, then run the
+    pool's own ``initializer``."""
+    global _shared, _slot
+    _shared = shared
+    with shared[0]:
+        _slot = counter.value % n
+        counter.value += 1
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="structgate-parent-watch",
+                     daemon=True).start()
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def _run_job(job_id: int, fn: Callable, args: tuple) -> Any:
+    """Worker-side: ``fn(*args)`` unless the caller already abandoned ``job_id`` (its deadline passed
+    while it waited in the queue); the job is marked running in the shared table meanwhile."""
+    if _shared is None:  # not started through _worker_init
+        return fn(*args)
+    lock, executing, abandoned = _shared
+    with lock:
+        if job_id in abandoned[:]:
+            return _Abandoned()
+        executing[_slot] = job_id
+    try:
+        return fn(*args)
+    finally:
+        with lock:
+            executing[_slot] = 0
 
 
 def ignore_sigint() -> None:
@@ -76,8 +136,14 @@ class WorkerPool:
         self._warm_lock = threading.Lock()  # one warm() submits the warm jobs (a thread may warm a replacement)
         self._warm_job = warm_job or _ping
         self._remake: Callable[[], "WorkerPool"] | None = None  # set by _get_or_make
-        self._ex = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=initializer, initargs=initargs)
+        ctx = multiprocessing.get_context("spawn")
+        # which job each worker runs (0: none) and the jobs given up while queued, under one lock
+        self._shared = (ctx.Lock(), ctx.Array("q", n, lock=False), ctx.Array("q", ABANDONED_RING, lock=False))
+        self._ring = 0
+        self._ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init,
+                                       initargs=(self._shared, ctx.Value("q", 0, lock=False), n,
+                                                 initializer, initargs))
+        _install_process_hooks()
 
     # -- the pools of a class ---------------------------------------------------------------------
     @classmethod
@@ -163,10 +229,11 @@ class WorkerPool:
         self.warm()  # (spawning the workers, when not yet started, blocks until they read their arguments)
         self._wait_ready()
         waited = time.monotonic() - t
-        if deadline is not None:
+        if deadline is not None and _retries == 0:  # a replacement's start (after a drop) is charged
             deadline += waited
+        job = next(_job_ids)
         try:
-            fut = self._ex.submit(fn, *args)
+            fut = self._ex.submit(_run_job, job, fn, args)
         except (BrokenProcessPool, RuntimeError):
             type(self)._drop(self)
             if _retries >= 3:
@@ -178,6 +245,9 @@ class WorkerPool:
         try:
             return fut.result(timeout=timeout), waited
         except FutTimeout:
+            if not self._give_up(job):  # still queued: it will not run, and nothing else is stopped
+                fut.cancel()
+                raise on_timeout() from None
             type(self)._drop(self)
             # the replacement starts now, off this thread: spawning blocks until the new workers
             # have read their arguments (0.5 s with outlines-core's vocabulary), and this compile's
@@ -185,11 +255,80 @@ class WorkerPool:
             threading.Thread(target=self._replacement().warm, name="structgate-pool-warm", daemon=True).start()
             raise on_timeout() from None
         except (BrokenProcessPool, CancelledError):
-            if self._dropped and _retries < 3:
+            if self._dropped:
                 # another compile's timeout (or death) stopped this pool's workers while this job
                 # ran or waited: not this compile's failure; run it again on the replacement pool
-                out, w2 = self._replacement().run(fn, args, deadline, on_timeout, _retries + 1)
-                return out, waited + w2
+                if _retries < 3:
+                    out, w2 = self._replacement().run(fn, args, deadline, on_timeout, _retries + 1)
+                    return out, waited + w2
+                raise CompileLimitError("compile_process", "worker stopped", self.n,
+                                        "the compile's worker was stopped by other compiles' timeouts "
+                                        "4 times") from None
             type(self)._drop(self)
             raise CompileLimitError("compile_process", "worker exited", self.n,
                                     "the compile worker process died (memory?)") from None
+        except (KeyboardInterrupt, SystemExit):
+            # the caller is going away (Ctrl-C, a shutdown signal): stop the work instead of leaving
+            # it to the executor's exit handler, which would wait for it
+            type(self)._drop(self)
+            raise
+
+    def _give_up(self, job: int) -> bool:
+        """Abandon ``job`` (past its deadline); True when it is running in a worker now (its workers
+        must be stopped), False when it has not started (it never will) or has finished."""
+        lock, executing, abandoned = self._shared
+        with lock:
+            abandoned[self._ring % ABANDONED_RING] = job
+            self._ring += 1
+            return job in executing[:]
+
+
+def _all_pool_classes() -> list[type]:
+    out, todo = [], [WorkerPool]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo.extend(c.__subclasses__())
+    return out
+
+
+def _drop_all() -> None:
+    """Terminate every pool's workers (interpreter exit: the executors' own exit handler would wait
+    for running compiles, minutes for a pathological one)."""
+    for c in _all_pool_classes():
+        for p in list(c.__dict__.get("_pools", {}).values()):
+            try:
+                c._drop(p)
+            except Exception:  # noqa: BLE001 - exit goes on
+                pass
+
+
+def _forget_all_in_child() -> None:
+    """After ``os.fork()``, in the child: the parent's pools (their workers, queues and locks) are not
+    the child's; it makes its own."""
+    for c in _all_pool_classes():
+        if "_pools" in c.__dict__:
+            c._pools = {}
+        if "_lock" in c.__dict__:
+            c._lock = threading.Lock()
+
+
+_hooks_installed = False
+
+
+def _install_process_hooks() -> None:
+    """Once per process, after ``concurrent.futures.process`` registered its exit handler: ours runs
+    before it (``threading._register_atexit`` calls its handlers last registered first), and forks
+    forget the pools."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    reg = getattr(threading, "_register_atexit", None)
+    if reg is not None:
+        reg(_drop_all)
+    else:  # pragma: no cover - CPython < 3.9
+        import atexit
+
+        atexit.register(_drop_all)
+    os.register_at_fork(after_in_child=_forget_all_in_child)

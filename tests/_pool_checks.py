@@ -67,3 +67,19 @@ def race(slow: Callable[[], Any], innocent: Callable[[], Any], join_s: float,
         t.join(join_s)
     assert not any(t.is_alive() for t in ts), "a compile hung"
     return out["slow"], out["innocent"]
+
+
+# -- jobs for WorkerPool tests (module level: a spawned worker imports them by name) --------------
+def sleep_job(seconds: float) -> int:
+    """Sleep, then return the worker's pid."""
+    import os
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def touch_job(path: str) -> str:
+    """Create ``path`` (evidence that the job ran)."""
+    open(path, "w").close()
+    return path
