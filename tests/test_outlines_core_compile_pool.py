@@ -243,6 +243,127 @@ def test_a_native_backend_takes_the_plugin_options(llama3_vocab, monkeypatch):
     assert m.advance(llama3_vocab.encode("ab")) and m.is_accepting()
 
 
+_ENV = ("STRUCTGATE_BACKEND_OPTIONS", "STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "STRUCTGATE_COMPILE_PROCESSES",
+        "STRUCTGATE_COMPILE_TIMEOUT_S")
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for k in _ENV:
+        monkeypatch.delenv(k, raising=False)
+    return monkeypatch
+
+
+#: (backend, environment, what the error names): bad worker-process options and other values the
+#: backend's constructor checks without a vocabulary (Backend.check_options)
+BAD_AT_STARTUP = [
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_compile_processes": "abc"}'}, "'outlines_compile_processes'"),
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_compile_processes": -1}'}, "'outlines_compile_processes'"),
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_compile_processes": 33}'}, "'outlines_compile_processes'"),
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_compile_processes": 1.5}'}, "'outlines_compile_processes'"),
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"extra": {"outlines_compile_processes": -4}}'},
+     "'outlines_compile_processes'"),
+    (OC, {"STRUCTGATE_OUTLINES_COMPILE_PROCESSES": "x"}, "$STRUCTGATE_OUTLINES_COMPILE_PROCESSES"),
+    (OC, {"STRUCTGATE_OUTLINES_COMPILE_PROCESSES": "-2"}, "$STRUCTGATE_OUTLINES_COMPILE_PROCESSES"),
+    (OC, {"STRUCTGATE_OUTLINES_COMPILE_PROCESSES": "1000"}, "$STRUCTGATE_OUTLINES_COMPILE_PROCESSES"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"compile_processes": "abc"}'}, "'compile_processes'"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"compile_processes": -1}'}, "'compile_processes'"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"compile_processes": 10000}'}, "'compile_processes'"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"extra": {"compile_processes": 33}}'}, "'compile_processes'"),
+    ("native", {"STRUCTGATE_COMPILE_PROCESSES": "x"}, "$STRUCTGATE_COMPILE_PROCESSES"),
+    ("native", {"STRUCTGATE_COMPILE_PROCESSES": "-3"}, "$STRUCTGATE_COMPILE_PROCESSES"),
+    ("native", {"STRUCTGATE_COMPILE_PROCESSES": "99"}, "$STRUCTGATE_COMPILE_PROCESSES"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"max_product_states": "lots"}'}, "'max_product_states'"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"compile_cache_size": 2.5}'}, "'compile_cache_size'"),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"row_budget_bytes": -5}'}, "'row_budget_bytes'"),
+    # structgate-auto builds each engine of its chain with the options at its first use
+    ("structgate-auto", {"STRUCTGATE_COMPILE_PROCESSES": "x"}, "$STRUCTGATE_COMPILE_PROCESSES"),
+    ("structgate-auto", {"STRUCTGATE_BACKEND_OPTIONS": '{"auto_chain": "native,structgate-outlines-core", '
+                                                       '"outlines_compile_processes": "many"}'},
+     "'outlines_compile_processes'"),
+]
+
+
+@pytest.mark.parametrize("name,env,needle", BAD_AT_STARTUP)
+def test_startup_check_stops_bad_option_values(llama3_vocab, clean_env, name, env, needle):
+    """A value the backend would refuse for every request stops check_backend_options (the server's
+    startup) with a ValueError naming the option or variable; the constructor refuses it alike."""
+    from structgate.plugin.bridge import backend_options, check_backend_options
+
+    for k, v in env.items():
+        clean_env.setenv(k, v)
+    with pytest.raises(ValueError) as ei:
+        check_backend_options(name)
+    assert needle in str(ei.value), str(ei.value)
+    if name != "structgate-auto":  # the oracle: what get_backend says about the same options
+        with pytest.raises(InvalidConstraintError, match=re.escape(needle)):
+            get_backend(name, llama3_vocab, **backend_options())
+
+
+def test_native_formats_value_is_checked_at_startup(clean_env):
+    from structgate.plugin.bridge import check_backend_options
+
+    clean_env.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"formats": "assert"}')
+    with pytest.raises(ValueError, match="formats"):
+        check_backend_options("native")
+    clean_env.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"formats": "lenient"}')
+    check_backend_options("native")
+
+
+@pytest.mark.parametrize("name,env", [
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_compile_processes": 0}'}),
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_compile_processes": "3"}'}),
+    (OC, {"STRUCTGATE_BACKEND_OPTIONS": '{"extra": {"outlines_compile_processes": 32}}'}),
+    (OC, {"STRUCTGATE_OUTLINES_COMPILE_PROCESSES": "2"}),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"compile_processes": 2, "max_product_states": 5000}'}),
+    ("native", {"STRUCTGATE_BACKEND_OPTIONS": '{"extra": {"compile_processes": "0", "row_budget_bytes": -1}}'}),
+    ("native", {"STRUCTGATE_COMPILE_PROCESSES": "32"}),
+    ("structgate-auto", {"STRUCTGATE_COMPILE_PROCESSES": "1"}),
+])
+def test_startup_check_passes_good_option_values(clean_env, name, env):
+    from structgate.plugin.bridge import check_backend_options
+
+    for k, v in env.items():
+        clean_env.setenv(k, v)
+    check_backend_options(name)
+
+
+def test_every_backend_takes_the_default_plugin_options(clean_env):
+    """The plugin adds outlines_compile_processes=1 for every backend; only outlines-core reads it,
+    and each backend checks only the options (and variables) it reads."""
+    from structgate.plugin.bridge import backend_options, check_backend_options
+
+    assert backend_options()["outlines_compile_processes"] == 1
+    names = ["native", OC, "structgate-auto"] + [n for n in ("structgate-xgrammar", "structgate-llguidance")
+                                                 if get_backend_spec(n).availability()[0]]
+    for name in names:
+        assert check_backend_options(name)["outlines_compile_processes"] == 1
+    clean_env.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "x")  # outlines-core's variable
+    for name in names:
+        if name != OC:
+            check_backend_options(name)
+    clean_env.setenv("STRUCTGATE_COMPILE_PROCESSES", "x")  # native's
+    with pytest.raises(ValueError, match="STRUCTGATE_COMPILE_PROCESSES"):
+        check_backend_options("native")
+
+
+def test_extra_wins_over_the_top_level_option_as_in_the_backend(llama3_vocab, clean_env):
+    """An option given both at the top level and in ``extra`` takes the ``extra`` value, in the
+    startup check as in Backend.__init__ (the rule for every option)."""
+    from structgate.plugin.bridge import backend_options, check_backend_options
+
+    clean_env.setenv("STRUCTGATE_BACKEND_OPTIONS",
+                     '{"outlines_compile_processes": 40, "extra": {"outlines_compile_processes": 1}}')
+    check_backend_options(OC)
+    assert get_backend(OC, llama3_vocab, **backend_options()).compile_processes == 1
+    clean_env.setenv("STRUCTGATE_BACKEND_OPTIONS",
+                     '{"outlines_compile_processes": 1, "extra": {"outlines_compile_processes": 40}}')
+    with pytest.raises(ValueError, match="got 40"):
+        check_backend_options(OC)
+    with pytest.raises(InvalidConstraintError, match="got 40"):
+        get_backend(OC, llama3_vocab, **backend_options())
+
+
 def teardown_module(module):
     from structgate.adapters.outlines_core import IndexPool
 

@@ -43,7 +43,7 @@ import os
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -549,6 +549,18 @@ class OutlinesCoreBackend(Backend):
                 m.setdefault(b, []).append(i)
         self._oc_vocab = oc.Vocabulary(vocab.eos_token_ids[0], m)
         self._masks = VocabMasks(vocab)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """:meth:`Backend.check_options`: ``outlines_compile_processes`` (or its variable), as the
+        constructor checks it (:func:`_compile_processes`).
+
+        Raises
+        ------
+        InvalidConstraintError
+            Not an integer from 0 to 32; names the option or the variable.
+        """
+        _compile_processes(options.get("outlines_compile_processes"))
 
     def _unroll_depth(self) -> int:
         """Depth to which outlines-core unrolls recursive schemas: ``extra["outlines_max_recursion_depth"]``

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from .. import errors as _errors
 from ..errors import ConstraintKindError, InvalidConstraintError, StructgateError, UnsupportedFeatureError
@@ -194,6 +194,31 @@ class AutoBackend(Backend):
                                              "structgate.errors")
             fb.append(err)
         return tuple(chain), skipped, tuple(fb)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """:meth:`Backend.check_options`: :meth:`parse_options`, then the ``check_options`` of each
+        engine of the chain with the options each engine gets (all but ``auto_chain`` /
+        ``auto_fallback_on``), since an engine is built with them at its first use.
+
+        Raises
+        ------
+        InvalidConstraintError, BackendNotFoundError
+            As :meth:`parse_options`, or as an engine's ``check_options`` (its message names the
+            engine and the option).
+        """
+        from .registry import get_backend_spec
+
+        chain, _, _ = cls.parse_options(options)
+        engine_options = {k: v for k, v in options.items() if k not in _OWN_OPTIONS}
+        for name in chain:
+            try:
+                factory = get_backend_spec(name).load_factory()
+            except ImportError:
+                continue
+            check = getattr(factory, "check_options", None)
+            if callable(check):
+                check(engine_options)
 
     # -- engines -------------------------------------------------------------------------------
     @classmethod

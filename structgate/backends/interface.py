@@ -41,7 +41,7 @@ import json
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Iterable, Literal, Sequence
+from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -567,7 +567,8 @@ class Backend(ABC):
         Keyword overrides of :class:`CompileOptions`; other keys land in ``options.extra`` when
         the backend declares them (``extra_options``, or its registry spec's ``options``). The
         extras may also be given as one mapping, ``extra={"max_product_states": 20_000}`` (the
-        spelling ``CompileOptions(extra=...)`` and the docs use); its keys are checked alike.
+        spelling ``CompileOptions(extra=...)`` and the docs use); its keys are checked alike. A
+        key given both ways takes its ``extra`` value (as ``CompileOptions.updated`` merges them).
 
     Raises
     ------
@@ -575,6 +576,15 @@ class Backend(ABC):
         An option name neither a :class:`CompileOptions` field nor a declared extra of this or
         another registered backend (with a did-you-mean; see
         :func:`structgate.backends.registry.check_option_names`), or ``extra`` that is not a mapping.
+
+    Notes
+    -----
+    A backend whose constructor checks option *values* (a process count, a size limit) should also
+    do those checks in the classmethod :meth:`check_options`, which needs no vocabulary: the vLLM
+    plugin calls it at server startup with ``$STRUCTGATE_BACKEND_OPTIONS`` (see
+    :func:`structgate.plugin.bridge.check_backend_options`), so that a bad value stops the server
+    instead of failing every structured request. Let the constructor and ``check_options`` share
+    one parsing function, so that they cannot disagree.
     """
 
     name: ClassVar[str] = "?"
@@ -598,6 +608,23 @@ class Backend(ABC):
             options = {**options, **ex}
         check_option_names(type(self), options)
         self.options = CompileOptions().updated(**options)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Check the values of this backend's options without a vocabulary: raise what the
+        constructor would raise for them. ``options`` is flat, as the constructor merges them
+        (:class:`CompileOptions` fields and extras; the ``extra`` mapping already folded in, its
+        keys winning), and may hold other backends' extras and the vLLM plugin's defaults
+        (``outlines_compile_processes=1`` for every backend): check only the options this backend
+        reads, and the environment variables they default from. Called by the vLLM plugin at
+        startup, after the option names and the :class:`CompileOptions` values are checked.
+        Default: nothing more to check.
+
+        Raises
+        ------
+        InvalidConstraintError
+            A bad value; the message names the option (or the variable it came from).
+        """
 
     def engine_cache_stats(self) -> dict[str, dict[str, int]]:
         """Process-wide caches the engine shares across its compiled grammars (not the compiled

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
 from ..errors import CompileLimitError, InvalidConstraintError
@@ -244,34 +244,8 @@ class NativeBackend(Backend):
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
-        for k in self.INT_EXTRAS:
-            v = self.options.extra.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-                try:
-                    ok = not isinstance(v, bool) and float(v).is_integer()
-                except (TypeError, ValueError):
-                    ok = False
-                if not ok:
-                    raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
-        self.cache_size = int(self.options.extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
-        self.inline_max_size = int(self.options.extra.get("inline_max_size", 4096))
-        self.row_budget_bytes = int(self.options.extra.get("row_budget_bytes", 256 << 20))
-        if self.row_budget_bytes < -1:
-            raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
-                                         f"got {self.row_budget_bytes}")
-        cp = self.options.extra.get("compile_processes")
-        if cp is None:
-            import os
-
-            cp = os.environ.get(ENV_COMPILE_PROCESSES, "0") or "0"
-        try:
-            self.compile_processes = int(cp)
-        except (TypeError, ValueError):
-            raise InvalidConstraintError(f"native option 'compile_processes' (or ${ENV_COMPILE_PROCESSES}) must "
-                                         f"be an integer, got {cp!r}") from None
-        if not 0 <= self.compile_processes <= MAX_COMPILE_PROCESSES:
-            raise InvalidConstraintError(f"native option 'compile_processes' must be 0 (compile in this process) "
-                                         f"to {MAX_COMPILE_PROCESSES}, got {self.compile_processes}")
+        (self.cache_size, self.inline_max_size, self.row_budget_bytes,
+         self.compile_processes) = self.parse_options(self.options.extra)
         if self.compile_processes > 0:
             CompilePool.get(self.compile_processes).warm()  # workers start now, not at the first compile
         self._cache: "OrderedDict[str, NativeCompiledGrammar]" = OrderedDict()
@@ -292,6 +266,71 @@ class NativeBackend(Backend):
         # the JSON Schema compiler checks enum/const values with jsonschema: import it here (about
         # 0.3 s, its attrs classes) rather than inside the first request that needs it
         import jsonschema  # noqa: F401
+
+    @classmethod
+    def parse_options(cls, extra: Mapping[str, Any]) -> tuple[int, int, int, int]:
+        """``(compile_cache_size, inline_max_size, row_budget_bytes, compile_processes)`` of the
+        extras ``extra`` (defaults filled in; ``compile_processes`` from
+        ``$STRUCTGATE_COMPILE_PROCESSES`` when not given), after checking that every
+        :attr:`INT_EXTRAS` given is an integer. Needs no vocabulary: the constructor and
+        :meth:`check_options` (the vLLM plugin's startup check) both use it.
+
+        Raises
+        ------
+        InvalidConstraintError
+            An :attr:`INT_EXTRAS` value that is not an integer, ``row_budget_bytes`` below -1, or
+            ``compile_processes`` (or the variable) not an integer from 0 to 32; names the option or
+            the variable.
+        """
+        import os
+
+        for k in cls.INT_EXTRAS:
+            v = extra.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                try:
+                    ok = not isinstance(v, bool) and float(v).is_integer()
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
+        cache_size = int(extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
+        inline_max_size = int(extra.get("inline_max_size", 4096))
+        row_budget_bytes = int(extra.get("row_budget_bytes", 256 << 20))
+        if row_budget_bytes < -1:
+            raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
+                                         f"got {row_budget_bytes}")
+        cp = extra.get("compile_processes")
+        src = "option 'compile_processes'"
+        if cp is None:
+            cp = os.environ.get(ENV_COMPILE_PROCESSES, "0") or "0"
+            if os.environ.get(ENV_COMPILE_PROCESSES):
+                src = f"${ENV_COMPILE_PROCESSES} (default of option 'compile_processes')"
+        try:
+            compile_processes = int(cp)
+        except (TypeError, ValueError):
+            raise InvalidConstraintError(f"native {src} must be an integer, got {cp!r}") from None
+        if not 0 <= compile_processes <= MAX_COMPILE_PROCESSES:
+            raise InvalidConstraintError(f"native {src} must be 0 (compile in this process) "
+                                         f"to {MAX_COMPILE_PROCESSES}, got {compile_processes}")
+        return cache_size, inline_max_size, row_budget_bytes, compile_processes
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """:meth:`Backend.check_options`: :meth:`parse_options` (the constructor's checks), and the
+        ``formats`` policy every JSON Schema compile checks
+        (:func:`~structgate.native.json_schema.compiler.format_policy`).
+
+        Raises
+        ------
+        InvalidConstraintError
+            As :meth:`parse_options`.
+        UnsupportedFeatureError
+            ``formats`` is not ``"default"``, ``"strict"`` or ``"lenient"``.
+        """
+        from .json_schema.compiler import format_policy
+
+        cls.parse_options(options)
+        format_policy(options.get("formats", "default"))
 
     # -- stages -----------------------------------------------------------------------------------
     def to_grammar(self, constraint: Constraint):

@@ -326,15 +326,20 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
     backend's constructor checks before it uses the vocabulary: option names (those of
     :class:`~structgate.CompileOptions`, the backend's declared extras and any registered backend's,
     as :func:`~structgate.backends.registry.check_option_names`), the option values
-    :class:`~structgate.CompileOptions` checks, and ``auto_chain`` / ``auto_fallback_on`` when the
+    :class:`~structgate.CompileOptions` checks, ``auto_chain`` / ``auto_fallback_on`` when the
     backend is ``structgate-auto`` or the options give them (a per-request ``structgate-auto`` uses
-    them on any structgate server). Returns the options.
+    them on any structgate server), and the values the backend's own
+    :meth:`~structgate.backends.interface.Backend.check_options` checks (a backend class that has
+    that classmethod: native's integer extras and ``compile_processes`` / ``$STRUCTGATE_COMPILE_PROCESSES``,
+    outlines-core's ``outlines_compile_processes`` / ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``;
+    ``structgate-auto`` checks each engine of its chain). As the backend does, a key given both at
+    the top level and in ``extra`` takes its ``extra`` value. Returns the options.
 
     Raises
     ------
     ValueError
         Either variable is malformed, or an option is unknown or has a bad value; the message names
-        the variable and the option.
+        the variable and the option (or the variable the option's default came from).
     """
     from collections.abc import Mapping
 
@@ -359,11 +364,18 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
         if isinstance(factory, type):
             check_option_names(factory, flat)
         CompileOptions().updated(**flat)  # the values its __post_init__ checks
-        if spec.name == AutoBackend.name or any(k in flat for k in ("auto_chain", "auto_fallback_on")):
+        if spec.name != AutoBackend.name and any(k in flat for k in ("auto_chain", "auto_fallback_on")):
             AutoBackend.parse_options(flat)
     except (StructgateError, TypeError, ValueError) as e:
         raise ValueError(f"{ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r} is not valid for "
                          f"structured-output backend {spec.name!r}: {e}") from None
+    check = getattr(factory, "check_options", None)  # the backend's own value checks (Backend.check_options)
+    if callable(check):
+        try:
+            check(flat)
+        except (StructgateError, TypeError, ValueError) as e:
+            raise ValueError(f"the options of structured-output backend {spec.name!r} are not valid "
+                             f"({ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r}): {e}") from None
     return opts
 
 

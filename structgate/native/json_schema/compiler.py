@@ -281,6 +281,21 @@ def _refused_format_error(fmt: str, where: str) -> UnsupportedFeatureError:
 
 
 @lru_cache(maxsize=8)
+def format_policy(value: Any) -> str:
+    """``value`` of the ``formats`` option (``"default"``, ``"strict"`` or ``"lenient"``), checked:
+    every JSON Schema compile calls it, and :meth:`NativeBackend.check_options` at startup.
+
+    Raises
+    ------
+    UnsupportedFeatureError
+        Any other value.
+    """
+    if value not in ("default", "strict", "lenient"):
+        raise UnsupportedFeatureError('options.extra["formats"]',
+                                      f'{value!r} (expected "default", "strict" or "lenient")', "")
+    return value
+
+
 def _format_checker(formats: tuple[str, ...], refused: tuple[str, ...] = ()):
     """A ``jsonschema.FormatChecker`` of exactly ``formats``, each by its :data:`FORMAT_REGEX`
     (full match on the decoded string) and :data:`FORMAT_MAX_LENGTH` (other instances pass), so
@@ -376,10 +391,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         #: every FORMAT_REGEX and refuses UNASSERTED_FORMATS (:meth:`refused_format`); "lenient"
         #: leaves LENIENT_ANNOTATIONS and UNASSERTED_FORMATS as annotations; other formats are
         #: annotations either way
-        fmode = options.extra.get("formats", "default")
-        if fmode not in ("default", "strict", "lenient"):
-            raise UnsupportedFeatureError('options.extra["formats"]',
-                                          f'{fmode!r} (expected "default", "strict" or "lenient")', "")
+        fmode = format_policy(options.extra.get("formats", "default"))
         self.formats = ({k: v for k, v in FORMAT_REGEX.items() if k not in LENIENT_ANNOTATIONS}
                         if fmode == "lenient" else dict(FORMAT_REGEX))
         #: formats whose strings this compile refuses to constrain (``UnsupportedFeatureError``)
