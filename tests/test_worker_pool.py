@@ -52,6 +52,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _gone_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` has exited (or is a zombie) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
 def test_a_queued_job_past_its_deadline_stops_nothing_and_never_runs(tmp_path):
     pool = _Pool.get(1)
     pool.run(sleep_job, (0,), None, _timeout)  # started
@@ -83,10 +91,7 @@ def test_a_running_job_past_its_deadline_is_stopped_and_the_pool_replaced():
     new = _Pool.get(1)
     assert new is not pool
     assert new.run(sleep_job, (0,), None, _timeout)[0] != pid
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid)
+    assert _gone_within(pid, 10)
 
 
 def _script(body: str) -> list[str]:
@@ -127,10 +132,7 @@ def test_exit_does_not_wait_for_a_running_job():
     """), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid = _worker_pid(p)
     assert p.wait(timeout=30) == 0, p.stderr.read()
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid)
+    assert _gone_within(pid, 10)
 
 
 def test_ctrl_c_while_waiting_stops_the_worker():
@@ -144,10 +146,7 @@ def test_ctrl_c_while_waiting_stops_the_worker():
     p.send_signal(signal.SIGINT)
     p.wait(timeout=30)  # KeyboardInterrupt: a non-zero exit, promptly
     assert p.returncode != 0
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid)
+    assert _gone_within(pid, 10)
 
 
 def test_a_worker_exits_when_its_parent_is_killed():
@@ -156,10 +155,7 @@ def test_a_worker_exits_when_its_parent_is_killed():
     """), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid = _worker_pid(p)
     p.wait(timeout=30)
-    deadline = time.monotonic() + 20
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(pid), "the orphaned worker is still running"
+    assert _gone_within(pid, 20), "the orphaned worker is still running"
 
 
 def test_a_forked_child_makes_its_own_pool_and_leaves_the_parents_alone():
