@@ -32,7 +32,7 @@ from typing import Any, Callable, ClassVar
 
 from .errors import CompileLimitError
 
-__all__ = ["WorkerPool", "ignore_sigint"]
+__all__ = ["WorkerPool", "ignore_sigint", "worker_count"]
 
 #: seconds :meth:`WorkerPool._wait_ready` waits at most for the workers' start
 START_WAIT_S = 60.0
@@ -96,6 +96,42 @@ def ignore_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: str, maximum: int) -> int:
+    """A worker-process count option (native's ``compile_processes``, outlines-core's
+    ``outlines_compile_processes``): ``value``, else the environment variable ``env``, else 0.
+    Integers, integral floats and integer strings are taken; ``engine`` and ``in_process`` word the
+    message.
+
+    Raises
+    ------
+    InvalidConstraintError
+        Not an integer from 0 to ``maximum``; names the option, or the variable it came from.
+    """
+    from .errors import InvalidConstraintError
+
+    src = f"option {option!r}"
+    if value is None:
+        value = os.environ.get(env, "") or 0
+        if os.environ.get(env):
+            src = f"${env} (default of option {option!r})"
+    n = None
+    if not isinstance(value, bool):
+        if isinstance(value, int):
+            n = value
+        elif isinstance(value, float) and value.is_integer():
+            n = int(value)
+        elif isinstance(value, str):
+            try:
+                n = int(value.strip())
+            except ValueError:
+                n = None
+    if n is None:
+        raise InvalidConstraintError(f"{engine} {src} must be an integer, got {value!r}")
+    if not 0 <= n <= maximum:
+        raise InvalidConstraintError(f"{engine} {src} must be 0 ({in_process}) to {maximum}, got {n}")
+    return n
 
 
 def _ping() -> None:

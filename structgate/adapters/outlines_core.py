@@ -39,7 +39,6 @@ Mapping
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -49,10 +48,10 @@ import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..bitmask import bool_to_bitmask
-from ..errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError, StructgateError,
+from ..errors import (CompileLimitError, GrammarSyntaxError, StructgateError,
                       UnsupportedFeatureError)
 from ..vocab import Vocabulary
-from ..worker_pool import WorkerPool, ignore_sigint
+from ..worker_pool import WorkerPool, ignore_sigint, worker_count
 from ._base import AdapterMatcher, VocabMasks, choice_regex, json_pointer
 
 __all__ = ["OutlinesCoreBackend", "OutlinesCoreCompiledGrammar", "OutlinesCoreMatcher", "IndexPool", "check_exact"]
@@ -396,34 +395,16 @@ class IndexPool(WorkerPool):
 
 def _compile_processes(value: Any) -> int:
     """The ``outlines_compile_processes`` option: ``value``, else ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``,
-    else 0.
+    else 0 (:func:`structgate.worker_pool.worker_count`).
 
     Raises
     ------
     InvalidConstraintError
         Not an integer from 0 to :data:`MAX_COMPILE_PROCESSES`.
     """
-    src = "option 'outlines_compile_processes'"
-    if value is None:
-        value = os.environ.get(ENV_COMPILE_PROCESSES, "") or 0
-        src = f"${ENV_COMPILE_PROCESSES}" if os.environ.get(ENV_COMPILE_PROCESSES) else src
-    n = None
-    if not isinstance(value, bool):
-        if isinstance(value, int):
-            n = value
-        elif isinstance(value, float) and value.is_integer():
-            n = int(value)
-        elif isinstance(value, str):
-            try:
-                n = int(value.strip())
-            except ValueError:
-                n = None
-    if n is None:
-        raise InvalidConstraintError(f"outlines-core {src} must be an integer, got {value!r}")
-    if not 0 <= n <= MAX_COMPILE_PROCESSES:
-        raise InvalidConstraintError(f"outlines-core {src} must be 0 (build the index in this process) to "
-                                     f"{MAX_COMPILE_PROCESSES}, got {n}")
-    return n
+    return worker_count(value, engine="outlines-core", option="outlines_compile_processes",
+                        env=ENV_COMPILE_PROCESSES, in_process="build the index in this process",
+                        maximum=MAX_COMPILE_PROCESSES)
 
 
 class OutlinesCoreMatcher(AdapterMatcher):

@@ -207,18 +207,12 @@ class AutoBackend(Backend):
             As :meth:`parse_options`, or as an engine's ``check_options`` (its message names the
             engine and the option).
         """
-        from .registry import get_backend_spec
+        from .registry import check_option_values
 
         chain, _, _ = cls.parse_options(options)
         engine_options = {k: v for k, v in options.items() if k not in _OWN_OPTIONS}
         for name in chain:
-            try:
-                factory = get_backend_spec(name).load_factory()
-            except ImportError:
-                continue
-            check = getattr(factory, "check_options", None)
-            if callable(check):
-                check(engine_options)
+            check_option_values(name, engine_options)
 
     # -- engines -------------------------------------------------------------------------------
     @classmethod

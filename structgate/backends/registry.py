@@ -240,6 +240,25 @@ def check_option_names(backend_cls, options) -> None:
                                  f"(options: {', '.join(sorted(mine))})")
 
 
+def check_option_values(name: str, options) -> None:
+    """Run backend ``name``'s own vocabulary-free value checks
+    (:meth:`~structgate.backends.interface.Backend.check_options`) on the flat ``options``; nothing
+    when the backend is not installed or its factory has no such method.
+
+    Raises
+    ------
+    StructgateError, TypeError, ValueError
+        What the backend's ``check_options`` raises (it names the option or variable).
+    """
+    try:
+        factory = get_backend_spec(name).load_factory()
+    except ImportError:  # not installed: the name check reports it
+        return
+    check = getattr(factory, "check_options", None)
+    if callable(check):
+        check(options)
+
+
 def list_backends() -> list[BackendInfo]:
     """Every registered backend with its version and availability (imports no engine)."""
     out = []

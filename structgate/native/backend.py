@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Mapping
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
 from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
-from ..worker_pool import WorkerPool
+from ..worker_pool import WorkerPool, worker_count
 from .automaton import DFA, START
 from .ir import Grammar
 from .matcher import NativeMatcher
@@ -282,8 +282,6 @@ class NativeBackend(Backend):
             ``compile_processes`` (or the variable) not an integer from 0 to 32; names the option or
             the variable.
         """
-        import os
-
         for k in cls.INT_EXTRAS:
             v = extra.get(k)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
@@ -299,19 +297,9 @@ class NativeBackend(Backend):
         if row_budget_bytes < -1:
             raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
                                          f"got {row_budget_bytes}")
-        cp = extra.get("compile_processes")
-        src = "option 'compile_processes'"
-        if cp is None:
-            cp = os.environ.get(ENV_COMPILE_PROCESSES, "0") or "0"
-            if os.environ.get(ENV_COMPILE_PROCESSES):
-                src = f"${ENV_COMPILE_PROCESSES} (default of option 'compile_processes')"
-        try:
-            compile_processes = int(cp)
-        except (TypeError, ValueError):
-            raise InvalidConstraintError(f"native {src} must be an integer, got {cp!r}") from None
-        if not 0 <= compile_processes <= MAX_COMPILE_PROCESSES:
-            raise InvalidConstraintError(f"native {src} must be 0 (compile in this process) "
-                                         f"to {MAX_COMPILE_PROCESSES}, got {compile_processes}")
+        compile_processes = worker_count(extra.get("compile_processes"), engine="native", option="compile_processes",
+                                         env=ENV_COMPILE_PROCESSES, in_process="compile in this process",
+                                         maximum=MAX_COMPILE_PROCESSES)
         return cache_size, inline_max_size, row_budget_bytes, compile_processes
 
     @classmethod

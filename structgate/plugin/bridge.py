@@ -345,7 +345,7 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
 
     from ..backends.auto import AutoBackend
     from ..backends.interface import CompileOptions
-    from ..backends.registry import check_option_names, get_backend_spec
+    from ..backends.registry import check_option_names, check_option_values, get_backend_spec
 
     opts = backend_options(vllm_config)
     spec = get_backend_spec(name)
@@ -369,13 +369,11 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
     except (StructgateError, TypeError, ValueError) as e:
         raise ValueError(f"{ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r} is not valid for "
                          f"structured-output backend {spec.name!r}: {e}") from None
-    check = getattr(factory, "check_options", None)  # the backend's own value checks (Backend.check_options)
-    if callable(check):
-        try:
-            check(flat)
-        except (StructgateError, TypeError, ValueError) as e:
-            raise ValueError(f"the options of structured-output backend {spec.name!r} are not valid "
-                             f"({ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r}): {e}") from None
+    try:  # the backend's own value checks (Backend.check_options)
+        check_option_values(spec.name, flat)
+    except (StructgateError, TypeError, ValueError) as e:
+        raise ValueError(f"the options of structured-output backend {spec.name!r} are not valid "
+                         f"({ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r}): {e}") from None
     return opts
 
 
