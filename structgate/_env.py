@@ -1,12 +1,113 @@
-"""Numbers read from structgate's environment variables, parsed and checked in one place, so that
-every variable's bad value is refused with the same kind of message (the variable's name, the value,
-what it must be)."""
+"""Numbers read from structgate's environment variables and option values, parsed and checked in one
+place, so that every bad value is refused with the same kind of message (the variable's or option's
+name, the value, what it must be).
+
+Text is read as ASCII decimal only: Python's ``int()`` and ``float()`` also take other scripts'
+digits (``int("٣") == 3``) and digit-group underscores (``int("1_0") == 10``), which no
+configuration means; :func:`int_text` and :func:`float_text` refuse them.
+"""
 from __future__ import annotations
 
 import math
 import os
+import re
+from typing import Any
 
-__all__ = ["env_int", "env_float"]
+__all__ = ["env_int", "env_float", "int_text", "float_text", "int_value", "option_int", "option_bool"]
+
+#: an optionally signed run of ASCII digits (``re.ASCII``: ``\d`` would take every script's digits)
+_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+#: an optionally signed ASCII decimal number with optional fraction and exponent (no ``_``, no
+#: ``inf``/``nan``, no hexadecimal)
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def int_text(raw: str) -> int:
+    """The integer an ASCII decimal text spells (surrounding whitespace allowed).
+
+    Raises
+    ------
+    ValueError
+        Anything else: other scripts' digits, ``_`` separators, a fraction or exponent, empty.
+    """
+    t = raw.strip()
+    if not _INT_TEXT.fullmatch(t):
+        raise ValueError(f"not an ASCII decimal integer: {raw!r}")
+    return int(t)
+
+
+def float_text(raw: str) -> float:
+    """The number an ASCII decimal text spells (``1``, ``-0.5``, ``2e-3``; surrounding whitespace
+    allowed). The result may be ``inf`` when the exponent overflows; callers check finiteness.
+
+    Raises
+    ------
+    ValueError
+        Anything else: ``inf``, ``nan``, other scripts' digits, ``_`` separators, empty.
+    """
+    t = raw.strip()
+    if not _FLOAT_TEXT.fullmatch(t):
+        raise ValueError(f"not an ASCII decimal number: {raw!r}")
+    return float(t)
+
+
+def int_value(v: Any) -> int | None:
+    """An option's integer: an ``int`` (not ``bool``), a finite integral ``float`` (JSON's ``1e3``),
+    or an ASCII decimal integer text (:func:`int_text`); None for anything else, for the caller to
+    refuse naming the option."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) and v.is_integer() else None
+    if isinstance(v, str):
+        try:
+            return int_text(v)
+        except ValueError:
+            return None
+    return None
+
+
+def option_int(options: Any, name: str, *, engine: str, minimum: int = 0) -> int | None:
+    """The extra option ``options[name]`` as an ``int`` (:func:`int_value`), None when it is absent
+    or None.
+
+    Raises
+    ------
+    InvalidConstraintError
+        Not an integer, or below ``minimum``; names the engine and the option.
+    """
+    from .errors import InvalidConstraintError
+
+    v = options.get(name)
+    if v is None:
+        return None
+    n = int_value(v)
+    if n is None or n < minimum:
+        raise InvalidConstraintError(f"{engine} option {name!r} must be an integer >= {minimum}, got {v!r}")
+    return n
+
+
+def option_bool(options: Any, name: str, *, engine: str) -> bool | None:
+    """The extra option ``options[name]`` as a ``bool`` (``True``/``False``, or JSON's 0/1), None
+    when absent or None. A text such as ``"false"`` is refused rather than read as true.
+
+    Raises
+    ------
+    InvalidConstraintError
+        Anything else; names the engine and the option.
+    """
+    from .errors import InvalidConstraintError
+
+    v = options.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise InvalidConstraintError(f"{engine} option {name!r} must be true or false, got {v!r}")
 
 
 def env_int(name: str, default: int | None, *, minimum: int = 0, unit: str = "") -> int | None:
@@ -33,7 +134,7 @@ def env_int(name: str, default: int | None, *, minimum: int = 0, unit: str = "")
         return default
     what = f"an integer >= {minimum}" + (f" ({unit})" if unit else "")
     try:
-        v = int(raw)
+        v = int_text(raw)
     except ValueError:
         raise ValueError(f"${name} must be {what}, got {raw!r}") from None
     if v < minimum:
@@ -55,7 +156,7 @@ def env_float(name: str, default: float | None, *, minimum: float | None = None,
         return default
     what = f"a number of {unit}" + (f" >= {minimum:g}" if minimum is not None else "")
     try:
-        v = float(raw)
+        v = float_text(raw)
     except ValueError:
         raise ValueError(f"${name} must be {what}, got {raw!r}") from None
     if not math.isfinite(v) or (minimum is not None and v < minimum):

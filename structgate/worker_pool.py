@@ -101,7 +101,7 @@ def ignore_sigint() -> None:
 def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: str, maximum: int) -> int:
     """A worker-process count option (native's ``compile_processes``, outlines-core's
     ``outlines_compile_processes``): ``value``, else the environment variable ``env``, else 0.
-    Integers, integral floats and integer strings are taken; ``engine`` and ``in_process`` word the
+    Integers, integral floats and ASCII decimal integer strings are taken (:func:`~structgate._env.int_value`); ``engine`` and ``in_process`` word the
     message.
 
     Raises
@@ -109,6 +109,7 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
     InvalidConstraintError
         Not an integer from 0 to ``maximum``; names the option, or the variable it came from.
     """
+    from ._env import int_value
     from .errors import InvalidConstraintError
 
     src = f"option {option!r}"
@@ -116,17 +117,7 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
         value = os.environ.get(env, "") or 0
         if os.environ.get(env):
             src = f"${env} (default of option {option!r})"
-    n = None
-    if not isinstance(value, bool):
-        if isinstance(value, int):
-            n = value
-        elif isinstance(value, float) and value.is_integer():
-            n = int(value)
-        elif isinstance(value, str):
-            try:
-                n = int(value.strip())
-            except ValueError:
-                n = None
+    n = int_value(value)
     if n is None:
         raise InvalidConstraintError(f"{engine} {src} must be an integer, got {value!r}")
     if not 0 <= n <= maximum:

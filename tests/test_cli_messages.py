@@ -48,7 +48,9 @@ def _module_backend(path: pathlib.Path) -> str | None:
 def _extras_read() -> dict[str, set[str]]:
     """Every option key read from ``options.extra`` in structgate's sources, per backend (grep)."""
     found: dict[str, set[str]] = {}
-    pat = re.compile(r"""extra(?:\.get\(|\[)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+    # ``extra.get("k")``, ``extra["k"]``, and the checked readers ``option_int(extra, "k", ...)`` /
+    # ``option_bool(...)`` (structgate._env)
+    pat = re.compile(r"""(?:extra(?:\.get\(|\[)|option_(?:int|bool)\([^,()]+,)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
     for path in ROOT.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         keys = set(pat.findall(text))
@@ -168,7 +170,9 @@ def test_native_integer_options_are_checked_when_the_backend_is_made(value, voca
     (["--port", "http"], r"argument --port: expected a port number in 1-65535, got 'http'"),
     (["--timeout", "0"], r"argument --timeout: must be a finite number of seconds > 0, got 0"),
     (["--timeout", "-1"], r"argument --timeout: must be a finite number of seconds > 0, got -1"),
-    (["--timeout", "nan"], r"argument --timeout: must be a finite number of seconds > 0, got nan"),
+    (["--timeout", "nan"], r"argument --timeout: expected a finite number of seconds > 0, got 'nan'"),
+    (["--timeout", "1e999"], r"argument --timeout: must be a finite number of seconds > 0, got 1e999"),
+    (["--port", "٨٠"], r"argument --port: expected a port number in 1-65535, got '٨٠'"),
 ])
 def test_demo_port_and_timeout_are_checked_at_parse_time(argv, message, capsys):
     with pytest.raises(SystemExit) as ei:

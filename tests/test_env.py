@@ -1,7 +1,8 @@
-"""structgate's numeric environment variables: one reader (``structgate._env``) for the native
-engine's shared-walk budget, the plugin's grammar-cache bounds, compile timeout and validation
-budget; a bad value is refused naming the variable and the value, an unset or blank one gives the
-default."""
+"""structgate's numeric environment variables and option values: one reader (``structgate._env``)
+for the native engine's shared-walk budget, the plugin's grammar-cache bounds, compile timeout and
+validation budget, the engines' integer and bool extras and the CLI's numbers; a bad value is refused
+naming the variable or option and the value, an unset or blank one gives the default. Text is ASCII
+decimal only (Python's ``int()`` reads ``"٣"`` as 3 and ``"1_0"`` as 10)."""
 from __future__ import annotations
 
 import pytest
@@ -49,3 +50,130 @@ def test_the_plugin_variables_use_it(monkeypatch):
     monkeypatch.setenv(validation.ENV_BUDGET, "soon")
     with pytest.raises(ValueError, match=validation.ENV_BUDGET):
         validation.budget_s()
+
+
+# -- text is ASCII decimal only: Python's int()/float() also take other scripts' digits and "_" ----
+
+NOT_ASCII_DECIMAL = ["٣", "１２", "1_0", "1_000", "", " ", "0x10", "1e3", "3.0", "inf", "nan", "+", "--1"]
+
+
+@pytest.mark.parametrize("raw", NOT_ASCII_DECIMAL)
+def test_int_text_takes_ascii_decimal_only(raw):
+    from structgate._env import int_text, int_value
+
+    with pytest.raises(ValueError):
+        int_text(raw)
+    assert int_value(raw) is None
+
+
+@pytest.mark.parametrize("raw, want", [("7", 7), (" +7 ", 7), ("-12", -12), ("007", 7)])
+def test_int_text_values(raw, want):
+    from structgate._env import int_text, int_value
+
+    assert int_text(raw) == want == int(raw)  # the same number Python reads
+    assert int_value(raw) == want
+
+
+@pytest.mark.parametrize("raw", ["٣", "1_0", "0x10", "inf", "-inf", "nan", "", "1e", ".", "1.2.3"])
+def test_float_text_refuses(raw):
+    from structgate._env import float_text
+
+    with pytest.raises(ValueError):
+        float_text(raw)
+
+
+@pytest.mark.parametrize("raw", ["1", "-0.5", "2e-3", ".5", "5.", "+1E+2", " 3 "])
+def test_float_text_values(raw):
+    from structgate._env import float_text
+
+    assert float_text(raw) == float(raw)
+
+
+@pytest.mark.parametrize("v, want", [(3, 3), (1e3, 1000), (-1.0, -1), (True, None), (1.5, None),
+                                     (float("inf"), None), (float("nan"), None), (None, None), ([1], None)])
+def test_int_value_of_json_values(v, want):
+    from structgate._env import int_value
+
+    assert int_value(v) == want
+
+
+def test_variables_refuse_other_digits(monkeypatch):
+    for raw in ("٣", "1_0"):
+        monkeypatch.setenv("SG_TEST_N", raw)
+        with pytest.raises(ValueError, match=r"\$SG_TEST_N"):
+            env_int("SG_TEST_N", 0)
+        with pytest.raises(ValueError, match=r"\$SG_TEST_N"):
+            env_float("SG_TEST_N", 0.0)
+
+
+@pytest.mark.parametrize("raw", ["٣", "1_0", "1e3", "3.0", float("inf"), True, "many"])
+@pytest.mark.parametrize("option", ["compile_cache_size", "max_regex_size", "compile_processes", "row_budget_bytes"])
+def test_native_integer_options_refuse_non_integers(option, raw):
+    """Each of native's integer extras is refused naming the option (``"1e3"`` used to escape as a
+    bare ValueError from ``int()``, ``"٣"`` and ``"1_0"`` used to be read as 3 and 10)."""
+    from structgate.errors import InvalidConstraintError
+    from structgate.native.backend import NativeBackend
+
+    with pytest.raises(InvalidConstraintError, match=repr(option)):
+        NativeBackend.check_options({option: raw})
+
+
+def test_native_integer_options_are_ints_inside(llama3_vocab):
+    """A text or integral-float value is read once, and the compilers see an int."""
+    from structgate.native.backend import NativeBackend
+
+    b = NativeBackend(llama3_vocab, max_regex_size=" 5000 ", max_product_states=2e3)
+    assert b.options.extra["max_regex_size"] == 5000 and type(b.options.extra["max_regex_size"]) is int
+    assert b.options.extra["max_product_states"] == 2000 and type(b.options.extra["max_product_states"]) is int
+
+
+@pytest.mark.parametrize("raw", ["٣", "1_0"])
+def test_worker_count_refuses_other_digits(monkeypatch, raw):
+    from structgate.errors import InvalidConstraintError
+    from structgate.worker_pool import worker_count
+
+    kw = dict(engine="native", option="compile_processes", env="SG_TEST_PROCS", in_process="x", maximum=32)
+    with pytest.raises(InvalidConstraintError, match="compile_processes"):
+        worker_count(raw, **kw)
+    monkeypatch.setenv("SG_TEST_PROCS", raw)
+    with pytest.raises(InvalidConstraintError, match=r"\$SG_TEST_PROCS"):
+        worker_count(None, **kw)
+
+
+@pytest.mark.parametrize("raw", ["٣", "1_0", "nan", "inf"])
+def test_cli_numbers_refuse_other_digits(raw):
+    import argparse
+
+    from structgate.cli.argtypes import int_in, number_in
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        int_in(0)(raw)
+    with pytest.raises(argparse.ArgumentTypeError):
+        number_in(0)(raw)
+
+
+@pytest.mark.parametrize("backend, option, raw", [
+    ("structgate-xgrammar", "xgrammar_indent", "two"),
+    ("structgate-xgrammar", "xgrammar_indent", -1),
+    ("structgate-xgrammar", "xgrammar_any_order", "false"),
+    ("structgate-llguidance", "llguidance_lenient", "no"),
+    ("structgate-llguidance", "llguidance_coerce_one_of", 2),
+    ("structgate-outlines-core", "outlines_max_recursion_depth", "abc"),
+    ("structgate-outlines-core", "outlines_max_recursion_depth", "٣"),
+    ("structgate-outlines-core", "outlines_allow_inexact", "false"),
+    ("structgate-outlines-core", "outlines_whitespace_pattern", 5),
+])
+def test_adapter_extras_are_checked(backend, option, raw):
+    """Each adapter's extras are checked by value, at startup (``check_option_values``) and by the
+    constructor: a text ``"false"`` used to switch a bool option on, and ``"abc"`` failed each
+    compile with a bare ValueError."""
+    from structgate.backends.registry import check_option_values, get_backend
+    from structgate.errors import InvalidConstraintError
+
+    from structgate.vocab import Vocabulary
+
+    with pytest.raises(InvalidConstraintError, match=repr(option)):
+        check_option_values(backend, {option: raw})
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    with pytest.raises(InvalidConstraintError, match=repr(option)):
+        get_backend(backend, vocab, **{option: raw})

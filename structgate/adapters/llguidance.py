@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .._env import option_bool, option_int
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..errors import GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
@@ -346,11 +347,25 @@ class LLGuidanceBackend(Backend):
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
+        self.check_options(self.options.extra)
         self._tok = make_tokenizer(vocab)
         self._engine_words = (int(self._tok.vocab_size) + 31) // 32
         self._masks = VocabMasks(vocab)
         self._executor = None
         self._ws_bound_cache: WhitespaceBound | None = None
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """:meth:`Backend.check_options`: ``llguidance_lenient`` and ``llguidance_coerce_one_of``
+        are bools (the constructor runs it too).
+
+        Raises
+        ------
+        InvalidConstraintError
+            A bad value; names the option.
+        """
+        option_bool(options, "llguidance_lenient", engine="llguidance")
+        option_bool(options, "llguidance_coerce_one_of", engine="llguidance")
 
     def _whitespace_bound(self) -> "WhitespaceBound | None":
         """The JSON whitespace bound for ``whitespace="flexible"`` (None for compact: no whitespace)."""
@@ -368,9 +383,9 @@ class LLGuidanceBackend(Backend):
         else:
             ov.update(whitespace_flexible=True,
                       whitespace_pattern=r"[\x20\x0A\x0D\x09]{0,%d}" % max(1, int(o.max_whitespace)))
-        if o.extra.get("llguidance_lenient"):
+        if option_bool(o.extra, "llguidance_lenient", engine="llguidance"):
             ov["lenient"] = True
-        if o.extra.get("llguidance_coerce_one_of"):
+        if option_bool(o.extra, "llguidance_coerce_one_of", engine="llguidance"):
             ov["coerce_one_of"] = True
         return ov
 

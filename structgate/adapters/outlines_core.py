@@ -48,7 +48,8 @@ import numpy as np
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..bitmask import bool_to_bitmask
-from ..errors import (CompileLimitError, GrammarSyntaxError, StructgateError,
+from .._env import option_bool, option_int
+from ..errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError, StructgateError,
                       UnsupportedFeatureError)
 from ..vocab import Vocabulary
 from ..worker_pool import WorkerPool, ignore_sigint, worker_count
@@ -523,6 +524,7 @@ class OutlinesCoreBackend(Backend):
         import outlines_core as oc
 
         super().__init__(vocab, **options)
+        self.check_options(self.options.extra)
         self.compile_processes = _compile_processes(self.options.extra.get("outlines_compile_processes"))
         m: dict[bytes, list[int]] = {}
         for i, b in enumerate(vocab.token_bytes):
@@ -534,20 +536,29 @@ class OutlinesCoreBackend(Backend):
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """:meth:`Backend.check_options`: ``outlines_compile_processes`` (or its variable), as the
-        constructor checks it (:func:`_compile_processes`).
+        constructor checks it (:func:`_compile_processes`); ``outlines_max_recursion_depth`` an
+        integer >= 0, ``outlines_allow_inexact`` a bool, ``outlines_whitespace_pattern`` a string.
+        The constructor runs it too.
 
         Raises
         ------
         InvalidConstraintError
-            Not an integer from 0 to 32; names the option or the variable.
+            A bad value; names the option (or the variable).
         """
         _compile_processes(options.get("outlines_compile_processes"))
+        option_int(options, "outlines_max_recursion_depth", engine="outlines-core")
+        option_bool(options, "outlines_allow_inexact", engine="outlines-core")
+        ws = options.get("outlines_whitespace_pattern")
+        if ws is not None and not isinstance(ws, str):
+            raise InvalidConstraintError(f"outlines-core option 'outlines_whitespace_pattern' must be a regex "
+                                         f"string, got {ws!r}")
 
     def _unroll_depth(self) -> int:
         """Depth to which outlines-core unrolls recursive schemas: ``extra["outlines_max_recursion_depth"]``
         (default 3, outlines' own default); the shared ``max_recursion_depth`` (native's stack bound,
         default 128) would make outlines' flat regex explode."""
-        return int(self.options.extra.get("outlines_max_recursion_depth", 3))
+        d = option_int(self.options.extra, "outlines_max_recursion_depth", engine="outlines-core")
+        return 3 if d is None else d
 
     def _whitespace(self) -> str:
         o = self.options
@@ -567,7 +578,7 @@ class OutlinesCoreBackend(Backend):
         """
         from outlines_core.json_schema import build_regex_from_schema
 
-        if not self.options.extra.get("outlines_allow_inexact", False):
+        if not option_bool(self.options.extra, "outlines_allow_inexact", engine="outlines-core"):
             check_exact(schema)
         text = json.dumps(schema, ensure_ascii=False)
         try:

@@ -1,10 +1,14 @@
 """argparse ``type=`` callables for numeric options: each turns a bad value into
-``argparse.ArgumentTypeError`` (argparse then prints one line naming the option and exits 2)."""
+``argparse.ArgumentTypeError`` (argparse then prints one line naming the option and exits 2). Text
+is read as ASCII decimal (:func:`structgate._env.int_text`, :func:`~structgate._env.float_text`):
+``٣``, ``1_0``, ``inf`` and ``nan`` are refused."""
 from __future__ import annotations
 
 import argparse
 import math
 from typing import Callable
+
+from .._env import float_text, int_text
 
 __all__ = ["int_in", "int_list", "number_in", "PORT"]
 
@@ -30,7 +34,7 @@ def _bounded(convert, lo, hi, strict: bool, want: str):
 
 def int_in(lo: int, hi: int | None = None, what: str = "an integer") -> Callable[[str], int]:
     """An integer ``lo <= v (<= hi)``."""
-    return _bounded(int, lo, hi, False, f"{what} {_range_text(lo, hi, False)}")
+    return _bounded(int_text, lo, hi, False, f"{what} {_range_text(lo, hi, False)}")
 
 
 def int_list(lo: int) -> Callable[[str], list[int]]:
@@ -51,7 +55,7 @@ def int_list(lo: int) -> Callable[[str], list[int]]:
 
 def number_in(lo: float, strict: bool = False, what: str = "a number") -> Callable[[str], float]:
     """A finite number ``> lo`` (``strict``) or ``>= lo``."""
-    return _bounded(float, lo, None, strict, f"a finite {what.removeprefix('a ')} {_range_text(lo, None, strict)}")
+    return _bounded(float_text, lo, None, strict, f"a finite {what.removeprefix('a ')} {_range_text(lo, None, strict)}")
 
 
 #: a TCP port

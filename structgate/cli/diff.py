@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .argtypes import int_in, number_in
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("diff", help="compare the token masks of several backends step by step",
@@ -44,13 +46,13 @@ def add_parser(sub) -> None:
     add_constraint_arguments(g)
     g.add_argument("--maskbench", nargs="+", metavar="FILE_OR_DIR",
                    help="long run over MaskBench JSONL files (schemas + valid instances)")
-    p.add_argument("--limit", type=int, default=None, help="--maskbench: at most N schemas")
-    p.add_argument("--max-texts", dest="max_texts", type=int, default=1, help="--maskbench: texts per schema")
-    p.add_argument("--time-limit", dest="time_limit", type=float, default=None,
+    p.add_argument("--limit", type=int_in(1), default=None, help="--maskbench: at most N schemas")
+    p.add_argument("--max-texts", dest="max_texts", type=int_in(1), default=1, help="--maskbench: texts per schema")
+    p.add_argument("--time-limit", dest="time_limit", type=number_in(0, strict=True, what="number of seconds"), default=None,
                    help="--maskbench: stop starting schemas after S seconds")
     p.add_argument("--text", action="append", default=[], help="text to drive (repeatable)")
     p.add_argument("--jsonl", metavar="FILE", help='file of {"text": ...} lines')
-    p.add_argument("--cap", type=int, default=20, help="token ids listed per disagreement group (default 20)")
+    p.add_argument("--cap", type=int_in(1), default=20, help="token ids listed per disagreement group (default 20)")
     p.add_argument("--compact", action="store_true", help='JSON whitespace policy "compact" (default flexible)')
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run)

@@ -28,9 +28,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, ClassVar, Mapping
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
+from .._env import int_value
 from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
 from ..worker_pool import WorkerPool, worker_count
@@ -244,6 +246,8 @@ class NativeBackend(Backend):
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
+        # the integer extras as ints from here on (the compilers read them with int())
+        self.options = replace(self.options, extra={**self.options.extra, **self.int_extras(self.options.extra)})
         (self.cache_size, self.inline_max_size, self.row_budget_bytes,
          self.compile_processes) = self.parse_options(self.options.extra)
         if self.compile_processes > 0:
@@ -268,6 +272,28 @@ class NativeBackend(Backend):
         import jsonschema  # noqa: F401
 
     @classmethod
+    def int_extras(cls, extra: Mapping[str, Any]) -> dict[str, int]:
+        """The :attr:`INT_EXTRAS` given in ``extra``, each as an ``int``: an integer, a finite
+        integral float (JSON's ``1e3``) or an ASCII decimal integer string
+        (:func:`structgate._env.int_value`; ``"٣"``, ``"1_0"``, ``"3.0"`` are refused).
+
+        Raises
+        ------
+        InvalidConstraintError
+            A value that is none of these; names the option.
+        """
+        out: dict[str, int] = {}
+        for k in cls.INT_EXTRAS:
+            v = extra.get(k)
+            if v is None:
+                continue
+            n = int_value(v)
+            if n is None:
+                raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
+            out[k] = n
+        return out
+
+    @classmethod
     def parse_options(cls, extra: Mapping[str, Any]) -> tuple[int, int, int, int]:
         """``(compile_cache_size, inline_max_size, row_budget_bytes, compile_processes)`` of the
         extras ``extra`` (defaults filled in; ``compile_processes`` from
@@ -282,18 +308,10 @@ class NativeBackend(Backend):
             ``compile_processes`` (or the variable) not an integer from 0 to 32; names the option or
             the variable.
         """
-        for k in cls.INT_EXTRAS:
-            v = extra.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-                try:
-                    ok = not isinstance(v, bool) and float(v).is_integer()
-                except (TypeError, ValueError):
-                    ok = False
-                if not ok:
-                    raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
-        cache_size = int(extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE))
-        inline_max_size = int(extra.get("inline_max_size", 4096))
-        row_budget_bytes = int(extra.get("row_budget_bytes", 256 << 20))
+        extra = {**extra, **cls.int_extras(extra)}
+        cache_size = extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE)
+        inline_max_size = extra.get("inline_max_size", 4096)
+        row_budget_bytes = extra.get("row_budget_bytes", 256 << 20)
         if row_budget_bytes < -1:
             raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
                                          f"got {row_budget_bytes}")
