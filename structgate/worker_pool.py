@@ -125,6 +125,45 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
     return n
 
 
+#: why a script's workers cannot start: multiprocessing's ``spawn`` imports the main script again in
+#: each new process, so a script creating the backend at top level makes each worker try to start
+#: workers of its own (multiprocessing refuses that while the worker bootstraps)
+SPAWN_GUARD_HINT = ("worker processes are started with multiprocessing's 'spawn', which imports the main "
+                    "script again in each worker: a script must create the backend (and compile) under "
+                    "`if __name__ == \"__main__\":`")
+
+
+def _check_not_bootstrapping() -> None:
+    """Refuse to make a pool inside a worker that is still importing the parent's main script (the
+    unguarded script of :data:`SPAWN_GUARD_HINT`), with that hint, instead of multiprocessing's
+    ``RuntimeError`` deep in a start that the parent then retries and reports only as a pool that
+    "could not be started".
+
+    Raises
+    ------
+    CompileLimitError
+        ``compile_process``, in such a worker.
+    """
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        from .errors import CompileLimitError
+
+        raise CompileLimitError("compile_process", "started while a worker imports the main script", 0,
+                                SPAWN_GUARD_HINT)
+
+
+def _start_failure_hint() -> str:
+    """:data:`SPAWN_GUARD_HINT` when the main module is a script file (the likely cause of workers
+    that exit while starting), else ``""``."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None) and getattr(main, "__spec__", None) is None:
+        return f" ({SPAWN_GUARD_HINT})"
+    return ""
+
+
 def _ping() -> None:
     """A no-op job (starts a worker)."""
 
@@ -177,6 +216,7 @@ class WorkerPool:
     def _get_or_make(cls, key: Any, make: Callable[[], "WorkerPool"]) -> "WorkerPool":
         """The live pool of this class under ``key``, made with ``make()`` when there is none (the
         replacement of a dropped pool is made the same way)."""
+        _check_not_bootstrapping()
         with cls._lock:
             p = cls._pools.get(key)
             if p is None:
@@ -265,7 +305,8 @@ class WorkerPool:
             type(self)._drop(self)
             if _retries >= 3:
                 raise CompileLimitError("compile_process", "worker exited", self.n,
-                                        "the compile worker processes could not be started") from None
+                                        "the compile worker processes could not be started"
+                                        + _start_failure_hint()) from None
             out, w2 = self._replacement().run(fn, args, deadline, on_timeout, _retries + 1)
             return out, waited + w2
         timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)

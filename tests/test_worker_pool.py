@@ -176,3 +176,34 @@ def test_a_forked_child_makes_its_own_pool_and_leaves_the_parents_alone():
     _worker_pid(p)
     out, err = p.communicate(timeout=120)
     assert "child 0" in out and "parent True" in out, out + err
+
+
+def test_unguarded_script_is_told_about_the_main_guard(tmp_path):
+    """A script that compiles with worker processes at top level, without ``if __name__ ==
+    "__main__":``, gets an error naming that guard (in each worker, which would otherwise try to
+    start workers of its own while importing the script, and in the script), not only "could not be
+    started"."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        from structgate.backends.interface import Constraint
+        from structgate.backends.registry import get_backend
+        from structgate.vocab import Vocabulary
+
+        vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+        get_backend("native", vocab, compile_processes=1).compile(Constraint.regex("a+b"))
+        print("compiled")
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                       cwd=tmp_path)
+    assert r.returncode != 0 and "compiled" not in r.stdout
+    last = r.stderr.strip().splitlines()[-1]
+    assert "could not be started" in last and 'if __name__ == "__main__":' in last, r.stderr[-2000:]
+    assert "started while a worker imports the main script" in r.stderr  # the workers' own error
+    guarded = tmp_path / "guarded.py"
+    body = script.read_text().split("vocab = ")[1]
+    guarded.write_text(script.read_text().split("vocab = ")[0] + 'if __name__ == "__main__":\n    vocab = '
+                       + body.replace("\n", "\n    "))
+    r = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=120, env=env,
+                       cwd=tmp_path)
+    assert r.returncode == 0 and "compiled" in r.stdout, r.stderr[-2000:]
