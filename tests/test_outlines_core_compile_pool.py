@@ -329,8 +329,9 @@ def test_startup_check_passes_good_option_values(clean_env, name, env):
 
 
 def test_every_backend_takes_the_default_plugin_options(clean_env):
-    """The plugin adds outlines_compile_processes=1 for every backend; only outlines-core reads it,
-    and each backend checks only the options (and variables) it reads."""
+    """The plugin adds outlines_compile_processes=1 for every backend; only outlines-core reads it.
+    A bad outlines-core variable stops every server all the same, since any server's requests may
+    choose outlines-core (``vllm_xargs.structured_output_backend``)."""
     from structgate.plugin.bridge import backend_options, check_backend_options
 
     assert backend_options()["outlines_compile_processes"] == 1
@@ -340,8 +341,9 @@ def test_every_backend_takes_the_default_plugin_options(clean_env):
         assert check_backend_options(name)["outlines_compile_processes"] == 1
     clean_env.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "x")  # outlines-core's variable
     for name in names:
-        if name != OC:
+        with pytest.raises(ValueError, match="STRUCTGATE_OUTLINES_COMPILE_PROCESSES"):
             check_backend_options(name)
+    clean_env.delenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES")
     clean_env.setenv("STRUCTGATE_COMPILE_PROCESSES", "x")  # native's
     with pytest.raises(ValueError, match="STRUCTGATE_COMPILE_PROCESSES"):
         check_backend_options("native")
@@ -369,3 +371,25 @@ def teardown_module(module):
 
     for p in list(IndexPool._pools.values()):
         IndexPool._drop(p)
+
+
+@pytest.mark.parametrize("env, engine, needle", [
+    ({"STRUCTGATE_BACKEND_OPTIONS": '{"outlines_max_recursion_depth": "abc"}'}, OC, "'outlines_max_recursion_depth'"),
+    ({"STRUCTGATE_OUTLINES_COMPILE_PROCESSES": "x"}, OC, "$STRUCTGATE_OUTLINES_COMPILE_PROCESSES"),
+    ({"STRUCTGATE_BACKEND_OPTIONS": '{"llguidance_lenient": "false"}'}, "structgate-llguidance", "'llguidance_lenient'"),
+])
+def test_startup_check_covers_engines_a_request_may_choose(clean_env, env, engine, needle):
+    """A native server's requests may choose any installed structgate engine
+    (``vllm_xargs.structured_output_backend``), which gets the server's options: a value that engine
+    would refuse stops the server at startup, naming the engine and the option (it used to pass, and
+    every request choosing that engine then failed)."""
+    from structgate.plugin.bridge import check_backend_options
+
+    if not get_backend_spec(engine).availability()[0]:
+        pytest.skip(f"{engine} not installed")
+    for k, v in env.items():
+        clean_env.setenv(k, v)
+    with pytest.raises(ValueError) as ei:
+        check_backend_options("native")
+    msg = str(ei.value)
+    assert needle in msg and repr(engine) in msg and "vllm_xargs.structured_output_backend" in msg, msg

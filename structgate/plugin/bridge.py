@@ -332,7 +332,8 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
     :meth:`~structgate.backends.interface.Backend.check_options` checks (a backend class that has
     that classmethod: native's integer extras and ``compile_processes`` / ``$STRUCTGATE_COMPILE_PROCESSES``,
     outlines-core's ``outlines_compile_processes`` / ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES``;
-    ``structgate-auto`` checks each engine of its chain). As the backend does, a key given both at
+    ``structgate-auto`` checks each engine of its chain), and those checks of every other installed
+    structgate backend too, since a request may choose it (``vllm_xargs.structured_output_backend``). As the backend does, a key given both at
     the top level and in ``extra`` takes its ``extra`` value. Returns the options.
 
     Raises
@@ -345,7 +346,7 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
 
     from ..backends.auto import AutoBackend
     from ..backends.interface import CompileOptions
-    from ..backends.registry import check_option_names, check_option_values, get_backend_spec
+    from ..backends.registry import check_option_names, check_option_values, get_backend_spec, list_backends
 
     opts = backend_options(vllm_config)
     spec = get_backend_spec(name)
@@ -374,6 +375,18 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
     except (StructgateError, TypeError, ValueError) as e:
         raise ValueError(f"the options of structured-output backend {spec.name!r} are not valid "
                          f"({ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r}): {e}") from None
+    # a request may choose any other installed structgate engine (vllm_xargs, request_backend.py),
+    # which gets these options too: its value checks run now, not at its first request
+    # (structgate-auto last: it checks its chain's engines, which are named directly before it)
+    for info in sorted(list_backends(), key=lambda i: (i.name == AutoBackend.name, i.name)):
+        if info.name == spec.name or not info.available:
+            continue
+        try:
+            check_option_values(info.name, flat)
+        except (StructgateError, TypeError, ValueError) as e:
+            raise ValueError(f"the options are not valid for structured-output backend {info.name!r}, which a "
+                             f"request may choose (vllm_xargs.structured_output_backend) "
+                             f"({ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r}): {e}") from None
     return opts
 
 
