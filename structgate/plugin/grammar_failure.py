@@ -15,10 +15,22 @@ matcher then only allows EOS), the failing request's grammar is *marked failed*:
 (``structgate_decode_failures_total``) and replaces the grammar's ``.matcher`` with a
 :class:`FailedMatcher` whose language from then on is EOS alone. Its rows allow only the EOS ids, it
 accepts EOS (and is then terminated, and vLLM ends the request as for any EOS) and refuses any other
-token (vLLM then ends the request with ``FINISHED_ERROR``). Nothing of it reaches the other requests,
+token (vLLM then ends the request with ``FINISHED_ERROR``, which the scheduler wrapper below turns
+into a stop). Nothing of it reaches the other requests,
 and the grammar's ``on_failure`` callback (set by the bridge) drops the shared compiled grammar from
 the caches, so the next request of that constraint compiles afresh instead of meeting the same
 limit in the automaton every request of it grew.
+
+The client is told why its output ended: :func:`fail_grammar` (or, when its caller did not know the
+request, the bridge's next ``accept_tokens``: :func:`attribute`) records the request's ``stop_reason``
+text, :func:`decode_error_reason` (``"structgate decode error: CompileLimitError(step_timeout_s):
+<message>"``), in :data:`reasons`, a bounded :class:`FailureReasons`. The ledger entry
+``engine-compile-error-reason`` (:mod:`structgate.plugin.patches`, wrapping
+``Scheduler.update_from_output``) pops it into the request's finished output, where both endings
+become ``finish_reason="stop"`` with that ``stop_reason``: the EOS, and the ``FINISHED_ERROR`` of a
+refused token, turned into a stop before that token (so the API server answers HTTP 200 with the
+partial output instead of a 500); it also prunes the record of requests freed or aborted without a
+finished output (docs/vllm.md, "A grammar that fails during decoding").
 
 Only :class:`~structgate.errors.StructgateError` is handled so (:func:`is_request_failure`): a
 :class:`~structgate.errors.BitmaskError` is a wrong buffer from the caller (the same for every
