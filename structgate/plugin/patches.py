@@ -632,10 +632,10 @@ def apply_decode_reasons(outputs: Any, running: Any, requests: Any, finish_reaso
     popped): ``stop_reason`` becomes ``"structgate decode error: Type(kind): message"`` (replacing
     the EOS id vLLM reports when that EOS is one of the model's extra stop token ids: the failed
     grammar allows only EOS ids, so any token id there is an EOS the failure forced); a
-    ``FINISHED_ERROR`` after the failed
-    grammar refused a sampled token (the output carries that token) becomes ``STOP``, as if the
-    refused token were EOS -- the text ends before it, and the API server answers the partial output
-    instead of HTTP 500 -- except for a streaming-input session (``Request.streaming_queue``: a
+    ``FINISHED_ERROR`` after the failed grammar refused a sampled token (the output carries that
+    token) becomes ``STOP``, as if the refused token were EOS -- the text ends before it, and the API
+    server answers the partial output instead of HTTP 500 -- except for a streaming-input session
+    (``Request.streaming_queue``: a
     ``STOP`` would leave vLLM 0.33's front end waiting for the next input chunk of a request the
     engine has freed). Then forgets the failed requests that can no longer finish
     (:meth:`~structgate.plugin.grammar_failure.FailureReasons.prune` with ``requests``, the
@@ -691,7 +691,7 @@ def _apply_scheduler_reason(mod) -> None:
                           ("isinstance(struct_output_req.grammar, Exception)",
                            ("grammar_compile_error_reqs.add", "grammar_compile_error_reqs[request.request_id]")),
                           "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
-    from .grammar_failure import reasons as decode_reasons
+    from . import grammar_failure as _gf
 
     def update_from_output(self, scheduler_output, model_runner_output):
         reasons: dict[str, str] = {}
@@ -711,7 +711,7 @@ def _apply_scheduler_reason(mod) -> None:
                     text = reasons.get(o.request_id)
                     if text is not None and o.finish_reason is not None and o.stop_reason is None:
                         o.stop_reason = text
-        if len(decode_reasons):  # some grammar failed during decoding (rare)
+        if len(_gf.reasons):  # some grammar failed during decoding (rare)
             try:
                 apply_decode_reasons(outputs, running, getattr(self, "requests", None), finish_reason)
             except Exception:  # noqa: BLE001 - never inside the engine step; the outputs stay vLLM's
