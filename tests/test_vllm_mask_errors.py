@@ -469,3 +469,212 @@ def test_failed_grammar_is_dropped_from_the_caches():
     # the request still running on the old grammar is unaffected
     at = tok.convert_tokens_to_ids("a")
     assert g2.accept_tokens("r2", [at]) and not isinstance(g2.matcher, FailedMatcher)
+
+
+# ------------------------------------------------------------------ the reason in the finished output
+def test_failure_reasons_are_bounded_and_forgotten():
+    """The rid -> stop_reason record (grammar_failure.reasons): popped when the finished output goes
+    out, pruned for requests freed or aborted without one (their grammar is gone), bounded."""
+    import gc
+
+    from structgate.plugin.grammar_failure import FailureReasons
+
+    class G:  # a grammar object (weak-referenceable)
+        pass
+
+    r = FailureReasons(max_len=3)
+    g1, g2 = G(), G()
+    r.note("r1", "t1", g1)
+    r.note("r2", "t2", g2)
+    r.note("r3", "t3")  # grammar unknown: pruned by request id
+    assert len(r) == 3 and r.get("r1") == "t1" and "r2" in r
+    assert r.pop("r1") == "t1" and r.pop("r1") is None and "r1" not in r  # the finished output took it
+    # freed / aborted without an output: the grammar goes with the request
+    del g2
+    gc.collect()
+    assert r.prune(live={"r3"}) == 1 and r.ids() == ["r3"]
+    assert r.prune(live=set()) == 1 and len(r) == 0  # unknown grammar, request no longer scheduled
+    # a request another engine of the process still runs (grammar alive, not in this scheduler) stays
+    g3 = G()
+    r.note("other-engine", "t", g3)
+    assert r.prune(live=set()) == 0 and r.ids() == ["other-engine"]
+    # bounded, whatever never meets a scheduler: the oldest go first
+    keep = [G() for _ in range(10)]
+    for i, g in enumerate(keep):
+        r.note(f"x{i}", f"t{i}", g)
+    assert r.ids() == ["x7", "x8", "x9"] and r.dropped == 8
+    r.note("x8", "again", keep[8])  # a re-note refreshes the entry's age
+    assert r.ids() == ["x7", "x9", "x8"] and r.get("x8") == "again"
+    with pytest.raises(ValueError):
+        FailureReasons(max_len=0)
+
+
+def test_fail_grammar_records_the_request_reason(monkeypatch):
+    """fail_grammar records the request's stop_reason text when its caller knows the request; a
+    failure where it does not (vLLM's own fill loop, a validate, a rollback) is attributed by the
+    bridge's next accept_tokens, which vLLM always calls with the request id."""
+    from structgate.plugin import grammar_failure as gf
+
+    monkeypatch.setattr(gf, "reasons", gf.FailureReasons())
+    def fresh():  # its own automaton (the limit counts what every request of a compiled grammar reached)
+        return bridge_grammar(NativeBackend(VOCAB, max_dfa_states=20).compile(Constraint.regex(BAD)))
+
+    known, unknown, fine = fresh(), fresh(), fresh()
+    assert known.accept_tokens("known", TO_BAD_ADVANCE)
+    assert known.accept_tokens("known", [A]) is False  # the limit, met in the advance: refused
+    want = "structgate decode error: CompileLimitError(max_dfa_states): "
+    assert gf.reasons.get("known").startswith(want) and "max_dfa_states reached" in gf.reasons.get("known")
+    assert known.matcher.request_id == "known"
+    # the mask fill through the bridge's own fill_bitmask (vLLM's loop, hook off): no request id yet
+    assert unknown.accept_tokens("unknown", [AB])  # a state whose row is not computed yet
+    unknown.matcher.token_index.step_timeout_s = 1e-9  # no first visit can finish now
+    unknown.fill_bitmask(np.zeros((1, WIDTH), dtype=np.int32), 0)
+    assert isinstance(unknown.matcher, gf.FailedMatcher) and "unknown" not in gf.reasons
+    assert unknown.accept_tokens("unknown", [EOS])  # the EOS it allows; now attributed
+    assert gf.reasons.get("unknown").startswith("structgate decode error: CompileLimitError(step_timeout_s): ")
+    assert fine.accept_tokens("fine", [B]) and "fine" not in gf.reasons
+    assert sorted(gf.reasons.ids()) == ["known", "unknown"]
+    # later calls change nothing: one entry per request
+    gf.fail_grammar(known, CompileLimitError("step_timeout_s", 3.0, 2.0), "known")
+    assert "max_dfa_states" in gf.reasons.get("known") and len(gf.reasons) == 2
+
+
+def test_decode_reasons_in_the_scheduler_outputs(monkeypatch):
+    """What the scheduler wrapper (ledger entry engine-compile-error-reason) does to one step's
+    outputs, on vLLM's own EngineCoreOutput: a failed request's finished output names the failure
+    (over None or the EOS id vLLM reports for an extra EOS), a FINISHED_ERROR carrying the refused
+    token becomes STOP (not for a streaming-input session, nor an error without tokens: vLLM's own);
+    the others are untouched; nothing stays behind."""
+    import types
+
+    from vllm.v1.engine import EngineCoreOutput, EngineCoreOutputs, FinishReason
+
+    from structgate.plugin import grammar_failure as gf
+    from structgate.plugin.patches import apply_decode_reasons
+
+    monkeypatch.setattr(gf, "reasons", gf.FailureReasons())
+
+    class G:
+        pass
+
+    grammars = {rid: G() for rid in ("eos", "eos-id", "refused", "session", "kv", "later", "aborted")}
+    for rid in grammars:
+        gf.reasons.note(rid, f"structgate decode error: X({rid})", grammars[rid])
+
+    def out(rid, tokens, finish, stop=None):
+        return EngineCoreOutput(request_id=rid, new_token_ids=tokens, finish_reason=finish, stop_reason=stop)
+
+    outs = {0: EngineCoreOutputs(outputs=[
+        out("eos", [5], FinishReason.STOP), out("eos-id", [7], FinishReason.STOP, 7),
+        out("refused", [3], FinishReason.ERROR), out("session", [3], FinishReason.ERROR),
+        out("kv", [], FinishReason.ERROR), out("later", [1], None),
+        out("normal", [5], FinishReason.STOP), out("stop-id", [7], FinishReason.STOP, 7),
+        out("error", [3], FinishReason.ERROR)])}
+    running = [types.SimpleNamespace(request_id="session", streaming_queue=[]),
+               types.SimpleNamespace(request_id="refused", streaming_queue=None)]
+    del grammars["aborted"]  # freed without an output
+    apply_decode_reasons(outs, running, {"later": object()}, FinishReason)
+    got = {o.request_id: (o.finish_reason, o.stop_reason) for o in outs[0].outputs}
+    text = "structgate decode error: X({})".format
+    assert got == {
+        "eos": (FinishReason.STOP, text("eos")), "eos-id": (FinishReason.STOP, text("eos-id")),
+        "refused": (FinishReason.STOP, text("refused")), "session": (FinishReason.ERROR, text("session")),
+        "kv": (FinishReason.ERROR, None), "later": (None, None),
+        "normal": (FinishReason.STOP, None), "stop-id": (FinishReason.STOP, 7), "error": (FinishReason.ERROR, None)}
+    assert gf.reasons.ids() == ["later"]  # still running; the aborted one was pruned
+    later = [out("later", [5], FinishReason.LENGTH)]
+    apply_decode_reasons({0: EngineCoreOutputs(outputs=later)}, [], {}, FinishReason)
+    assert later[0].stop_reason == text("later") and len(gf.reasons) == 0
+    apply_decode_reasons({0: EngineCoreOutputs(outputs=[out("x", [5], FinishReason.STOP)])}, [], {}, FinishReason)
+
+
+OFFLINE = r'''
+import json, sys
+MASK_RX = "[ab]*a[ab]{8}"  # ambiguous: its configurations are built lazily, at each first visit
+ADVANCE_RX = "[a-y]{30}"
+if __name__ == "__main__":
+    import structgate.plugin
+    structgate.plugin.autoload()   # what `import structgate` does
+    from vllm import LLM, SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+    from structgate.errors import CompileLimitError
+    from structgate.plugin import bridge, grammar_failure, ledger
+
+    orig = bridge.StructgateVllmBackend.compile_grammar
+
+    def compile_grammar(self, request_type, grammar_spec, *a, **k):
+        g = orig(self, request_type, grammar_spec, *a, **k)
+        if grammar_spec == MASK_RX:  # no first visit of a configuration finishes: the first new mask fails
+            g.matcher.token_index.step_timeout_s = 1e-9
+        elif grammar_spec == ADVANCE_RX:  # the advance by the third sampled token meets a limit
+            m, n, inner = g.matcher, [0], g.matcher.advance
+            def advance(token_ids):
+                n[0] += 1
+                if n[0] == 3:
+                    raise CompileLimitError("max_dfa_states", 200_001, 200_000)
+                return inner(token_ids)
+            m.advance = advance
+        return g
+
+    bridge.StructgateVllmBackend.compile_grammar = compile_grammar
+    llm = LLM(model=sys.argv[1], structured_outputs_config={"backend": "native"}, enforce_eager=True,
+              max_model_len=512, max_num_seqs=8, distributed_executor_backend="uni")
+    so = lambda rx: StructuredOutputsParams(regex=rx)
+    cases = {"mask": SamplingParams(max_tokens=40, seed=1, structured_outputs=so(MASK_RX)),
+             "advance": SamplingParams(max_tokens=40, seed=2, structured_outputs=so(ADVANCE_RX)),
+             "choice": SamplingParams(max_tokens=40, seed=3, structured_outputs=so("(yes|no)")),
+             "stopstr": SamplingParams(max_tokens=40, seed=4, stop=["yx"], structured_outputs=so("(xy){20}")),
+             "free": SamplingParams(max_tokens=5, seed=5)}
+    outs = llm.generate([f"{k}: " for k in cases], list(cases.values()))
+    eos = sorted(set(llm.llm_engine.model_config.hf_config.eos_token_id or []))
+    res = {k: {"text": o.outputs[0].text, "token_ids": list(o.outputs[0].token_ids),
+               "finish_reason": o.outputs[0].finish_reason, "stop_reason": o.outputs[0].stop_reason}
+           for k, o in zip(cases, outs)}
+    print("RESULT " + json.dumps({"outputs": res, "pending": len(grammar_failure.reasons), "eos": eos,
+                                  "failures": grammar_failure.failures, "applied": sorted(ledger.applied())}))
+'''
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+def test_offline_llm_output_names_the_decode_failure(tmp_path):
+    """A real offline ``LLM(...)`` run on the embedded tiny model, one batch: a request whose mask
+    meets ``step_timeout_s`` (ends by the EOS its failed grammar allows), one whose advance meets
+    ``max_dfa_states`` (its grammar refuses the sampled token: FINISHED_ERROR in the engine), and
+    requests that end normally (EOS, a stop string, length). The two failed ones finish with
+    ``finish_reason="stop"`` and ``stop_reason`` naming the limit; the others keep theirs; nothing is
+    left in the record."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from structgate.plugin.cli import setup_cpu_env
+    from structgate.plugin.model import embedded_model_dir
+
+    script = tmp_path / "offline.py"
+    script.write_text(OFFLINE)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine in-process
+    setup_cpu_env(env, shim_version=False)
+    out = subprocess.run([sys.executable, str(script), str(embedded_model_dir())], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
+    r = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))[len("RESULT "):])
+    assert "engine-compile-error-reason" in r["applied"]
+    o = r["outputs"]
+    mask, adv = o["mask"], o["advance"]
+    assert mask["finish_reason"] == "stop", mask
+    assert mask["stop_reason"].startswith("structgate decode error: CompileLimitError(step_timeout_s): "), mask
+    assert mask["token_ids"][-1] in r["eos"] and not re.fullmatch(r"[ab]*a[ab]{8}", mask["text"]), mask  # cut short
+    assert adv["finish_reason"] == "stop", adv  # FINISHED_ERROR in the engine, then STOP
+    assert adv["stop_reason"].startswith("structgate decode error: CompileLimitError(max_dfa_states): "), adv
+    # the refused (third) token is in token_ids but not in the text, as an EOS would not be
+    assert len(adv["token_ids"]) == 3 and adv["token_ids"][-1] not in r["eos"], adv
+    assert adv["text"] and re.fullmatch(r"[a-y]+", adv["text"]) and len(adv["text"]) < 30, adv
+    # the other requests of the batch keep their own reasons
+    assert o["choice"]["finish_reason"] == "stop" and o["choice"]["text"] in ("yes", "no"), o["choice"]
+    assert o["choice"]["stop_reason"] in (None, *r["eos"]), o["choice"]  # vLLM's (an extra EOS id reports its id)
+    assert (o["stopstr"]["finish_reason"], o["stopstr"]["stop_reason"]) == ("stop", "yx"), o["stopstr"]
+    assert (o["free"]["finish_reason"], o["free"]["stop_reason"]) == ("length", None), o["free"]
+    assert r["failures"] == 2 and r["pending"] == 0

@@ -53,7 +53,7 @@ from typing import Any
 from .._env import env_float, env_int
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
-from .grammar_failure import FailedMatcher, fail_grammar
+from .grammar_failure import FailedMatcher, attribute, fail_grammar
 
 logger = logging.getLogger("structgate.plugin")
 
@@ -444,8 +444,13 @@ class StructgateVllmGrammar(_VGrammar):
 
         An advance that raises a structgate error (a limit met the first time a transition is
         needed) fails this request's grammar (:mod:`structgate.plugin.grammar_failure`): that token
-        and any but EOS after it are rejected, so vLLM ends this request alone."""
+        and any but EOS after it are rejected, so vLLM ends this request alone. A grammar that failed
+        where the request was not known (a mask fill through vLLM's own loop, a validate, a
+        rollback) is attributed to ``request_id`` here (:func:`~structgate.plugin.grammar_failure.attribute`),
+        so the request's finished output names the failure."""
         m = self.matcher
+        if m.__class__ is FailedMatcher and m.request_id is None:
+            attribute(self, request_id)
         for t in tokens:
             if m.is_terminated():
                 break

@@ -89,7 +89,8 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
     "config-disable-any-whitespace",    # vLLM's validator then refuses the option, as for outlines
     "scheduler-fill-loop-check",        # gate of scheduler-batched-bitmask
     "scheduler-batched-bitmask",        # vLLM's own per-row fill loop calls grammar.fill_bitmask
-    "engine-compile-error-reason",      # without it an engine-side compile error is vLLM's HTTP 500
+    "engine-compile-error-reason",      # without it an engine-side compile error is vLLM's HTTP 500, and a
+                                        # decode failure's output says nothing (or is a 500 too)
     "frontend-compile-error-400",
     "frontend-structural-tag",          # structural tags are checked by xgrammar first, with no cause given
     "metrics-registry",                 # /metrics without structgate series

@@ -608,7 +608,7 @@ register_patch(Patch(
 
 
 
-# -- 5. engine-side compile failures: HTTP 400 naming the cause --------------------------------------
+# -- 5. engine-side compile and decode failures: naming the cause -----------------------------------
 #: prefix of the ``stop_reason`` the engine attaches to a request whose structgate compile failed
 COMPILE_ERROR_MARKER = "structgate compile error: "
 
@@ -624,6 +624,49 @@ def compile_error_reason(exc: BaseException) -> str | None:
     return f"{COMPILE_ERROR_MARKER}{type(exc).__name__}({kind}): {exc}"
 
 
+def apply_decode_reasons(outputs: Any, running: Any, requests: Any, finish_reason: Any) -> None:
+    """Name the decode failure in the finished outputs of one ``Scheduler.update_from_output``.
+
+    For each finished ``EngineCoreOutput`` in ``outputs`` (``{client: EngineCoreOutputs}``) whose
+    request's grammar failed during decoding (:data:`structgate.plugin.grammar_failure.reasons`,
+    popped): ``stop_reason`` becomes ``"structgate decode error: Type(kind): message"`` (replacing
+    the EOS id vLLM reports when that EOS is one of the model's extra stop token ids: the failed
+    grammar allows only EOS ids, so any token id there is an EOS the failure forced); a
+    ``FINISHED_ERROR`` after the failed grammar refused a sampled token (the output carries that
+    token) becomes ``STOP``, as if the refused token were EOS -- the text ends before it, and the API
+    server answers the partial output instead of HTTP 500 -- except for a streaming-input session
+    (``Request.streaming_queue``: a
+    ``STOP`` would leave vLLM 0.33's front end waiting for the next input chunk of a request the
+    engine has freed). Then forgets the failed requests that can no longer finish
+    (:meth:`~structgate.plugin.grammar_failure.FailureReasons.prune` with ``requests``, the
+    scheduler's request ids). A no-op while no grammar has failed.
+
+    ``running``: the scheduler's running requests before the step's update (read only for a
+    refused token); ``finish_reason``: vLLM's ``FinishReason`` enum.
+    """
+    from .grammar_failure import reasons
+
+    if not len(reasons):
+        return
+    for eco in outputs.values():
+        for o in getattr(eco, "outputs", None) or ():
+            if o.finish_reason is None:
+                continue
+            text = reasons.pop(o.request_id)
+            if text is None:
+                continue
+            if o.finish_reason == finish_reason.ERROR:
+                if not o.new_token_ids:  # not the grammar's refusal (e.g. a KV-load failure): vLLM's own
+                    continue
+                req = next((r for r in running or () if getattr(r, "request_id", None) == o.request_id), None)
+                if getattr(req, "streaming_queue", None) is None:
+                    o.finish_reason = finish_reason.STOP
+            if not isinstance(o.stop_reason, str):  # None, or the EOS id (a stop token) the failure forced
+                o.stop_reason = text
+    if len(reasons):
+        reasons.prune(requests if requests is not None else ())
+
+
 def _apply_scheduler_reason(mod) -> None:
     sym = "vllm.v1.core.sched.scheduler.Scheduler.update_from_output"
     cls = ledger.require_attr(mod, "Scheduler", sym)
@@ -633,12 +676,22 @@ def _apply_scheduler_reason(mod) -> None:
     ledger.require_signature(orig, ("self", "scheduler_output", "model_runner_output"), sym)
     ledger.require_source(orig, ("self.grammar_compile_error_reqs", "RequestStatus.FINISHED_ERROR",
                                  "EngineCoreOutput("), sym)
+    # decode failures: the grammar's refusal ends a request with FINISHED_ERROR and the refused token
+    # in its output; every finished output carries request.stop_reason; the running list is replaced
+    # (not emptied in place) when requests stop
+    ledger.require_source(orig, ("structured_output_manager.accept_tokens", "stop_reason=request.stop_reason",
+                                 "new_token_ids=new_token_ids", "self.running = remove_all(self.running"), sym)
+    finish_reason = ledger.require_attr(__import__("vllm.v1.engine", fromlist=["x"]), "FinishReason",
+                                        "vllm.v1.engine.FinishReason")
+    for name in ("STOP", "ERROR"):
+        ledger.require_attr(finish_reason, name, f"vllm.v1.engine.FinishReason.{name}")
     ledger.require_attr(cls, "_handle_blocked_waiting_request", f"{sym} (grammar promotion)")
     # 0.32 collects the ids in a set; 0.33 maps them to a RequestError (iterating gives the ids either way)
     ledger.require_source(cls._handle_blocked_waiting_request,
                           ("isinstance(struct_output_req.grammar, Exception)",
                            ("grammar_compile_error_reqs.add", "grammar_compile_error_reqs[request.request_id]")),
                           "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
+    from . import grammar_failure as _gf
 
     def update_from_output(self, scheduler_output, model_runner_output):
         reasons: dict[str, str] = {}
@@ -650,6 +703,7 @@ def _apply_scheduler_reason(mod) -> None:
                 text = compile_error_reason(err)
                 if text:
                     reasons[rid] = text
+        running = self.running  # (the list before the update: read only after a decode failure)
         outputs = orig(self, scheduler_output, model_runner_output)
         if reasons:
             for eco in outputs.values():
@@ -657,6 +711,12 @@ def _apply_scheduler_reason(mod) -> None:
                     text = reasons.get(o.request_id)
                     if text is not None and o.finish_reason is not None and o.stop_reason is None:
                         o.stop_reason = text
+        if len(_gf.reasons):  # some grammar failed during decoding (rare)
+            try:
+                apply_decode_reasons(outputs, running, getattr(self, "requests", None), finish_reason)
+            except Exception:  # noqa: BLE001 - never inside the engine step; the outputs stay vLLM's
+                logger.warning("structgate: naming a decode failure in the request's output failed",
+                               exc_info=True)
         return outputs
 
     cls.update_from_output = ledger.mark(update_from_output, orig, "engine-compile-error-reason")
@@ -677,14 +737,27 @@ register_patch(Patch(
     target="Scheduler.update_from_output",
     why="a grammar that fails to compile in the engine (a limit, the compile time limit, an "
         "unsupported feature) finishes the request with FINISHED_ERROR and no reason; the API server "
-        "then answers HTTP 500 'Internal server error'",
+        "then answers HTTP 500 'Internal server error'. A grammar that fails during decoding "
+        "(structgate.plugin.grammar_failure: a limit met the first time in a mask fill or an advance) "
+        "ends the request by EOS (finish_reason 'stop', the output cut short, nothing says why) or, "
+        "when it refuses a sampled token, by FINISHED_ERROR (HTTP 500, or an in-band 500 error event "
+        "after the streamed part)",
     how="before the original runs, read the compile exception of each request in "
         "grammar_compile_error_reqs (StructuredOutputRequest._grammar holds it); after, set that "
         "request's EngineCoreOutput.stop_reason to 'structgate compile error: Type(kind): message' "
-        "(structgate errors only; vLLM's backends unchanged)",
-    versions="0.32.0, 0.33.0 (0.33 also attaches RequestError(validation_error), which AsyncLLM raises "
-             "before reading stop_reason; the reason still reaches offline LLM() outputs)",
-    removal="when vLLM reports grammar compile errors to every client (0.33: AsyncLLM only)",
+        "(structgate errors only; vLLM's backends unchanged). Decode failures (only while some are "
+        "pending: one length check per step otherwise): pop the failed request's text from "
+        "grammar_failure.reasons when its finished output goes out and set its stop_reason to "
+        "'structgate decode error: Type(kind): message' (also over the EOS id vLLM gives as stop_reason "
+        "for a model's extra EOS ids); a "
+        "FINISHED_ERROR carrying the token the failed grammar refused becomes STOP (the text ends "
+        "before that token, as before an EOS; not for a streaming-input session); then prune the "
+        "reasons of requests freed or aborted otherwise",
+    versions="0.32.0, 0.33.0 (0.33 also attaches RequestError(validation_error) to compile failures, "
+             "which AsyncLLM raises before reading stop_reason; the reason still reaches offline LLM() "
+             "outputs; decode failures are handled alike on both)",
+    removal="when vLLM reports grammar compile errors to every client (0.33: AsyncLLM only) and lets a "
+            "backend name the reason a grammar ended a request",
     apply=_apply_scheduler_reason, order=50))
 
 

@@ -582,7 +582,9 @@ def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
     if not ok:
         if _kind(grammar.matcher) == 3:
             logger.error("structgate: request %s: its grammar failed during decoding (%s) and accepts only EOS; "
-                         "token(s) %s rejected, the request fails (FINISHED_ERROR).", request.request_id,
+                         "token(s) %s rejected, so the request ends here (its output stops before that token and "
+                         "its stop_reason names the failure: ledger entry engine-compile-error-reason).",
+                         request.request_id,
                          _gf.describe(grammar.matcher.error), list(new_token_ids))
         else:
             logger.error("structgate: request %s: the grammar rejected sampled token(s) %s; the request fails "
