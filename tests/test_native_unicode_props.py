@@ -153,3 +153,38 @@ def test_properties_under_i_and_a_flags_are_refused(native, pattern):
     with pytest.raises(UnsupportedFeatureError) as ei:
         native.compile(Constraint("regex", pattern))
     assert "flag" in str(ei.value) and ei.value.position == pattern.index("\\p" if "\\p" in pattern else "\\P")
+
+
+@pytest.mark.parametrize("pattern", [r"(?a:x)\p{L}+", r"(?a:\d+)[\p{Nd}\p{Zs}]", r"(?i:a)\p{Lu}"])
+def test_properties_after_a_scoped_flag_group_are_exact(native, llama3_vocab, pattern):
+    """The ``a`` / ``i`` flag of a scoped group ``(?a:...)`` ends with the group: a ``\\p`` after it
+    is read as everywhere else (it used to stay refused for the rest of the pattern)."""
+    g = native.compile(Constraint("regex", pattern))
+    rng = random.Random(pattern)
+    texts = ["x" + "".join(rng.choice(POOL) for _ in range(rng.randint(0, 4))) for _ in range(100)]
+    texts += ["xÉö", "7٣ ", "a" + "É", "AÉ", "12 "]
+    for t in texts:
+        assert accepts(g, llama3_vocab, t) == bool(regex.fullmatch(pattern, t)), (pattern, t)
+
+
+@pytest.mark.parametrize("piece", [r"[\p{L}0123456789_]", r"[\p{L}0123456789_]+", r"(?:\p{L}abcdefghijklmn)"])
+def test_a_flag_refusal_does_not_depend_on_the_piece_cache(piece):
+    """The parser caches long classes and groups across patterns by their text and flags: a piece
+    first parsed without ``(?a)`` must not be reused under it (the ``\\p`` inside was accepted under
+    ``(?a)`` once the same text had been parsed without it)."""
+    from structgate.native.regex.parser import parse_regex
+
+    pad = "x" * 70  # long enough for the piece cache
+    parse_regex(pad + piece)
+    with pytest.raises(UnsupportedFeatureError, match="under the a flag"):
+        parse_regex("(?a)" + pad + piece)
+
+
+def test_the_a_flag_cannot_be_turned_off():
+    """As Python's ``re`` ("cannot turn off flags 'a', 'u' and 'L'"): ``(?-a:...)`` used to turn
+    the flag *on*."""
+    from structgate.native.regex.parser import parse_regex
+
+    for pattern in (r"(?-a:x)", r"(?i-a:x)"):
+        with pytest.raises(GrammarSyntaxError, match="cannot turn off flag 'a'"):
+            parse_regex(pattern)

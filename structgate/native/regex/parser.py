@@ -303,7 +303,6 @@ class _Parser:
         self.n = len(pattern)
         self.where = where
         self.calls = calls
-        self._ascii_flag = False  # an (?a) flag was seen: \\p{..} is refused after it
         # piece cache: not with (?x) anywhere (comments and spaces change what a piece means)
         self._cache_ok = self.n >= 64 and _VERBOSE_FLAG.search(pattern) is None
         if self._cache_ok:
@@ -368,7 +367,8 @@ class _Parser:
             elif c == "(" and self._cache_ok and p.startswith("(?:", i) and i in self._groups \
                     and _PIECE_MIN <= self._groups[i] - i <= _PIECE_MAX and not flags.verbose \
                     and not _NAMED_GROUP.search(p, i, self._groups[i]):  # (names are checked by parsing)
-                key = (p[i:self._groups[i] + 1], flags.dotall, flags.ignorecase, flags.multiline, self.calls)
+                key = (p[i:self._groups[i] + 1], flags.dotall, flags.ignorecase, flags.multiline, flags.ascii,
+                       self.calls)
                 hit = _PIECES.get(key)
                 if hit is not None:
                     atom = hit
@@ -438,7 +438,7 @@ class _Parser:
                         if k > end and k < n and p[k] in _QUANT_START and self._try_quant(k) is not None:
                             j = -1  # not a piece: the general path below applies that quantifier
                     if j >= n or (j >= 0 and p[j] != "?" and p[j] != "+"):  # not lazy / possessive
-                        pkey = ("[q", p[i:j], flags.ignorecase)
+                        pkey = ("[q", p[i:j], flags.ignorecase, flags.ascii)
                         hit = _PIECES.get(pkey)
                         if hit is not None:
                             items.append(hit)
@@ -448,17 +448,17 @@ class _Parser:
                             continue
                         piece = (pkey, j)
                 if end - i >= _PIECE_MIN:
-                    key = (p[i:end], flags.ignorecase)
+                    key = (p[i:end], flags.ignorecase, flags.ascii)
                     hit = _PIECES.get(key)
                     if hit is None:
-                        hit, i2 = self._parse_class(i, flags.ignorecase)
+                        hit, i2 = self._parse_class(i, flags.ignorecase, flags.ascii)
                         if i2 == end and len(_PIECES) < _PIECES_MAX:
                             _PIECES[key] = hit
                         atom, i = hit, i2
                     else:
                         atom, i = hit, end
                 else:
-                    atom, i = self._parse_class(i, flags.ignorecase)
+                    atom, i = self._parse_class(i, flags.ignorecase, flags.ascii)
             elif c == ".":
                 atom = Chars(_ANY if flags.dotall else _DOT)
                 i += 1
@@ -634,8 +634,9 @@ class _Parser:
             elif letter == "m":
                 flags.multiline = value
             elif letter == "a":
-                self._ascii_flag = True  # ASCII classes are the default; \\p{..} under it is refused
-                flags.ascii = True  # and i folds ASCII letters only
+                if not value:  # as Python's re: "cannot turn off flags 'a', 'u' and 'L'"
+                    raise self.err("cannot turn off flag 'a'", pos)
+                flags.ascii = True  # ASCII classes are the default; \\p{..} under it is refused, and i folds ASCII letters only
             elif letter == "i":
                 flags.ignorecase = value
             else:
@@ -722,7 +723,7 @@ class _Parser:
             raise self.err(f"bad escape: code point {s} beyond U+10FFFF", i)
         return cp, k + 1
 
-    def _code_escape(self, i: int, in_class: bool, ignorecase: bool = False):
+    def _code_escape(self, i: int, in_class: bool, ignorecase: bool = False, ascii: bool = False):
         """Escapes that denote a single code point or a class; returns (kind, value, end) with
         kind "char" (value = code point) or "set" (value = ranges), or None if not one of them."""
         p, n = self.p, self.n
@@ -773,7 +774,7 @@ class _Parser:
                 return "char", ord(p[j]) % 32, j + 1
             raise self.err("bad escape \\c: expected a letter", i)
         if c in "pP":
-            return self._property(i, c == "P", ignorecase)
+            return self._property(i, c == "P", ignorecase, ascii)
         if c == "0" or (in_class and c in _OCT):
             k = j
             while k < n and k < j + 2 and p[k] in _OCT:
@@ -784,7 +785,7 @@ class _Parser:
             return "char", cp, k
         return None
 
-    def _property(self, i: int, negated: bool, ignorecase: bool):
+    def _property(self, i: int, negated: bool, ignorecase: bool, ascii: bool = False):
         """``\\p{NAME}`` / ``\\P{NAME}`` / ``\\pL`` / ``\\p{^NAME}`` at ``i`` (the backslash): a
         Unicode General_Category set (:mod:`.unicode_props`); returns ("set" | "nset", ranges, end)."""
         from .unicode_props import UNICODE_VERSION, property_ranges
@@ -803,7 +804,7 @@ class _Parser:
             name, end = p[j], j + 1  # \pL: a one-letter name
         if not name:
             raise self.err(f"empty property name in {p[i:end]}", i)
-        if ignorecase or self._ascii_flag:
+        if ignorecase or ascii:
             # engines disagree: PCRE leaves \\p unaffected by caseless matching, the regex module
             # reads (?i)\\p{Lu} as any cased letter, ECMAScript's /iu folds both sides; (?a) limits
             # \\p to ASCII in the regex module only
@@ -824,7 +825,7 @@ class _Parser:
         if i + 1 >= n:
             raise self.err("bad escape (end of pattern)", i)
         c = p[i + 1]
-        r = self._code_escape(i, False, flags.ignorecase)
+        r = self._code_escape(i, False, flags.ignorecase, flags.ascii)
         if r is not None:
             kind, val, j = r
             if kind == "set":
@@ -857,14 +858,14 @@ class _Parser:
         return Chars(((cp, cp),)), j
 
     # -- classes -----------------------------------------------------------------------------------
-    def _class_item(self, i: int, ignorecase: bool = False):
+    def _class_item(self, i: int, ignorecase: bool = False, ascii: bool = False):
         p = self.p
         c = p[i]
         if c != "\\":
             return "char", ord(c), i + 1
         if i + 1 >= self.n:
             raise self.err("unterminated character set", i)
-        r = self._code_escape(i, True, ignorecase)
+        r = self._code_escape(i, True, ignorecase, ascii)
         if r is not None:
             return r
         e = p[i + 1]
@@ -874,7 +875,7 @@ class _Parser:
             raise self.err(f"bad escape \\{e}", i)
         return "char", ord(e), i + 2
 
-    def _parse_class(self, start: int, ignorecase: bool = False):
+    def _parse_class(self, start: int, ignorecase: bool = False, ascii: bool = False):
         p, n = self.p, self.n
         i = start + 1
         negate = False
@@ -892,9 +893,9 @@ class _Parser:
                 break
             first = False
             item_pos = i
-            kind, val, i = self._class_item(i, ignorecase)
+            kind, val, i = self._class_item(i, ignorecase, ascii)
             if i + 1 < n and p[i] == "-" and p[i + 1] != "]":
-                kind2, val2, i = self._class_item(i + 1, ignorecase)
+                kind2, val2, i = self._class_item(i + 1, ignorecase, ascii)
                 if kind != "char" or kind2 != "char":
                     raise self.err(f"bad character range {p[item_pos:i]}", item_pos)
                 if val2 < val:
