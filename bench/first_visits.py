@@ -38,13 +38,13 @@ def _time_method(name: str, stats: dict) -> None:
     orig = getattr(pushdown.PushdownIndex, name)
     depth = [0]
 
-    def timed(self, *args):
+    def timed(self, *args, **kw):
         if depth[0]:
-            return orig(self, *args)
+            return orig(self, *args, **kw)
         depth[0] += 1
         t0 = time.perf_counter_ns()
         try:
-            return orig(self, *args)
+            return orig(self, *args, **kw)
         finally:
             depth[0] -= 1
             s = stats.setdefault(name, [0, 0])
