@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .._env import option_bool, option_int
+from .._env import option_bool
 from ..backends.interface import Backend, CompiledGrammar, Constraint
 from ..errors import GrammarSyntaxError, UnsupportedFeatureError
 from ..vocab import Vocabulary
@@ -344,28 +344,15 @@ class LLGuidanceBackend(Backend):
 
     name = "structgate-llguidance"
     supported_kinds = frozenset({"regex", "json_schema", "json_object", "choice", "grammar"})
+    bool_extras = ("llguidance_lenient", "llguidance_coerce_one_of")
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
-        self.check_options(self.options.extra)
         self._tok = make_tokenizer(vocab)
         self._engine_words = (int(self._tok.vocab_size) + 31) // 32
         self._masks = VocabMasks(vocab)
         self._executor = None
         self._ws_bound_cache: WhitespaceBound | None = None
-
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        """:meth:`Backend.check_options`: ``llguidance_lenient`` and ``llguidance_coerce_one_of``
-        are bools (the constructor runs it too).
-
-        Raises
-        ------
-        InvalidConstraintError
-            A bad value; names the option.
-        """
-        option_bool(options, "llguidance_lenient", engine="llguidance")
-        option_bool(options, "llguidance_coerce_one_of", engine="llguidance")
 
     def _whitespace_bound(self) -> "WhitespaceBound | None":
         """The JSON whitespace bound for ``whitespace="flexible"`` (None for compact: no whitespace)."""
@@ -383,9 +370,9 @@ class LLGuidanceBackend(Backend):
         else:
             ov.update(whitespace_flexible=True,
                       whitespace_pattern=r"[\x20\x0A\x0D\x09]{0,%d}" % max(1, int(o.max_whitespace)))
-        if option_bool(o.extra, "llguidance_lenient", engine="llguidance"):
+        if option_bool(o.extra, "llguidance_lenient", engine=self.name):
             ov["lenient"] = True
-        if option_bool(o.extra, "llguidance_coerce_one_of", engine="llguidance"):
+        if option_bool(o.extra, "llguidance_coerce_one_of", engine=self.name):
             ov["coerce_one_of"] = True
         return ov
 

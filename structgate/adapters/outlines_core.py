@@ -519,6 +519,8 @@ class OutlinesCoreBackend(Backend):
     supported_kinds = frozenset({"regex", "json_schema", "choice"})
     extra_options = frozenset({"outlines_max_recursion_depth", "outlines_whitespace_pattern",
                                "outlines_allow_inexact", "outlines_compile_processes"})
+    int_extras = ("outlines_max_recursion_depth",)
+    bool_extras = ("outlines_allow_inexact",)
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         import outlines_core as oc
@@ -536,8 +538,8 @@ class OutlinesCoreBackend(Backend):
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """:meth:`Backend.check_options`: ``outlines_compile_processes`` (or its variable), as the
-        constructor checks it (:func:`_compile_processes`); ``outlines_max_recursion_depth`` an
-        integer >= 0, ``outlines_allow_inexact`` a bool, ``outlines_whitespace_pattern`` a string.
+        constructor checks it (:func:`_compile_processes`); the :attr:`int_extras` and
+        :attr:`bool_extras` (:meth:`check_typed_extras`); ``outlines_whitespace_pattern`` a string.
         The constructor runs it too.
 
         Raises
@@ -546,8 +548,7 @@ class OutlinesCoreBackend(Backend):
             A bad value; names the option (or the variable).
         """
         _compile_processes(options.get("outlines_compile_processes"))
-        option_int(options, "outlines_max_recursion_depth", engine="outlines-core")
-        option_bool(options, "outlines_allow_inexact", engine="outlines-core")
+        cls.check_typed_extras(options)
         ws = options.get("outlines_whitespace_pattern")
         if ws is not None and not isinstance(ws, str):
             raise InvalidConstraintError(f"outlines-core option 'outlines_whitespace_pattern' must be a regex "
@@ -557,7 +558,7 @@ class OutlinesCoreBackend(Backend):
         """Depth to which outlines-core unrolls recursive schemas: ``extra["outlines_max_recursion_depth"]``
         (default 3, outlines' own default); the shared ``max_recursion_depth`` (native's stack bound,
         default 128) would make outlines' flat regex explode."""
-        d = option_int(self.options.extra, "outlines_max_recursion_depth", engine="outlines-core")
+        d = option_int(self.options.extra, "outlines_max_recursion_depth", engine=self.name)
         return 3 if d is None else d
 
     def _whitespace(self) -> str:
@@ -578,7 +579,7 @@ class OutlinesCoreBackend(Backend):
         """
         from outlines_core.json_schema import build_regex_from_schema
 
-        if not option_bool(self.options.extra, "outlines_allow_inexact", engine="outlines-core"):
+        if not option_bool(self.options.extra, "outlines_allow_inexact", engine=self.name):
             check_exact(schema)
         text = json.dumps(schema, ensure_ascii=False)
         try:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -183,12 +183,13 @@ class XGrammarBackend(Backend):
 
     name = "structgate-xgrammar"
     supported_kinds = frozenset({"regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"})
+    int_extras = ("xgrammar_indent",)
+    bool_extras = ("xgrammar_any_order",)
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         import xgrammar as xgr
 
         super().__init__(vocab, **options)
-        self.check_options(self.options.extra)
         self._tokenizer_info = xgr.TokenizerInfo(list(vocab.token_bytes), xgr.VocabType.RAW,
                                                  vocab_size=vocab.vocab_size,
                                                  stop_token_ids=list(vocab.eos_token_ids), add_prefix_space=False)
@@ -198,19 +199,6 @@ class XGrammarBackend(Backend):
         self._masks = VocabMasks(vocab)
         self._batch = None
         self._batch_lock = threading.Lock()
-
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        """:meth:`Backend.check_options`: ``xgrammar_indent`` an integer >= 0, ``xgrammar_any_order``
-        a bool (the constructor runs it too).
-
-        Raises
-        ------
-        InvalidConstraintError
-            A bad value; names the option.
-        """
-        option_int(options, "xgrammar_indent", engine="xgrammar")
-        option_bool(options, "xgrammar_any_order", engine="xgrammar")
 
     def engine_cache_stats(self) -> dict[str, dict[str, int]]:
         """XGrammar's compiled-grammar cache (``GrammarCompiler.get_cache_size_bytes``: bytes
@@ -226,9 +214,9 @@ class XGrammarBackend(Backend):
         else:
             kw.update(any_whitespace=True, max_whitespace_cnt=max(1, int(o.max_whitespace)))
         if o.extra.get("xgrammar_indent") is not None:
-            kw.update(indent=option_int(o.extra, "xgrammar_indent", engine="xgrammar"), any_whitespace=False)
+            kw.update(indent=option_int(o.extra, "xgrammar_indent", engine=self.name), any_whitespace=False)
             kw.pop("max_whitespace_cnt", None)
-        if option_bool(o.extra, "xgrammar_any_order", engine="xgrammar"):
+        if option_bool(o.extra, "xgrammar_any_order", engine=self.name):
             kw["any_order"] = True
         return kw
 

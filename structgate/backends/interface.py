@@ -591,6 +591,11 @@ class Backend(ABC):
     supported_kinds: ClassVar[frozenset[str]] = frozenset()
     #: engine-specific option names read from ``options.extra`` (None: not declared here)
     extra_options: ClassVar[frozenset[str] | None] = None
+    #: extras that must be integers >= 0 / bools (``true``/``false`` or 0/1): checked by value by the
+    #: constructor and by the default :meth:`check_options` (:func:`structgate._env.option_int`,
+    #: :func:`~structgate._env.option_bool`), so a text ``"false"`` is refused, not read as true
+    int_extras: ClassVar[tuple[str, ...]] = ()
+    bool_extras: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         from .registry import check_option_names
@@ -607,6 +612,7 @@ class Backend(ABC):
                                              f"values, got {type(ex).__name__}")
             options = {**options, **ex}
         check_option_names(type(self), options)
+        type(self).check_typed_extras(options)
         self.options = CompileOptions().updated(**options)
 
     @classmethod
@@ -618,13 +624,31 @@ class Backend(ABC):
         (``outlines_compile_processes=1`` for every backend): check only the options this backend
         reads, and the environment variables they default from. Called by the vLLM plugin at
         startup, after the option names and the :class:`CompileOptions` values are checked.
-        Default: nothing more to check.
+        Default: :meth:`check_typed_extras` (an override that adds checks should call it too).
 
         Raises
         ------
         InvalidConstraintError
             A bad value; the message names the option (or the variable it came from).
         """
+        cls.check_typed_extras(options)
+
+    @classmethod
+    def check_typed_extras(cls, options: Mapping[str, Any]) -> None:
+        """Check the :attr:`int_extras` (integers >= 0: ints, integral floats, ASCII decimal text)
+        and :attr:`bool_extras` (``True``/``False``, 0/1) present in the flat ``options``.
+
+        Raises
+        ------
+        InvalidConstraintError
+            A bad value; names the backend and the option.
+        """
+        from .._env import option_bool, option_int
+
+        for k in cls.int_extras:
+            option_int(options, k, engine=cls.name)
+        for k in cls.bool_extras:
+            option_bool(options, k, engine=cls.name)
 
     def engine_cache_stats(self) -> dict[str, dict[str, int]]:
         """Process-wide caches the engine shares across its compiled grammars (not the compiled

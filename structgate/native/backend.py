@@ -247,7 +247,7 @@ class NativeBackend(Backend):
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
         # the integer extras as ints from here on (the compilers read them with int())
-        self.options = replace(self.options, extra={**self.options.extra, **self.int_extras(self.options.extra)})
+        self.options = replace(self.options, extra={**self.options.extra, **self.parse_int_extras(self.options.extra)})
         (self.cache_size, self.inline_max_size, self.row_budget_bytes,
          self.compile_processes) = self.parse_options(self.options.extra)
         if self.compile_processes > 0:
@@ -272,7 +272,7 @@ class NativeBackend(Backend):
         import jsonschema  # noqa: F401
 
     @classmethod
-    def int_extras(cls, extra: Mapping[str, Any]) -> dict[str, int]:
+    def parse_int_extras(cls, extra: Mapping[str, Any]) -> dict[str, int]:
         """The :attr:`INT_EXTRAS` given in ``extra``, each as an ``int``: an integer, a finite
         integral float (JSON's ``1e3``) or an ASCII decimal integer string
         (:func:`structgate._env.int_value`; ``"٣"``, ``"1_0"``, ``"3.0"`` are refused).
@@ -308,7 +308,7 @@ class NativeBackend(Backend):
             ``compile_processes`` (or the variable) not an integer from 0 to 32; names the option or
             the variable.
         """
-        extra = {**extra, **cls.int_extras(extra)}
+        extra = {**extra, **cls.parse_int_extras(extra)}
         cache_size = extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE)
         inline_max_size = extra.get("inline_max_size", 4096)
         row_budget_bytes = extra.get("row_budget_bytes", 256 << 20)
