@@ -11,7 +11,15 @@ Asserted here: the matcher accepts exactly what the oracle accepts (``re.fullmat
 a small-count variant over every short string), the mask and the advance agree at every step,
 the masks are the same with merging turned off (``COUNT_MERGE_LEVELS = 0``, on texts short enough
 for the unmerged walk), and a walk of ~500 accepted characters finishes with small configurations
-(a hang guard, not a benchmark)."""
+(a hang guard, not a benchmark).
+
+Repeats inside a counter's item (a later finding): a repeat of 32 or more inside the item of a
+:class:`~structgate.native.pushdown.RepeatCounter` that repeats more times than the outer repeat is
+a counter too, however small its expansion (:func:`structgate.native.pushdown.count_large_repeats`,
+``NESTED_REPEAT_MIN_COUNT``): expanded, ``.{100,}`` in ``(?:.{100,}|\\d){40,}`` held its 100
+positions at once (901 items). Asserted: acceptance against ``re.fullmatch``, the masks equal to
+those of the expanded inner repeat (``NESTED_REPEAT_MIN_COUNT = 0``), which repeats are counted,
+and the largest configuration's item count on walks where the expansion held hundreds."""
 from __future__ import annotations
 
 import itertools
@@ -163,3 +171,84 @@ def test_a_long_walk_keeps_configurations_small(llama3_vocab, pattern, text):
     ix = g.matcher().token_index
     # one frame per count: thousands of items (5,450 after 200 "a" in the first pattern)
     assert max(len(k) for k in ix._cfg_keys) < 1_000
+
+
+# --- repeats inside a counter's item (count_large_repeats, NESTED_REPEAT_MIN_COUNT) ----------------
+# Expanded, ``.{100,}`` in ``(?:.{100,}|\d){40,}`` was 100 copies of ``.``; where the outer item is
+# ambiguous every copy was alive at once (901 items, a new configuration each step: 7 s for 140
+# characters). A repeat of 32 or more inside a RepeatCounter's item that repeats more times than
+# the outer repeat is now a counter too, whose frames merge into intervals.
+
+NESTED = [
+    ("(?:.{100,}|\\d){40,}", "1a", [39, 40, 41, 140, 141]),
+    ("(?:a{100,}|b){40,}", "ba", [39, 40, 41, 139, 140, 141]),
+    ("(?:a{100,}|a){35,60}", "a", [34, 35, 36, 59, 60, 61, 99, 100, 160, 161, 300]),
+    ("(?:[a-z]{50,80}|\\d){40,}", "1a", [39, 40, 41, 100, 130]),
+    ("(?:x{40}|y){10,33}", "xy", [9, 10, 399, 400, 401, 440, 1320, 1321]),
+]
+
+
+@pytest.mark.parametrize("pattern,alpha,lens", NESTED, ids=[c[0] for c in NESTED])
+def test_nested_counters_accept_what_re_accepts(llama3_vocab, pattern, alpha, lens):
+    g = _compile(llama3_vocab, pattern)
+    rx = re.compile(pattern)
+    for t in _texts(alpha, lens, seed=len(pattern)):
+        got, _rows = _walk(g, llama3_vocab, t)
+        assert got == (rx.fullmatch(t) is not None), (pattern, len(t), t)
+
+
+@pytest.mark.parametrize("pattern,alpha,lens", [
+    ("(?:.{100,}|\\d){40,}", "1a", [41, 120]),
+    ("(?:.{100,}|\\d){40,}", "a1", [60]),
+    ("(?:a{100,}|b){40,}", "ba", [40, 141]),
+    ("(?:[a-z]{50,80}|\\d){40,}", "1a", [40, 130]),
+    ("(?:x{40}|y){10,33}", "xy", [400, 401]),
+])
+def test_nested_counter_masks_equal_the_expanded_masks(llama3_vocab, monkeypatch, pattern, alpha, lens):
+    from structgate.native import pushdown
+
+    counted = _compile(llama3_vocab, pattern)
+    monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
+    expanded = _compile(llama3_vocab, pattern)
+    for t in _texts(alpha, lens, seed=11):
+        a, rows_a = _walk(counted, llama3_vocab, t)
+        b, rows_b = _walk(expanded, llama3_vocab, t)
+        assert a == b and len(rows_a) == len(rows_b), (pattern, t)
+        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
+            assert np.array_equal(ra, rb), (pattern, len(t), i)
+
+
+def test_which_inner_repeats_are_counted(llama3_vocab):
+    from structgate.native import pushdown
+
+    be = get_backend("native", llama3_vocab, compile_cache_size=0)
+
+    def counters(pattern: str, **kw) -> int:
+        g, _ = pushdown.count_large_repeats(be.to_grammar(Constraint.regex(pattern)), lazy=True, **kw)
+        return g.__dict__.get("_n_counters", 0)
+
+    assert counters("(?:.{100,}|\\d){40,}") == 2
+    assert counters("(?:.{100,}|\\d){40,}", nested_min_count=0) == 1  # the switch
+    assert counters("(?:[a-z]{50,80}|\\d){40,}") == 2
+    # as many counts outside as inside: expanded, as before (the outer count's mask alias sees it)
+    assert counters("(?:.{100,}|\\d){400,}") == 1
+    assert counters("(?:x{30}|y){10,50}") == 1  # under 32 repetitions
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("pattern,text,bound", [
+    ("(?:.{100,}|\\d){40,}", "a1" * 70, 100),  # 901 items expanded
+    ("(?:.{100,}|\\d){40,}", "1" * 140, 450),  # 902 expanded; a diagonal of (outer, inner) counts
+    ("(?:a{100,}|b){40,}", "a" * 140, 10),  # 47 expanded
+    ("(?:[a-z]{50,80}|\\d){40,}", "a" * 400, 20),  # 81 expanded
+])
+def test_nested_counters_keep_configurations_small(llama3_vocab, pattern, text, bound):
+    g = _compile(llama3_vocab, pattern)
+    m = g.matcher()
+    width = (llama3_vocab.vocab_size + 31) // 32
+    row = np.zeros((1, width), dtype=np.int32)
+    for tk in llama3_vocab.encode(text):
+        m.fill_bitmask(row, 0)
+        assert m.advance(tk)
+    assert m.is_accepting() == (re.fullmatch(pattern, text) is not None)
+    assert max(len(k) for k in m.token_index._cfg_keys) < bound
