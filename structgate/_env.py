@@ -13,7 +13,11 @@ import os
 import re
 from typing import Any
 
-__all__ = ["env_int", "env_float", "int_text", "float_text", "int_value", "option_int", "option_bool"]
+__all__ = ["env_int", "env_float", "int_text", "float_text", "int_value", "option_int", "option_bool",
+           "MAX_OPTION_INT", "ENV_SHARED_WALKS_BYTES", "shared_walks_bytes"]
+
+#: the largest integer option value taken by default (engines hold counts in int32)
+MAX_OPTION_INT = (1 << 31) - 1
 
 #: an optionally signed run of ASCII digits (``re.ASCII``: ``\d`` would take every script's digits)
 _INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
@@ -69,14 +73,15 @@ def int_value(v: Any) -> int | None:
     return None
 
 
-def option_int(options: Any, name: str, *, engine: str, minimum: int = 0) -> int | None:
+def option_int(options: Any, name: str, *, engine: str, minimum: int = 0,
+               maximum: int = MAX_OPTION_INT) -> int | None:
     """The extra option ``options[name]`` as an ``int`` (:func:`int_value`), None when it is absent
     or None.
 
     Raises
     ------
     InvalidConstraintError
-        Not an integer, or below ``minimum``; names the engine and the option.
+        Not an integer from ``minimum`` to ``maximum``; names the engine and the option.
     """
     from .errors import InvalidConstraintError
 
@@ -84,8 +89,9 @@ def option_int(options: Any, name: str, *, engine: str, minimum: int = 0) -> int
     if v is None:
         return None
     n = int_value(v)
-    if n is None or n < minimum:
-        raise InvalidConstraintError(f"{engine} option {name!r} must be an integer >= {minimum}, got {v!r}")
+    if n is None or not minimum <= n <= maximum:
+        raise InvalidConstraintError(f"{engine} option {name!r} must be an integer from {minimum} to {maximum}, "
+                                     f"got {v!r}")
     return n
 
 
@@ -162,3 +168,19 @@ def env_float(name: str, default: float | None, *, minimum: float | None = None,
     if not math.isfinite(v) or (minimum is not None and v < minimum):
         raise ValueError(f"${name} must be {what}, got {raw!r}")
     return v
+
+
+#: the native engine's budget for walks shared across grammars, bytes (read when
+#: :mod:`structgate.native.pushdown` is imported; checked at the vLLM plugin's startup through the
+#: native backend's ``check_options``, since that import is lazy)
+ENV_SHARED_WALKS_BYTES = "STRUCTGATE_SHARED_WALKS_BYTES"
+
+
+def shared_walks_bytes() -> int:
+    """``$STRUCTGATE_SHARED_WALKS_BYTES`` (default 64 MiB).
+
+    Raises
+    ------
+    ValueError
+        Not an integer >= 0 (names the variable)."""
+    return env_int(ENV_SHARED_WALKS_BYTES, 64 << 20, unit="bytes")

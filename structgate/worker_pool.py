@@ -154,14 +154,19 @@ def _check_not_bootstrapping() -> None:
 
 
 def _start_failure_hint() -> str:
-    """:data:`SPAWN_GUARD_HINT` when the main module is a script file (the likely cause of workers
-    that exit while starting), else ``""``."""
+    """Why workers may have exited while starting, from the main module: :data:`SPAWN_GUARD_HINT`
+    for a script file or a module run with ``-m`` (both imported again in each worker), a hint that
+    a script read from standard input cannot be imported again; ``""`` otherwise (``python -c``, an
+    interactive session: nothing is imported again)."""
     import sys
 
-    main = sys.modules.get("__main__")
-    if getattr(main, "__file__", None) and getattr(main, "__spec__", None) is None:
-        return f" ({SPAWN_GUARD_HINT})"
-    return ""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path:
+        return ""
+    if not os.path.isfile(path):  # "<stdin>"
+        return (" (worker processes are started with multiprocessing's 'spawn', which imports the main "
+                f"script again in each worker: a script read from {path} cannot be; run it from a file)")
+    return f" ({SPAWN_GUARD_HINT})"
 
 
 def _ping() -> None:
@@ -309,7 +314,9 @@ class WorkerPool:
                                         + _start_failure_hint()) from None
             out, w2 = self._replacement().run(fn, args, deadline, on_timeout, _retries + 1)
             return out, waited + w2
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        # (a deadline years away, e.g. compile_timeout_s=1e18, is no limit: a wait past
+        # threading.TIMEOUT_MAX raises OverflowError)
+        timeout = None if deadline is None else min(max(deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
         try:
             return fut.result(timeout=timeout), waited
         except FutTimeout:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
+import zlib
 
 import numpy as np
 import pytest
@@ -83,13 +85,22 @@ REGEXES = [r"[0-9]{2,4}", r"(ab)*abc", r"[a-z]+@[a-z]+\.(com|org)", r"(yes|no|ma
            r"[^\u0980-\u09FF]{1,3}", r"\d+\.\d+", r"(foo|bar)+"]
 
 
+def _unknown_to_oracle(s: str) -> bool:
+    """``s`` holds a code point unassigned in this Python's Unicode database (3.11: Unicode 14): an
+    engine built on a newer Unicode reads ``\\d`` / ``\\w`` there differently (llguidance's Unicode
+    16 has the digits U+1CCF0.., U+10D40.., U+1E5F1..), so neither oracle can judge it."""
+    return any(unicodedata.category(c) == "Cn" for c in s)
+
+
 def _live(rx: str, text: bytes) -> bool | None:
     """Oracle: ``text`` is a prefix of some full match (``regex`` partial matching); None when the
-    bytes end inside a UTF-8 character."""
+    bytes end inside a UTF-8 character, or hold a code point the oracle's Unicode lacks."""
     regex = pytest.importorskip("regex")
     try:
         s = text.decode("utf-8")
     except UnicodeDecodeError:
+        return None
+    if _unknown_to_oracle(s):
         return None
     return regex.fullmatch(rx, s, partial=True) is not None
 
@@ -103,7 +114,7 @@ def test_regex_masks_match_python_re(backend, vocab, rx, request):
         request.node.add_marker(pytest.mark.xfail(reason="outlines-core 0.2.14 drops transitions from an "
                                                   "accepting to a non-accepting state (docs/backends.md)", strict=True))
     g = backend.compile(Constraint.regex(rx))
-    rng = np.random.default_rng(abs(hash(rx)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(rx.encode()))  # (not hash(): the same paths in every run)
     # walk random allowed paths; every allowed token must keep the text completable, and
     # is_accepting must equal re.fullmatch
     for _ in range(6):
@@ -113,7 +124,8 @@ def test_regex_masks_match_python_re(backend, vocab, rx, request):
             ok = bitmask_to_bool(row_of(m), vocab.vocab_size)
             try:
                 s = text.decode("utf-8")
-                assert m.is_accepting() == (re.fullmatch(rx, s) is not None), (rx, s)
+                if not _unknown_to_oracle(s):
+                    assert m.is_accepting() == (re.fullmatch(rx, s) is not None), (rx, s)
             except UnicodeDecodeError:
                 assert not m.is_accepting()
             cand = [int(i) for i in np.flatnonzero(ok[: vocab.n_tokens]) if i not in vocab.eos_token_ids]

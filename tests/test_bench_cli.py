@@ -503,3 +503,21 @@ def test_maskstep_arguments_parse_to_lists():
     args = build_parser().parse_args(["bench", "maskstep"])
     assert args.systems == list(SYSTEMS) and args.batch_sizes == [1, 16, 64, 128, 256]
     assert args.e2e_configs == list(E2E_CONFIGS) and args.steps == 30
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--limit", "٣"], "--limit"), (["--threads", "1_0"], "--threads"), (["--jobs", "２"], "--jobs"),
+    (["--timeout-s", "inf"], "--timeout-s"), (["--timeout-s", "1_0"], "--timeout-s"),
+    (["--max-memory-mb", "٣"], "--max-memory-mb"), (["--max-memory-mb", "-5"], "--max-memory-mb"),
+    (["--max-wall-s", "nan"], "--max-wall-s"), (["--shuffle", "-1"], "--shuffle"),
+])
+def test_maskbench_numbers_are_ascii_decimal(argv, flag, capsys):
+    """The harness's numeric flags read ASCII decimal only, as the other commands' do (Python's
+    int() took "٣" as 3 and "1_0" as 10; float() took "inf")."""
+    from structgate.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["bench", "maskbench", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}:" in err and "Traceback" not in err, err

@@ -5,6 +5,8 @@ naming the variable or option and the value, an unset or blank one gives the def
 decimal only (Python's ``int()`` reads ``"٣"`` as 3 and ``"1_0"`` as 10)."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from structgate._env import env_float, env_int
@@ -177,3 +179,114 @@ def test_adapter_extras_are_checked(backend, option, raw):
     vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
     with pytest.raises(InvalidConstraintError, match=repr(option)):
         get_backend(backend, vocab, **{option: raw})
+
+
+# -- break-it findings on option values (2026-12-07) ------------------------------------------------
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"additional_properties": "false"}, "additional_properties"),  # used to mean true
+    ({"additional_properties": 2}, "additional_properties"),
+    ({"step_timeout_s": float("nan")}, "step_timeout_s"),
+    ({"cache_size_bytes": 2 ** 64}, "cache_size_bytes"),  # xgrammar: an untyped TypeError
+    ({"max_whitespace": 10 ** 30}, "max_whitespace"),  # engines: errors blaming the schema
+    ({"max_dfa_states": "many"}, "max_dfa_states"),
+])
+def test_compile_options_refuse_bad_values(kw, needle):
+    from structgate.backends.interface import CompileOptions
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match=needle):
+        CompileOptions(**kw)
+
+
+def test_compile_options_take_integers_as_the_extras_do():
+    """A field takes what an integer extra takes (an integral float, ASCII decimal text), as an int."""
+    from structgate.backends.interface import CompileOptions
+
+    o = CompileOptions(max_dfa_states=1e5, max_whitespace="3", additional_properties=1)
+    assert (o.max_dfa_states, o.max_whitespace, o.additional_properties) == (100000, 3, True)
+    assert type(o.max_dfa_states) is int and type(o.additional_properties) is bool
+
+
+@pytest.mark.parametrize("option, raw", [("max_regex_size", -1), ("compile_cache_size", -5), ("max_product_states", 2 ** 40),
+                                         ("row_budget_bytes", -2)])
+def test_native_integer_options_are_bounded(option, raw):
+    from structgate.errors import InvalidConstraintError
+    from structgate.native.backend import NativeBackend
+
+    with pytest.raises(InvalidConstraintError, match=repr(option)):
+        NativeBackend.check_options({option: raw})
+
+
+def test_adapter_integer_extras_are_bounded():
+    """``outlines_max_recursion_depth=1e300`` used to pass every check and raise OverflowError at
+    compile."""
+    from structgate.backends.registry import check_option_values
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="outlines_max_recursion_depth"):
+        check_option_values("structgate-outlines-core", {"outlines_max_recursion_depth": 1e300})
+
+
+@pytest.mark.parametrize("timeout", [1e18, float("inf")])
+def test_a_far_compile_deadline_is_no_limit_in_a_worker(timeout):
+    """``compile_timeout_s=1e18`` or ``inf`` with compile worker processes: the wait is capped at
+    ``threading.TIMEOUT_MAX`` (it raised OverflowError from ``Future.result``)."""
+    from structgate import Constraint
+    from structgate.backends.registry import get_backend
+    from structgate.vocab import Vocabulary
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    be = get_backend("native", vocab, compile_processes=1, compile_timeout_s=timeout)
+    m = be.compile(Constraint("regex", "a+b")).matcher()
+    assert m.advance([ord("a"), ord("b")]) and m.is_final()
+
+
+def test_shared_walks_variable_is_checked_at_startup(monkeypatch):
+    """``$STRUCTGATE_SHARED_WALKS_BYTES`` is read when the engine's pushdown module is imported,
+    lazily at a first compile: the startup check reads it too (a server used to start healthy and
+    answer every structured request with an empty HTTP 500)."""
+    from structgate.plugin.bridge import check_backend_options
+
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
+    monkeypatch.setenv("STRUCTGATE_SHARED_WALKS_BYTES", "abc")
+    with pytest.raises(ValueError, match="STRUCTGATE_SHARED_WALKS_BYTES"):
+        check_backend_options("native")
+
+
+def test_a_broken_third_party_engine_does_not_block_the_startup(monkeypatch, caplog):
+    """Another installed engine whose module fails at import with something other than an
+    ImportError (a driver check), or whose check_options has a bug, is logged and skipped: the
+    server's own backend starts (it used to raise that RuntimeError / KeyError)."""
+    from structgate.backends import registry
+    from structgate.backends.interface import Backend
+    from structgate.plugin.bridge import check_backend_options
+
+    class KeyErrorBackend(Backend):
+        name = "sg-test-keyerror"
+        supported_kinds = frozenset({"regex"})
+
+        @classmethod
+        def check_options(cls, options):
+            return options["missing"]
+
+    mod = type(sys)("sg_test_broken_engine")
+
+    def __getattr__(name):
+        raise RuntimeError("CUDA driver version is insufficient")
+
+    mod.__getattr__ = __getattr__
+    monkeypatch.setitem(sys.modules, "sg_test_broken_engine", mod)
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
+    try:
+        registry.register_backend(registry.BackendSpec(name="sg-test-keyerror", factory=KeyErrorBackend,
+                                                       kinds=("regex",)))
+        registry.register_backend(registry.BackendSpec(name="sg-test-broken", factory="sg_test_broken_engine:Backend",
+                                                       kinds=("regex",)))
+        with caplog.at_level("WARNING", logger="structgate.plugin"):
+            check_backend_options("native")
+        text = caplog.text
+        assert "sg-test-keyerror" in text and "sg-test-broken" in text and "CUDA driver" in text, text
+    finally:
+        registry._extra[:] = [s for s in registry._extra if not s.name.startswith("sg-test-")]
+        registry._specs = None

@@ -207,3 +207,24 @@ def test_unguarded_script_is_told_about_the_main_guard(tmp_path):
     r = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=120, env=env,
                        cwd=tmp_path)
     assert r.returncode == 0 and "compiled" in r.stdout, r.stderr[-2000:]
+
+
+def test_script_read_from_stdin_is_told_to_run_from_a_file(tmp_path):
+    """``python - < script.py`` (guarded or not): spawn cannot import ``<stdin>`` again, and the
+    error says so rather than pointing at the main guard."""
+    code = textwrap.dedent("""
+        from structgate.backends.interface import Constraint
+        from structgate.backends.registry import get_backend
+        from structgate.vocab import Vocabulary
+
+        if __name__ == "__main__":
+            vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+            get_backend("native", vocab, compile_processes=1).compile(Constraint.regex("a+b"))
+            print("compiled")
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=120, env=env,
+                       cwd=tmp_path)
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert "<stdin> cannot be; run it from a file" in last and "__main__" not in last, r.stderr[-2000:]

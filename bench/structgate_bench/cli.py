@@ -16,6 +16,7 @@ import argparse
 import importlib
 import sys
 
+from structgate.cli.argtypes import int_in, number_in
 from structgate.errors import StructgateError
 
 #: ``structgate bench --help`` text (plain, not reStructuredText)
@@ -42,20 +43,9 @@ def _csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
-def _positive_float(s: str) -> float:
-    v = float(s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
-    return v
-
-
-def _wall_s(s: str) -> float:
-    import math
-
-    v = float(s)
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
-    return v
+#: numeric flags read as ASCII decimal (structgate.cli.argtypes: "٣", "1_0", "inf", "nan" refused)
+_positive_float = number_in(0, strict=True)
+_wall_s = number_in(0, what="a number of seconds")
 
 
 def _path(s: str) -> str:
@@ -64,11 +54,7 @@ def _path(s: str) -> str:
     return s
 
 
-def _positive_int(s: str) -> int:
-    v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
-    return v
+_positive_int = int_in(1)
 
 
 def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
@@ -79,7 +65,7 @@ def _add_common(p: argparse.ArgumentParser, *, timeout: float) -> None:
                    help="at most N items (round-robin over splits; a uniform sample with maskbench --shuffle)")
     p.add_argument("--timeout-s", type=_positive_float, default=timeout, metavar="S",
                    help=f"limit per item (compile + walk), seconds (default {timeout:g})")
-    p.add_argument("--max-memory-mb", type=int, default=4096, metavar="M",
+    p.add_argument("--max-memory-mb", type=int_in(1), default=4096, metavar="M",
                    help="worker address-space limit, MiB; 0 = none (default 4096)")
     p.add_argument("--threads", type=_positive_int, default=1, help="engine threads (default 1: single-threaded)")
     p.add_argument("--jobs", type=_positive_int, default=1,
@@ -112,7 +98,7 @@ def add_parser(sub) -> None:
                    help="folder of *.jsonl or one file (default: a 5-schema sample shipped with the harness; the full "
                         "corpus is guidance-ai/jsonschemabench maskbench/data, see bench/README.md)")
     m.add_argument("--splits", type=_csv, default=None, help="comma-separated split names (file stems)")
-    m.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+    m.add_argument("--shuffle", type=int_in(0), default=None, metavar="SEED",
                    help="run items in a seeded random order; --limit then takes a uniform random sample "
                         "(default: file order; --limit round-robin over splits)")
     m.add_argument("--common-items", action="store_true",

@@ -38,6 +38,7 @@ The bitmask layout is the one in :mod:`structgate.bitmask`.
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -272,6 +273,12 @@ class CompileOptions:
         Compile threads for engines that have a pool (XGrammar, llguidance); 1 = single-threaded.
     cache_size_bytes : int
         Compiled-grammar cache size for engines that have one; ``-1`` = engine default.
+
+    Integer fields take an ``int``, a finite integral ``float`` (JSON's ``1e5``) or ASCII decimal
+    text, stored as ``int``, at most ``2**31 - 1`` (``cache_size_bytes``: ``2**63 - 1``);
+    ``additional_properties`` takes ``True``/``False`` or 0/1 (the text ``"false"`` is refused);
+    the timeouts take numbers, ``inf`` meaning no limit as ``<= 0`` does (not NaN). Anything else is an
+    :class:`~structgate.errors.InvalidConstraintError` naming the field.
     """
 
     whitespace: str = "flexible"
@@ -295,24 +302,36 @@ class CompileOptions:
             raise InvalidConstraintError(f"option whitespace must be 'flexible' or 'compact', got {self.whitespace!r}")
         if self.property_order not in ("any", "declared"):
             raise InvalidConstraintError(f"option property_order must be 'any' or 'declared', got {self.property_order!r}")
-        for name in ("max_whitespace", "max_dfa_states", "max_recursion_depth", "threads",
-                     "max_any_order_properties"):
+        from .._env import MAX_OPTION_INT, int_value
+
+        # integers: ints, integral floats (JSON's 1e3) or ASCII decimal text, as the extras take
+        # them (structgate._env.int_value), stored as ints; bounded so that no engine meets a
+        # number its own integer type cannot hold (xgrammar: int64 for cache_size_bytes)
+        for name, lo, hi in (("max_whitespace", 0, MAX_OPTION_INT), ("max_dfa_states", 0, MAX_OPTION_INT),
+                             ("max_recursion_depth", 0, MAX_OPTION_INT), ("threads", 0, MAX_OPTION_INT),
+                             ("max_any_order_properties", 0, MAX_OPTION_INT),
+                             ("max_rollback_tokens", -1, MAX_OPTION_INT), ("cache_size_bytes", -1, (1 << 63) - 1)):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise InvalidConstraintError(f"option {name} must be a non-negative integer, got {v!r}")
-        for name in ("max_rollback_tokens", "cache_size_bytes"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < -1:
-                raise InvalidConstraintError(f"option {name} must be an integer >= -1, got {v!r}")
+            n = int_value(v)
+            if n is None or not lo <= n <= hi:
+                what = "a non-negative integer" if lo == 0 else f"an integer >= {lo}"
+                raise InvalidConstraintError(f"option {name} must be {what} (at most {hi}), got {v!r}")
+            if n is not v:
+                object.__setattr__(self, name, n)
+        v = self.additional_properties
+        if not (isinstance(v, bool) or (isinstance(v, int) and v in (0, 1))):
+            raise InvalidConstraintError(f"option additional_properties must be true or false, got {v!r}")
+        object.__setattr__(self, "additional_properties", bool(v))
         for name in ("compile_timeout_s", "step_timeout_s"):
             v = getattr(self, name)
-            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v
+            ok = isinstance(v, numbers.Real) and not isinstance(v, bool)
             try:
-                ok = ok and float(v) == float(v)  # (an int too large for a float: OverflowError)
+                ok = ok and not math.isnan(float(v))  # (an int too large for a float: OverflowError)
             except OverflowError:
                 ok = False
             if not ok:
-                raise InvalidConstraintError(f"option {name} must be a number of seconds, got {v!r}")
+                raise InvalidConstraintError(f"option {name} must be a number of seconds (<= 0 or inf: no limit), "
+                                             f"got {v!r}")
 
     def updated(self, **kw) -> "CompileOptions":
         known = {k: v for k, v in kw.items() if k in self.__dataclass_fields__ and k != "extra"}

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Mapping
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
-from .._env import int_value
+from .._env import MAX_OPTION_INT, int_value
 from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
 from ..worker_pool import WorkerPool, worker_count
@@ -275,12 +275,14 @@ class NativeBackend(Backend):
     def parse_int_extras(cls, extra: Mapping[str, Any]) -> dict[str, int]:
         """The :attr:`INT_EXTRAS` given in ``extra``, each as an ``int``: an integer, a finite
         integral float (JSON's ``1e3``) or an ASCII decimal integer string
-        (:func:`structgate._env.int_value`; ``"٣"``, ``"1_0"``, ``"3.0"`` are refused).
+        (:func:`structgate._env.int_value`; ``"٣"``, ``"1_0"``, ``"3.0"`` are refused), from 0 to
+        :data:`~structgate._env.MAX_OPTION_INT` (``row_budget_bytes``: -1, unlimited, to 2**62;
+        ``compile_processes``: checked by :meth:`parse_options`).
 
         Raises
         ------
         InvalidConstraintError
-            A value that is none of these; names the option.
+            A value that is none of these, or out of range; names the option.
         """
         out: dict[str, int] = {}
         for k in cls.INT_EXTRAS:
@@ -290,6 +292,10 @@ class NativeBackend(Backend):
             n = int_value(v)
             if n is None:
                 raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
+            lo, hi = (-1, 1 << 62) if k == "row_budget_bytes" else (0, MAX_OPTION_INT)
+            if not lo <= n <= hi and k != "compile_processes":  # (its own range and message below)
+                raise InvalidConstraintError(f"native option {k!r} must be an integer from {lo} to {hi}"
+                                             f"{' (-1: unlimited)' if lo < 0 else ''}, got {v!r}")
             out[k] = n
         return out
 
@@ -312,9 +318,6 @@ class NativeBackend(Backend):
         cache_size = extra.get("compile_cache_size", DEFAULT_COMPILE_CACHE_SIZE)
         inline_max_size = extra.get("inline_max_size", 4096)
         row_budget_bytes = extra.get("row_budget_bytes", 256 << 20)
-        if row_budget_bytes < -1:
-            raise InvalidConstraintError(f"native option 'row_budget_bytes' must be -1 (unlimited) or >= 0, "
-                                         f"got {row_budget_bytes}")
         compile_processes = worker_count(extra.get("compile_processes"), engine="native", option="compile_processes",
                                          env=ENV_COMPILE_PROCESSES, in_process="compile in this process",
                                          maximum=MAX_COMPILE_PROCESSES)
@@ -332,11 +335,18 @@ class NativeBackend(Backend):
             As :meth:`parse_options`.
         UnsupportedFeatureError
             ``formats`` is not ``"default"``, ``"strict"`` or ``"lenient"``.
+        InvalidConstraintError
+            ``$STRUCTGATE_SHARED_WALKS_BYTES`` is not an integer >= 0.
         """
+        from .._env import shared_walks_bytes
         from .json_schema.compiler import format_policy
 
         cls.parse_options(options)
         format_policy(options.get("formats", "default"))
+        try:  # read when the engine's pushdown module is first imported (lazily, at a first compile)
+            shared_walks_bytes()
+        except ValueError as e:
+            raise InvalidConstraintError(str(e)) from None
 
     # -- stages -----------------------------------------------------------------------------------
     def to_grammar(self, constraint: Constraint):

@@ -56,7 +56,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .._env import env_int
+from .._env import shared_walks_bytes
 from ..errors import CompileLimitError, GrammarSyntaxError, IncompatibleVocabularyError
 from ..vocab import Vocabulary
 from .automaton import DEAD, START
@@ -2329,7 +2329,7 @@ class _SharedWalks:
             self._bytes = 0
 
 
-_shared_walks = _SharedWalks(env_int("STRUCTGATE_SHARED_WALKS_BYTES", 64 << 20, unit="bytes"))
+_shared_walks = _SharedWalks(shared_walks_bytes())
 
 
 def engine_cache_stats() -> dict[str, dict[str, int]]:

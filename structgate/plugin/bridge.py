@@ -387,6 +387,12 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
             raise ValueError(f"the options are not valid for structured-output backend {info.name!r}, which a "
                              f"request may choose (vllm_xargs.structured_output_backend) "
                              f"({ENV_OPTIONS}={os.environ.get(ENV_OPTIONS, '')!r}): {e}") from None
+        except Exception as e:  # noqa: BLE001 - another engine that cannot even load (a third-party
+            # module failing at import, a bug in its check): its own requests will fail; this
+            # server's backend is not blocked by it
+            logger.warning("structgate: structured-output backend %r (which a request may choose) could not "
+                           "check its options: %s: %s; requests choosing it may fail", info.name,
+                           type(e).__name__, e)
     return opts
 
 
