@@ -9,11 +9,12 @@ configuration means; :func:`int_text` and :func:`float_text` refuse them.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import re
 from typing import Any
 
-__all__ = ["env_int", "env_float", "int_text", "float_text", "int_value", "option_int", "option_bool",
+__all__ = ["env_int", "env_float", "int_text", "float_text", "int_value", "bool_value", "option_int", "option_bool",
            "MAX_OPTION_INT", "ENV_SHARED_WALKS_BYTES", "shared_walks_bytes"]
 
 #: the largest integer option value taken by default (engines hold counts in int32)
@@ -55,16 +56,23 @@ def float_text(raw: str) -> float:
     return float(t)
 
 
+def _is_numpy_bool(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, np.bool_)
+
+
 def int_value(v: Any) -> int | None:
-    """An option's integer: an ``int`` (not ``bool``), a finite integral ``float`` (JSON's ``1e3``),
-    or an ASCII decimal integer text (:func:`int_text`); None for anything else, for the caller to
-    refuse naming the option."""
-    if isinstance(v, bool):
+    """An option's integer, as a plain ``int``: an integer (``int``, a numpy integer; not a bool), a
+    finite integral real (JSON's ``1e3``, a numpy float), or an ASCII decimal integer text
+    (:func:`int_text`); None for anything else, for the caller to refuse naming the option."""
+    if isinstance(v, bool) or _is_numpy_bool(v):
         return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return int(v) if math.isfinite(v) and v.is_integer() else None
+    if isinstance(v, numbers.Integral):  # int, numpy integers, IntEnum: as a plain int
+        return int(v)
+    if isinstance(v, numbers.Real):  # float, numpy floats
+        f = float(v)
+        return int(f) if math.isfinite(f) and f.is_integer() else None
     if isinstance(v, str):
         try:
             return int_text(v)
@@ -95,6 +103,16 @@ def option_int(options: Any, name: str, *, engine: str, minimum: int = 0,
     return n
 
 
+def bool_value(v: Any) -> bool | None:
+    """An option's bool: ``True``/``False`` (a numpy bool too) or the integers 0 and 1; None for
+    anything else (the text ``"false"`` among them)."""
+    if isinstance(v, bool) or _is_numpy_bool(v):
+        return bool(v)
+    if isinstance(v, numbers.Integral) and v in (0, 1):
+        return bool(v)
+    return None
+
+
 def option_bool(options: Any, name: str, *, engine: str) -> bool | None:
     """The extra option ``options[name]`` as a ``bool`` (``True``/``False``, or JSON's 0/1), None
     when absent or None. A text such as ``"false"`` is refused rather than read as true.
@@ -109,10 +127,9 @@ def option_bool(options: Any, name: str, *, engine: str) -> bool | None:
     v = options.get(name)
     if v is None:
         return None
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int) and v in (0, 1):
-        return bool(v)
+    b = bool_value(v)
+    if b is not None:
+        return b
     raise InvalidConstraintError(f"{engine} option {name!r} must be true or false, got {v!r}")
 
 

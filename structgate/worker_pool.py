@@ -121,7 +121,7 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
     if n is None:
         raise InvalidConstraintError(f"{engine} {src} must be an integer, got {value!r}")
     if not 0 <= n <= maximum:
-        raise InvalidConstraintError(f"{engine} {src} must be 0 ({in_process}) to {maximum}, got {n}")
+        raise InvalidConstraintError(f"{engine} {src} must be 0 ({in_process}) to {maximum}, got {value!r}")
     return n
 
 

@@ -290,3 +290,47 @@ def test_a_broken_third_party_engine_does_not_block_the_startup(monkeypatch, cap
     finally:
         registry._extra[:] = [s for s in registry._extra if not s.name.startswith("sg-test-")]
         registry._specs = None
+
+
+def test_numpy_and_enum_values_are_taken_as_plain_values():
+    """numpy integers and bools and IntEnum members are integers and bools like any other (a
+    second break-it: ``additional_properties=np.bool_(True)`` and ``max_dfa_states=np.int64(...)``
+    were refused), and are stored as plain ``int`` / ``bool``."""
+    import enum
+
+    import numpy as np
+
+    from structgate.backends.interface import CompileOptions
+    from structgate.native.backend import NativeBackend
+
+    class E(enum.IntEnum):
+        B = 3
+
+    o = CompileOptions(additional_properties=np.bool_(True), max_whitespace=E.B, max_dfa_states=np.int64(1000),
+                       threads=np.uint8(2), step_timeout_s="0.5")
+    assert (o.additional_properties, o.max_whitespace, o.max_dfa_states, o.threads, o.step_timeout_s) == \
+        (True, 3, 1000, 2, 0.5)
+    assert type(o.max_whitespace) is int and type(o.max_dfa_states) is int and type(o.additional_properties) is bool
+    assert NativeBackend.parse_options({"compile_cache_size": np.int64(3)})[0] == 3
+
+
+def test_max_whitespace_is_bounded():
+    """llguidance's adapter keeps a vocabulary row per run length and outlines-core expands
+    ``{0,n}``: ``max_whitespace=10**6`` passed every check and then exhausted memory or never
+    compiled."""
+    from structgate.backends.interface import MAX_WHITESPACE, CompileOptions
+    from structgate.errors import InvalidConstraintError
+
+    assert CompileOptions(max_whitespace=MAX_WHITESPACE).max_whitespace == MAX_WHITESPACE
+    with pytest.raises(InvalidConstraintError, match="max_whitespace"):
+        CompileOptions(max_whitespace=MAX_WHITESPACE + 1)
+
+
+def test_worker_count_message_shows_the_value_given():
+    from structgate.errors import InvalidConstraintError
+    from structgate.worker_pool import worker_count
+
+    with pytest.raises(InvalidConstraintError) as ei:
+        worker_count(1e300, engine="native", option="compile_processes", env="SG_TEST_PROCS", in_process="x",
+                     maximum=32)
+    assert "got 1e+300" in str(ei.value) and len(str(ei.value)) < 200

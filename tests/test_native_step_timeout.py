@@ -232,7 +232,7 @@ def test_grouped_sweep_gives_the_same_rows(llama3_vocab, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------- options
-@pytest.mark.parametrize("bad", ["2", None, True, math.nan, 10**400, [1]])
+@pytest.mark.parametrize("bad", ["2s", "nan", "inf", None, True, math.nan, 10**400, [1]])
 def test_option_is_validated(bad):
     with pytest.raises(InvalidConstraintError, match="step_timeout_s"):
         CompileOptions(step_timeout_s=bad)
@@ -241,6 +241,12 @@ def test_option_is_validated(bad):
 @pytest.mark.parametrize("ok", [0, -1, math.inf, np.float64(0.5), np.int64(3)])
 def test_option_values_accepted(ok):
     assert CompileOptions(step_timeout_s=ok).step_timeout_s == ok
+
+
+def test_option_text_is_a_number():
+    """ASCII decimal text is read as the number, as the integer fields read theirs."""
+    assert CompileOptions(step_timeout_s=" 2 ").step_timeout_s == 2.0
+    assert CompileOptions(compile_timeout_s="0.5").compile_timeout_s == 0.5
 
 
 def test_option_reaches_the_index(llama3_vocab):

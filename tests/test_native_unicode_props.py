@@ -188,3 +188,16 @@ def test_the_a_flag_cannot_be_turned_off():
     for pattern in (r"(?-a:x)", r"(?i-a:x)"):
         with pytest.raises(GrammarSyntaxError, match="cannot turn off flag 'a'"):
             parse_regex(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"(?a)\s", r"(?a:\s)", r"(?a)[\s]", r"(?a)\S", r"(?a)[^\s]", r"(?a:\s)\s"])
+def test_a_flag_narrows_space_to_ascii(native, llama3_vocab, pattern):
+    """Under ``(?a)`` ``\\s`` is ASCII whitespace, as Python's ``re.ASCII`` reads it (it kept the
+    Unicode spaces: ``(?a)\\s`` took U+00A0, U+2028, U+3000, U+FEFF); ``\\d`` and ``\\w`` are ASCII
+    already."""
+    import re
+
+    g = native.compile(Constraint("regex", pattern))
+    for c in [" ", "\t", "\n", "\x0b", "\x0c", "\r", "\xa0", "\u2028", "\u3000", "\ufeff", "\u1680", "x"]:
+        for t in (c, c + " ", c + "\u3000"):
+            assert accepts(g, llama3_vocab, t) == bool(re.fullmatch(pattern, t)), (pattern, t)

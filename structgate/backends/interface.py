@@ -215,6 +215,12 @@ def _text_depth(text: str | bytes) -> int:
     return deepest
 
 
+#: the largest ``CompileOptions.max_whitespace``: llguidance's adapter keeps one vocabulary row per
+#: run length (16 KiB each for Llama 3) and outlines-core expands ``{0,n}`` into its index, so a run
+#: bound in the millions exhausts memory or never compiles (a break-it, 2026-12-07)
+MAX_WHITESPACE = 1024
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Options every backend understands (each maps them onto its engine; unknown ones are ignored).
@@ -227,7 +233,8 @@ class CompileOptions:
         tokens, 0 to ``max_whitespace`` characters of ``[ \t\n\r]`` (so ``json.dumps`` output with
         its ``", "`` / ``": "`` separators and shallow ``indent=2`` output both match).
     max_whitespace : int
-        Bound on consecutive whitespace in ``flexible`` mode (unbounded whitespace lets a model loop).
+        Bound on consecutive whitespace in ``flexible`` mode (unbounded whitespace lets a model loop);
+        at most :data:`MAX_WHITESPACE` (1024).
     additional_properties : bool
         Policy for objects whose schema does not say ``additionalProperties``: False = only the
         listed properties (the usual structured-output choice), True = follow the spec (any extra key).
@@ -275,9 +282,11 @@ class CompileOptions:
         Compiled-grammar cache size for engines that have one; ``-1`` = engine default.
 
     Integer fields take an ``int``, a finite integral ``float`` (JSON's ``1e5``) or ASCII decimal
-    text, stored as ``int``, at most ``2**31 - 1`` (``cache_size_bytes``: ``2**63 - 1``);
+    text, stored as ``int``, at most ``2**31 - 1`` (``cache_size_bytes``: ``2**63 - 1``;
+    ``max_whitespace``: :data:`MAX_WHITESPACE`);
     ``additional_properties`` takes ``True``/``False`` or 0/1 (the text ``"false"`` is refused);
-    the timeouts take numbers, ``inf`` meaning no limit as ``<= 0`` does (not NaN). Anything else is an
+    the timeouts take numbers (or ASCII decimal text), ``inf`` meaning no limit as ``<= 0`` does
+    (not NaN). Anything else is an
     :class:`~structgate.errors.InvalidConstraintError` naming the field.
     """
 
@@ -302,12 +311,12 @@ class CompileOptions:
             raise InvalidConstraintError(f"option whitespace must be 'flexible' or 'compact', got {self.whitespace!r}")
         if self.property_order not in ("any", "declared"):
             raise InvalidConstraintError(f"option property_order must be 'any' or 'declared', got {self.property_order!r}")
-        from .._env import MAX_OPTION_INT, int_value
+        from .._env import MAX_OPTION_INT, bool_value, float_text, int_value
 
         # integers: ints, integral floats (JSON's 1e3) or ASCII decimal text, as the extras take
         # them (structgate._env.int_value), stored as ints; bounded so that no engine meets a
         # number its own integer type cannot hold (xgrammar: int64 for cache_size_bytes)
-        for name, lo, hi in (("max_whitespace", 0, MAX_OPTION_INT), ("max_dfa_states", 0, MAX_OPTION_INT),
+        for name, lo, hi in (("max_whitespace", 0, MAX_WHITESPACE), ("max_dfa_states", 0, MAX_OPTION_INT),
                              ("max_recursion_depth", 0, MAX_OPTION_INT), ("threads", 0, MAX_OPTION_INT),
                              ("max_any_order_properties", 0, MAX_OPTION_INT),
                              ("max_rollback_tokens", -1, MAX_OPTION_INT), ("cache_size_bytes", -1, (1 << 63) - 1)):
@@ -319,11 +328,18 @@ class CompileOptions:
             if n is not v:
                 object.__setattr__(self, name, n)
         v = self.additional_properties
-        if not (isinstance(v, bool) or (isinstance(v, int) and v in (0, 1))):
+        b = bool_value(v)
+        if b is None:
             raise InvalidConstraintError(f"option additional_properties must be true or false, got {v!r}")
-        object.__setattr__(self, "additional_properties", bool(v))
+        object.__setattr__(self, "additional_properties", b)
         for name in ("compile_timeout_s", "step_timeout_s"):
             v = getattr(self, name)
+            if isinstance(v, str):  # ASCII decimal text, as the integer fields take it
+                try:
+                    object.__setattr__(self, name, float_text(v))
+                except ValueError:
+                    raise InvalidConstraintError(f"option {name} must be a number of seconds, got {v!r}") from None
+                v = getattr(self, name)
             ok = isinstance(v, numbers.Real) and not isinstance(v, bool)
             try:
                 ok = ok and not math.isnan(float(v))  # (an int too large for a float: OverflowError)

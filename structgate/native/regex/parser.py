@@ -151,6 +151,9 @@ def negate_ranges(ranges) -> tuple[tuple[int, int], ...]:
 _DOT = ((0, 9), (11, MAX_CP))
 _ANY = ((0, MAX_CP),)
 _CLASS_ESC = {"d": DIGIT, "w": WORD, "s": SPACE}
+#: under the ``a`` flag: ``\\s`` is ASCII whitespace, as Python's ``re.ASCII`` reads it (``\\d`` and
+#: ``\\w`` are ASCII already, ECMAScript's reading)
+_CLASS_ESC_ASCII = {"d": DIGIT, "w": WORD, "s": ((0x09, 0x0D), (0x20, 0x20))}
 _SIMPLE_ESC = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
 _HEX = "0123456789abcdefABCDEF"
 _OCT = "01234567"
@@ -730,9 +733,9 @@ class _Parser:
         c = p[i + 1]
         j = i + 2
         if c in _CLASS_ESC:
-            return "set", _CLASS_ESC[c], j
+            return "set", (_CLASS_ESC_ASCII if ascii else _CLASS_ESC)[c], j
         if c in "DWS":
-            return "nset", _CLASS_ESC[c.lower()], j
+            return "nset", (_CLASS_ESC_ASCII if ascii else _CLASS_ESC)[c.lower()], j
         if c in _SIMPLE_ESC:
             return "char", _SIMPLE_ESC[c], j
         if c == "x":
