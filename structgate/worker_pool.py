@@ -128,8 +128,9 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
 #: why a script's workers cannot start: multiprocessing's ``spawn`` imports the main script again in
 #: each new process, so a script creating the backend at top level makes each worker try to start
 #: workers of its own (multiprocessing refuses that while the worker bootstraps)
-SPAWN_GUARD_HINT = ("worker processes are started with multiprocessing's 'spawn', which imports the main "
-                    "script again in each worker: a script must create the backend (and compile) under "
+_SPAWN_IMPORTS = ("worker processes are started with multiprocessing's 'spawn', which imports the main "
+                  "script again in each worker")
+SPAWN_GUARD_HINT = (_SPAWN_IMPORTS + ": a script must create the backend (and compile) under "
                     "`if __name__ == \"__main__\":`")
 
 
@@ -164,8 +165,7 @@ def _start_failure_hint() -> str:
     if not path:
         return ""
     if not os.path.isfile(path):  # "<stdin>"
-        return (" (worker processes are started with multiprocessing's 'spawn', which imports the main "
-                f"script again in each worker: a script read from {path} cannot be; run it from a file)")
+        return f" ({_SPAWN_IMPORTS}: a script read from {path} cannot be; run it from a file)"
     return f" ({SPAWN_GUARD_HINT})"
 
 

@@ -408,6 +408,20 @@ def _compile_processes(value: Any) -> int:
                         maximum=MAX_COMPILE_PROCESSES)
 
 
+def _check_whitespace_pattern(options: Mapping[str, Any]) -> None:
+    """``outlines_whitespace_pattern``, when given, is a string.
+
+    Raises
+    ------
+    InvalidConstraintError
+        It is not; names the option.
+    """
+    ws = options.get("outlines_whitespace_pattern")
+    if ws is not None and not isinstance(ws, str):
+        raise InvalidConstraintError(f"outlines-core option 'outlines_whitespace_pattern' must be a regex "
+                                     f"string, got {ws!r}")
+
+
 class OutlinesCoreMatcher(AdapterMatcher):
     """One request's state: an outlines-core index state plus the state history."""
 
@@ -525,8 +539,8 @@ class OutlinesCoreBackend(Backend):
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         import outlines_core as oc
 
-        super().__init__(vocab, **options)
-        self.check_options(self.options.extra)
+        super().__init__(vocab, **options)  # (checks the int_extras and bool_extras)
+        _check_whitespace_pattern(self.options.extra)
         self.compile_processes = _compile_processes(self.options.extra.get("outlines_compile_processes"))
         m: dict[bytes, list[int]] = {}
         for i, b in enumerate(vocab.token_bytes):
@@ -539,8 +553,8 @@ class OutlinesCoreBackend(Backend):
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """:meth:`Backend.check_options`: ``outlines_compile_processes`` (or its variable), as the
         constructor checks it (:func:`_compile_processes`); the :attr:`int_extras` and
-        :attr:`bool_extras` (:meth:`check_typed_extras`); ``outlines_whitespace_pattern`` a string.
-        The constructor runs it too.
+        :attr:`bool_extras` (:meth:`check_typed_extras`); ``outlines_whitespace_pattern`` a string
+        (:func:`_check_whitespace_pattern`). The constructor makes the same checks.
 
         Raises
         ------
@@ -549,10 +563,7 @@ class OutlinesCoreBackend(Backend):
         """
         _compile_processes(options.get("outlines_compile_processes"))
         cls.check_typed_extras(options)
-        ws = options.get("outlines_whitespace_pattern")
-        if ws is not None and not isinstance(ws, str):
-            raise InvalidConstraintError(f"outlines-core option 'outlines_whitespace_pattern' must be a regex "
-                                         f"string, got {ws!r}")
+        _check_whitespace_pattern(options)
 
     def _unroll_depth(self) -> int:
         """Depth to which outlines-core unrolls recursive schemas: ``extra["outlines_max_recursion_depth"]``

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Mapping
 
 from ..backends.interface import Backend, CompiledGrammar, Constraint, CompileOptions, _nesting_limit
-from .._env import MAX_OPTION_INT, int_value
+from .._env import MAX_OPTION_INT, option_int
 from ..errors import CompileLimitError, InvalidConstraintError
 from ..vocab import Vocabulary
 from ..worker_pool import WorkerPool, worker_count
@@ -275,9 +275,9 @@ class NativeBackend(Backend):
     def parse_int_extras(cls, extra: Mapping[str, Any]) -> dict[str, int]:
         """The :attr:`INT_EXTRAS` given in ``extra``, each as an ``int``: an integer, a finite
         integral float (JSON's ``1e3``) or an ASCII decimal integer string
-        (:func:`structgate._env.int_value`; ``"٣"``, ``"1_0"``, ``"3.0"`` are refused), from 0 to
+        (:func:`structgate._env.option_int`; ``"٣"``, ``"1_0"``, ``"3.0"`` are refused), from 0 to
         :data:`~structgate._env.MAX_OPTION_INT` (``row_budget_bytes``: -1, unlimited, to 2**62;
-        ``compile_processes``: checked by :meth:`parse_options`).
+        ``compile_processes`` is left to :meth:`parse_options`, which reads its variable too).
 
         Raises
         ------
@@ -286,17 +286,12 @@ class NativeBackend(Backend):
         """
         out: dict[str, int] = {}
         for k in cls.INT_EXTRAS:
-            v = extra.get(k)
-            if v is None:
+            if k == "compile_processes":  # parse_options reads it (worker_count), with its variable
                 continue
-            n = int_value(v)
-            if n is None:
-                raise InvalidConstraintError(f"native option {k!r} must be an integer, got {v!r}")
             lo, hi = (-1, 1 << 62) if k == "row_budget_bytes" else (0, MAX_OPTION_INT)
-            if not lo <= n <= hi and k != "compile_processes":  # (its own range and message below)
-                raise InvalidConstraintError(f"native option {k!r} must be an integer from {lo} to {hi}"
-                                             f"{' (-1: unlimited)' if lo < 0 else ''}, got {v!r}")
-            out[k] = n
+            n = option_int(extra, k, engine="native", minimum=lo, maximum=hi)
+            if n is not None:
+                out[k] = n
         return out
 
     @classmethod
