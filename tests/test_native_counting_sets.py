@@ -19,7 +19,11 @@ a counter too, however small its expansion (:func:`structgate.native.pushdown.co
 ``NESTED_REPEAT_MIN_COUNT``): expanded, ``.{100,}`` in ``(?:.{100,}|\\d){40,}`` held its 100
 positions at once (901 items). Asserted: acceptance against ``re.fullmatch``, the masks equal to
 those of the expanded inner repeat (``NESTED_REPEAT_MIN_COUNT = 0``), which repeats are counted,
-and the largest configuration's item count on walks where the expansion held hundreds."""
+and the largest configuration's item count on walks where the expansion held hundreds.
+
+The same inside an expanded repeat's item (an outer ``+``/``*``, or a repeat too small to count)
+and inside a rule referenced from one: ``(?:.{100,}|\\d)+`` held 902 items over a digit run, 11
+now; asserted as above, against ``re.fullmatch`` and the expanded masks."""
 from __future__ import annotations
 
 import itertools
@@ -251,4 +255,118 @@ def test_nested_counters_keep_configurations_small(llama3_vocab, pattern, text, 
         m.fill_bitmask(row, 0)
         assert m.advance(tk)
     assert m.is_accepting() == (re.fullmatch(pattern, text) is not None)
+    assert max(len(k) for k in m.token_index._cfg_keys) < bound
+
+
+# --- repeats inside an expanded repeat's item, and through rule references ---------------------
+# An outer ``+``/``*`` (or a repeat too small to be a counter) is expanded, so its item's large
+# repeat was too: ``(?:.{100,}|\d)+`` over digits held every position of ``.{100,}`` at once (902
+# items, 2.6 s for 140 characters). The repeats of an expanded repeat's item are now counted as a
+# counter's are (more repetitions than the outer repeat), and so are those of a rule referenced
+# inside such an item (``y ::= (x | [0-9])+``, ``x ::= [^\n]{100,}``).
+
+OUTER = [
+    ("(?:.{100,}|\\d)+", "1a", [1, 2, 99, 100, 101, 140, 201]),
+    ("(?:.{100,}|\\d)*", "a1", [0, 1, 99, 100, 150]),
+    ("(?:[a-z]{1,100}\\s?)+", "a ", [1, 2, 100, 101, 102, 230]),
+    ("(?:x|[a-z]{40,60}y?){2,5}", "xay", [1, 2, 39, 40, 41, 60, 61, 130, 200, 301]),
+    ("(?:[a-zA-Z0-9-]{1,63}\\.)+[a-zA-Z]{2,63}", "a.-", [3, 4, 63, 64, 65, 66, 127, 130, 140]),
+]
+
+_GBNF = 'root ::= y\ny ::= (x | [0-9])+\nx ::= [^\\n]{100,}\n'
+_GBNF_RE = "(?:[^\\n]{100,}|[0-9])+"
+
+
+@pytest.mark.parametrize("pattern,alpha,lens", OUTER, ids=[c[0] for c in OUTER])
+def test_repeats_in_expanded_items_accept_what_re_accepts(llama3_vocab, pattern, alpha, lens):
+    g = _compile(llama3_vocab, pattern)
+    rx = re.compile(pattern)
+    for t in _texts(alpha, lens, seed=len(pattern)):
+        got, _rows = _walk(g, llama3_vocab, t)
+        assert got == (rx.fullmatch(t) is not None), (pattern, len(t), t)
+
+
+def _compile_gbnf(vocab, text: str):
+    return get_backend("native", vocab, compile_cache_size=0).compile(Constraint.grammar(text, "gbnf"))
+
+
+def test_repeat_through_a_reference_accepts_what_re_accepts(llama3_vocab):
+    g = _compile_gbnf(llama3_vocab, _GBNF)
+    rx = re.compile(_GBNF_RE)
+    for t in _texts("1a\u00e9", [1, 2, 99, 100, 101, 150], seed=3):
+        got, _rows = _walk(g, llama3_vocab, t)
+        assert got == (rx.fullmatch(t) is not None), (len(t), t)
+
+
+@pytest.mark.parametrize("pattern,alpha,lens", [
+    ("(?:.{100,}|\\d)+", "1a", [60, 120]),
+    ("(?:[a-z]{1,100}\\s?)+", "a ", [101, 150]),
+    ("(?:x|[a-z]{40,60}y?){2,5}", "xay", [61, 130]),
+    ("(?:[a-zA-Z0-9-]{1,63}\\.)+[a-zA-Z]{2,63}", "a.-", [66, 130]),
+])
+def test_repeats_in_expanded_items_mask_as_expanded(llama3_vocab, monkeypatch, pattern, alpha, lens):
+    from structgate.native import pushdown
+
+    counted = _compile(llama3_vocab, pattern)
+    monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
+    expanded = _compile(llama3_vocab, pattern)
+    for t in _texts(alpha, lens, seed=13):
+        a, rows_a = _walk(counted, llama3_vocab, t)
+        b, rows_b = _walk(expanded, llama3_vocab, t)
+        assert a == b and len(rows_a) == len(rows_b), (pattern, t)
+        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
+            assert np.array_equal(ra, rb), (pattern, len(t), i)
+
+
+def test_repeat_through_a_reference_masks_as_expanded(llama3_vocab, monkeypatch):
+    from structgate.native import pushdown
+
+    counted = _compile_gbnf(llama3_vocab, _GBNF)
+    monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
+    expanded = _compile_gbnf(llama3_vocab, _GBNF)
+    for t in _texts("1a", [70, 110], seed=5):
+        a, rows_a = _walk(counted, llama3_vocab, t)
+        b, rows_b = _walk(expanded, llama3_vocab, t)
+        assert a == b and len(rows_a) == len(rows_b), t
+        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
+            assert np.array_equal(ra, rb), (len(t), i)
+
+
+def test_which_repeats_in_expanded_items_are_counted(llama3_vocab):
+    from structgate.native import pushdown
+
+    be = get_backend("native", llama3_vocab, compile_cache_size=0)
+
+    def counters(c: Constraint, **kw) -> int:
+        g, _ = pushdown.count_large_repeats(be.to_grammar(c), lazy=True, **kw)
+        return g.__dict__.get("_n_counters", 0)
+
+    assert counters(Constraint.regex("(?:.{100,}|\\d)+")) == 1
+    assert counters(Constraint.regex("(?:.{100,}|\\d)+"), nested_min_count=0) == 0  # the switch
+    assert counters(Constraint.regex("(?:[a-z]{1,100}\\s?)*")) == 1
+    assert counters(Constraint.regex("(?:[a-z]{1,31}\\s?)*")) == 0  # under 32 repetitions
+    assert counters(Constraint.regex("(?:x|[a-z]{40,60}y?){2,5}")) == 1
+    assert counters(Constraint.regex("(?:x|[a-z]{4,6}y?){2,5}")) == 0
+    assert counters(Constraint.grammar(_GBNF, "gbnf")) == 1
+    assert counters(Constraint.grammar(_GBNF, "gbnf"), nested_min_count=0) == 0
+    # not inside a repeat's item: as before (too small to count)
+    assert counters(Constraint.grammar('root ::= x "b"\nx ::= [a-z]{40,}\n', "gbnf")) == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("constraint,text,bound", [
+    (Constraint.regex("(?:.{100,}|\\d)+"), "1" * 140, 50),  # 902 items expanded
+    (Constraint.regex("(?:.{100,}|\\d)*"), "a1" * 70, 50),
+    (Constraint.regex("(?:[a-z]{1,100}\\s?)+"), "abcdefghij" * 14, 30),  # 110 expanded
+    (Constraint.grammar(_GBNF, "gbnf"), "1" * 140, 50),  # 902 expanded
+])
+def test_repeats_in_expanded_items_keep_configurations_small(llama3_vocab, constraint, text, bound):
+    g = get_backend("native", llama3_vocab, compile_cache_size=0).compile(constraint)
+    m = g.matcher()
+    width = (llama3_vocab.vocab_size + 31) // 32
+    row = np.zeros((1, width), dtype=np.int32)
+    for tk in llama3_vocab.encode(text):
+        m.fill_bitmask(row, 0)
+        assert m.advance(tk)
+    assert m.is_accepting()
     assert max(len(k) for k in m.token_index._cfg_keys) < bound

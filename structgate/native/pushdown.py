@@ -768,6 +768,23 @@ def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
     return False
 
 
+def _has_large_repeat_in(body, min_count: int) -> bool:
+    """Whether ``body`` holds a repeat of ``min_count`` or more repetitions (not below a
+    reference)."""
+    seen: set[int] = set()
+    stack = [body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Repeat):
+            if max(n.min, n.max or 0) >= min_count:
+                return True
+            stack.append(n.item)
+        elif isinstance(n, (Concat, Alt)) and id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.items)
+    return False
+
+
 def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int = LARGE_REPEAT_MIN_COUNT,
                         memo: dict | None = None, lazy: bool = False,
                         large_bodies: set[int] | None = None,
@@ -803,6 +820,18 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     expansion is kept, where the outer count's mask alias (:meth:`PushdownIndex._count_alias`,
     which sees the frames at the top) shares the rows of the diagonal's steps: counted, the
     inner frame on top refuses the alias and the walk over 300 digits took 60 s instead of 12.
+
+    The same holds inside the item of a repeat left expanded (an outer ``*`` or ``+``, or a
+    repeat too small to count), with the outer repeat's ``max(m, n)`` (``*``: 0, ``+``: 1): in
+    ``(?:.{100,}|\\d)+`` a digit run held every position of ``.{100,}`` (902 items, 2.6 s over
+    140 characters; 11 items counted, the frames of the inner counter all on one stack, so one
+    interval), and in ``(?:[a-z]{1,100}\\s?)+`` each letter may end a word and start the next
+    (110 items). Outside counters nothing bounds the pairs that cannot merge by an outer count:
+    the copies of an expanded ``x{m,n}`` are its ``max(m, n)`` positions. A rule referenced inside
+    such an item, or a counter's (``y ::= (x | [0-9])+``, ``x ::= [^\\n]{100,}``), has its repeats
+    rewritten the same way, with the largest outer count of the places referencing it (the same
+    language wherever else it is referenced); looked for only where a rule still holds a repeat
+    of ``nested_min_count`` or more after the rewrite above.
 
     A repeat of ``min_count`` or more copies of a body nullable through a reference to a nullable
     rule (whatever its size: each copy could be skipped by an empty path, so a configuration held
@@ -949,6 +978,18 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     counters: dict[tuple[int, int, int | None], LazyRule] = {}
     nested_min = NESTED_REPEAT_MIN_COUNT if nested_min_count is None else nested_min_count
     nested_done: dict[int, dict[int, Expr]] = {}  # outer count -> rebuild memo
+    ref_outer: dict[str, int] = {}  # rule referenced inside a repeat's item -> the largest outer count
+
+    def note_ref(nd, outer: int):
+        if isinstance(nd, Ref) and ref_outer.get(nd.name, -1) < outer:
+            ref_outer[nd.name] = outer
+        return None
+
+    def nested_item(item, outer: int):
+        """``item`` (of a repeat of ``outer`` counts) with its repeats as :func:`nested` has them;
+        the rules it references are noted (:func:`note_ref`)."""
+        return rebuild(item, nested_done.setdefault(outer, {}), pre=lambda n: note_ref(n, outer),
+                       post=lambda r: nested(r, outer) if isinstance(r, Repeat) else r)
 
     def nested(nd: Repeat, outer: int):
         """A repeat inside the item of a counter of ``outer`` counts: a counter too from
@@ -971,19 +1012,47 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
             name = f"{tag(nd.item)}{{{nd.min},{hi}}}"  # (tag pins nd.item: the key's id stays its)
             item = nd.item
             if nested_min > 0:
-                outer = max(nd.min, nd.max if nd.max is not None else 0)
-                item = rebuild(item, nested_done.setdefault(outer, {}),
-                               post=lambda r: nested(r, outer) if isinstance(r, Repeat) else r)
+                item = nested_item(item, max(nd.min, nd.max if nd.max is not None else 0))
             hit = counters[key] = LazyRule(RepeatCounter(item, nd.min, nd.max, name), 0)
         return hit
 
     done: dict[int, Expr] = {}
 
-    def rewrite(node):
-        return rebuild(node, done, post=lambda r: replace(r) if isinstance(r, Repeat) else r)
+    def outer_repeat(r: Repeat):
+        """``r`` as :func:`replace` has it; a repeat left as it is (expanded) has the repeats of
+        its item as :func:`nested` has them, as a counter's item has."""
+        res = replace(r)
+        if res is not r or nested_min <= 0 or not lazy:
+            return res
+        item = nested_item(r.item, max(r.min, r.max if r.max is not None else 0))
+        return r if item is r.item else Repeat(item, r.min, r.max)
 
+    def rewrite(node):
+        return rebuild(node, done, post=lambda r: outer_repeat(r) if isinstance(r, Repeat) else r)
+
+    reach = grammar.reachable()
     new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
-                 if r in rules else None for r in grammar.reachable()}
+                 if r in rules else None for r in reach}
+    if nested_min > 0 and lazy:
+        # repeats reached through a reference (``y ::= (x | [0-9])+``, ``x ::= [a-z]{100,}``): the
+        # rules still holding a repeat of ``nested_min`` or more, where referenced inside a
+        # repeat's item, have those repeats as :func:`nested` has them (the same language wherever
+        # the rule is referenced from); only looked for where such a rule exists
+        held = {r for r, b in new_rules.items() if b is not None and _has_large_repeat_in(b, nested_min)}
+        if held:
+            new_rules.update((r, rewrite(rules[r])) for r in reach
+                             if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
+            base = dict(new_rules)
+            done_at: dict[str, int] = {}
+            todo = [r for r in held if r in ref_outer]
+            while todo:
+                r = todo.pop()
+                outer = ref_outer[r]
+                if done_at.get(r, -1) >= outer:
+                    continue
+                done_at[r] = outer
+                new_rules[r] = nested_item(base[r], outer)
+                todo.extend(x for x in held if x in ref_outer and done_at.get(x, -1) < ref_outer[x])
     done_primed: set[str] = set()
     while len(done_primed) < len(primed_rules):  # the empty-free rules' own large repeats
         for nm in [nm for nm in primed_rules if nm not in done_primed]:
