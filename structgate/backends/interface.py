@@ -655,10 +655,14 @@ class Backend(ABC):
         """Check the values of this backend's options without a vocabulary: raise what the
         constructor would raise for them. ``options`` is flat, as the constructor merges them
         (:class:`CompileOptions` fields and extras; the ``extra`` mapping already folded in, its
-        keys winning), and may hold other backends' extras and the vLLM plugin's defaults
-        (``outlines_compile_processes=1`` for every backend): check only the options this backend
-        reads, and the environment variables they default from. Called by the vLLM plugin at
-        startup, after the option names and the :class:`CompileOptions` values are checked.
+        keys winning), and may hold other backends' extras (the user's ``$STRUCTGATE_BACKEND_OPTIONS``
+        is shared by every engine a request may choose): check only the options this backend
+        reads, and the environment variables they default from, and let the others pass. A
+        default the vLLM plugin sets for one engine (``outlines_compile_processes=1`` for
+        ``structgate-outlines-core``, :data:`structgate.plugin.bridge.ENGINE_DEFAULTS`) is given
+        to that engine alone, never checked by or passed to another. Called by the vLLM plugin at
+        startup for the server's engine and every other installed one, after the option names and
+        the :class:`CompileOptions` values are checked.
         Default: :meth:`check_typed_extras` (an override that adds checks should call it too).
 
         Raises

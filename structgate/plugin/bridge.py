@@ -58,8 +58,8 @@ from .grammar_failure import FailedMatcher, attribute, fail_grammar
 logger = logging.getLogger("structgate.plugin")
 
 __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
-           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits",
-           "log_fallback", "check_backend_options"]
+           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "engine_defaults",
+           "options_for", "ENGINE_DEFAULTS", "record", "cache_limits", "log_fallback", "check_backend_options"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
@@ -277,18 +277,26 @@ def build_vocabulary(tokenizer: Any, vocab_size: int | None = None, model_config
 #: unless ``$STRUCTGATE_BACKEND_OPTIONS`` or ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` says otherwise
 OUTLINES_COMPILE_PROCESSES = 1
 
+#: the plugin's own defaults, each for the one engine that reads it: option -> (engine registry name,
+#: value). They are given to that engine alone (:func:`engine_defaults`), never to the others (a
+#: third-party engine never sees, checks or is blamed for them), and only where the user set
+#: nothing (the option in ``$STRUCTGATE_BACKEND_OPTIONS``, at the top level or in ``extra``, or the
+#: variable it defaults from)
+ENGINE_DEFAULTS: dict[str, tuple[str, str, Any]] = {
+    "outlines_compile_processes": ("structgate-outlines-core", "STRUCTGATE_OUTLINES_COMPILE_PROCESSES",
+                                   OUTLINES_COMPILE_PROCESSES),
+}
+
 
 def backend_options(vllm_config: Any = None) -> dict:
-    """structgate compile options for the vLLM engine: ``$STRUCTGATE_BACKEND_OPTIONS`` (a JSON
-    object of :class:`~structgate.CompileOptions` fields), ``compile_timeout_s`` from
-    ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds) unless the JSON sets it, plus
-    ``whitespace="compact"`` when the config says ``disable_any_whitespace``, and
-    ``outlines_compile_processes=1`` (:data:`OUTLINES_COMPILE_PROCESSES`) unless the JSON or
-    ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` sets it: outlines-core's index build (one Rust call
-    that cannot be cut in process) then runs in a worker process, which ``compile_timeout_s``
-    terminates, so a pathological regex costs the engine core neither a grammar thread nor a core
-    for minutes; the worker starts at the first outlines-core compile, so other backends start
-    none (only ``structgate-outlines-core`` reads the option).
+    """structgate compile options for the vLLM engine, as the user gave them: ``$STRUCTGATE_BACKEND_OPTIONS``
+    (a JSON object of :class:`~structgate.CompileOptions` fields and engine extras),
+    ``compile_timeout_s`` from ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds) unless the JSON sets it, plus ``whitespace="compact"`` when the
+    config says ``disable_any_whitespace``. Every engine a request may run gets these (and checks
+    them at startup, :func:`check_backend_options`).
+
+    The plugin's defaults for one engine (:data:`ENGINE_DEFAULTS`) are not among them: see
+    :func:`engine_defaults`.
 
     Raises
     ------
@@ -311,11 +319,42 @@ def backend_options(vllm_config: Any = None) -> dict:
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):
         opts.setdefault("whitespace", "compact")
-    given_extra = opts.get("extra")
-    if not os.environ.get("STRUCTGATE_OUTLINES_COMPILE_PROCESSES") and not (
-            isinstance(given_extra, dict) and "outlines_compile_processes" in given_extra):
-        opts.setdefault("outlines_compile_processes", OUTLINES_COMPILE_PROCESSES)
     return opts
+
+
+def engine_defaults(options: Any = None) -> dict[str, dict[str, Any]]:
+    """The plugin's defaults (:data:`ENGINE_DEFAULTS`) the user did not set in ``options`` (default
+    :func:`backend_options`) or by their variable, by the engine (registry name) that alone gets
+    them: ``{"structgate-outlines-core": {"outlines_compile_processes": 1}}`` unless
+    ``outlines_compile_processes`` or ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` is given.
+    outlines-core's index build (one Rust call that cannot be cut in process) then runs in a worker
+    process, which ``compile_timeout_s`` terminates, so a pathological regex costs the engine core
+    neither a grammar thread nor a core for minutes; the worker starts at the first outlines-core
+    compile.
+
+    Raises
+    ------
+    ValueError
+        ``options`` is None and a variable of :func:`backend_options` is malformed.
+    """
+    if options is None:
+        options = backend_options()
+    given_extra = options.get("extra")
+    out: dict[str, dict[str, Any]] = {}
+    for key, (engine, env, value) in ENGINE_DEFAULTS.items():
+        if key in options or (isinstance(given_extra, dict) and key in given_extra) or os.environ.get(env):
+            continue
+        out.setdefault(engine, {})[key] = value
+    return out
+
+
+def options_for(name: str, options: dict, defaults: dict[str, dict[str, Any]]) -> dict:
+    """The options engine ``name`` (a registry name or alias) is built with: ``options`` under its
+    own plugin defaults (``defaults[name]``, :func:`engine_defaults`), which no other engine gets."""
+    from ..backends.registry import get_backend_spec
+
+    own = defaults.get(get_backend_spec(name).name)
+    return {**own, **options} if own else dict(options)
 
 
 def check_backend_options(name: str, vllm_config: Any = None) -> dict:
@@ -398,13 +437,22 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
 
 def build_backend(name: str, tokenizer: Any, *, model_config: Any = None, vllm_config: Any = None,
                   vocab_size: int | None = None):
-    """Build structgate backend ``name`` for a vLLM tokenizer (frontend validation and engine)."""
+    """Build structgate backend ``name`` for a vLLM tokenizer (frontend validation and engine), with
+    :func:`backend_options` and, for that engine alone, its :func:`engine_defaults` (a
+    ``structgate-auto`` hands each engine of its chain its own, :attr:`AutoBackend.engine_defaults
+    <structgate.backends.auto.AutoBackend.engine_defaults>`)."""
+    from ..backends.auto import AutoBackend
     from ..backends.registry import get_backend
 
     if model_config is None and vllm_config is not None:
         model_config = vllm_config.model_config
     vocab = build_vocabulary(tokenizer, vocab_size, model_config)
-    return get_backend(name, vocab, **backend_options(vllm_config))
+    opts = backend_options(vllm_config)
+    defaults = engine_defaults(opts)
+    be = get_backend(name, vocab, **options_for(name, opts, defaults))
+    if isinstance(be, AutoBackend):
+        be.engine_defaults = defaults
+    return be
 
 
 # -- vLLM classes ------------------------------------------------------------------------------
@@ -699,7 +747,11 @@ class StructgateVllmBackend(_VBackend):
 
         with self._cache_lock:
             if not isinstance(self.sg_backend, AutoBackend):
-                self.sg_backend = AutoBackend.wrap(self.sg_backend)
+                # the engines a request may choose get the user's options, each with only its own
+                # plugin defaults (the server's engine may hold another's)
+                opts = backend_options(self.vllm_config)
+                self.sg_backend = AutoBackend.wrap(self.sg_backend, engine_options=opts,
+                                                   engine_defaults=engine_defaults(opts))
             router = self.sg_backend
         compiled = router.compile_with(name, constraint)
         logger.info("structgate: request-chosen backend %r serves a %s constraint", compiled.served_by,
