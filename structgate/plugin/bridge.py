@@ -50,7 +50,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._env import env_float, env_int
+from .._env import env_int, env_seconds
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
 from .grammar_failure import FailedMatcher, attribute, fail_grammar
@@ -291,7 +291,8 @@ ENGINE_DEFAULTS: dict[str, tuple[str, str, Any]] = {
 def backend_options(vllm_config: Any = None) -> dict:
     """structgate compile options for the vLLM engine, as the user gave them: ``$STRUCTGATE_BACKEND_OPTIONS``
     (a JSON object of :class:`~structgate.CompileOptions` fields and engine extras),
-    ``compile_timeout_s`` from ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds) unless the JSON sets it, plus ``whitespace="compact"`` when the
+    ``compile_timeout_s`` from ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds, ``inf`` or ``<= 0``: no
+    limit, read as the option is) unless the JSON sets it, plus ``whitespace="compact"`` when the
     config says ``disable_any_whitespace``. Every engine a request may run gets these (and checks
     them at startup, :func:`check_backend_options`).
 
@@ -313,7 +314,7 @@ def backend_options(vllm_config: Any = None) -> dict:
         if not isinstance(given, dict):
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: got {type(given).__name__} {raw!r}")
         opts.update(given)
-    t = env_float(ENV_COMPILE_TIMEOUT, None)
+    t = env_seconds(ENV_COMPILE_TIMEOUT, None)
     if t is not None:
         opts.setdefault("compile_timeout_s", t)
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
