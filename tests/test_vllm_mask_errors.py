@@ -588,6 +588,44 @@ def test_decode_reasons_in_the_scheduler_outputs(monkeypatch):
     apply_decode_reasons({0: EngineCoreOutputs(outputs=[out("x", [5], FinishReason.STOP)])}, [], {}, FinishReason)
 
 
+def test_an_abort_drops_the_decode_reason_at_once(monkeypatch):
+    """A failed request aborted (client gone, stop string, shutdown: ``Scheduler.finish_requests``)
+    has no finished output from the scheduler; its reason used to stay in the record until the next
+    step that had requests (none, on an idle server). The ledger entry engine-compile-error-reason
+    wraps finish_requests too: the aborted requests' reasons go at once, the others stay."""
+    import types
+
+    import structgate.plugin as plugin
+    from structgate.plugin import grammar_failure as gf
+    from structgate.plugin import ledger
+
+    plugin.register()
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.request import RequestStatus
+
+    assert "engine-compile-error-reason" in ledger.applied()
+    monkeypatch.setattr(gf, "reasons", gf.FailureReasons())
+
+    class G:
+        pass
+
+    keep = {rid: G() for rid in ("a", "b", "c", "d", "elsewhere")}  # grammars alive: prune would keep them
+    for rid, g in keep.items():
+        gf.reasons.note(rid, f"structgate decode error: X({rid})", g)
+    done = types.SimpleNamespace(is_finished=lambda: True)  # (vLLM skips finished requests)
+    sched = types.SimpleNamespace(requests={"a": done, "b": done, "c": done, "d": done})
+    Scheduler.finish_requests(sched, "a", RequestStatus.FINISHED_ABORTED)
+    assert gf.reasons.ids() == ["b", "c", "d", "elsewhere"]
+    Scheduler.finish_requests(sched, (r for r in ("b", "zz")), RequestStatus.FINISHED_ABORTED)  # an iterator
+    assert gf.reasons.ids() == ["c", "d", "elsewhere"]
+    Scheduler.finish_requests(sched, None, RequestStatus.FINISHED_ABORTED)  # all of this scheduler's
+    assert gf.reasons.ids() == ["elsewhere"]  # another engine's request stays
+    gf.reasons.clear()
+    ids = iter(["x"])  # nothing pending: vLLM's method gets the caller's arguments as they are
+    Scheduler.finish_requests(sched, ids, RequestStatus.FINISHED_ABORTED)
+    assert next(ids, None) is None
+
+
 OFFLINE = r'''
 import json, sys
 MASK_RX = "[ab]*a[ab]{8}"  # ambiguous: its configurations are built lazily, at each first visit

@@ -29,8 +29,10 @@ text, :func:`decode_error_reason` (``"structgate decode error: CompileLimitError
 ``Scheduler.update_from_output``) pops it into the request's finished output, where both endings
 become ``finish_reason="stop"`` with that ``stop_reason``: the EOS, and the ``FINISHED_ERROR`` of a
 refused token, turned into a stop before that token (so the API server answers HTTP 200 with the
-partial output instead of a 500); it also prunes the record of requests freed or aborted without a
-finished output (docs/vllm.md, "A grammar that fails during decoding").
+partial output instead of a 500); it also drops the reasons of requests aborted
+(``Scheduler.finish_requests``, wrapped by the same entry) at once and prunes the record of
+requests freed any other way without a finished output (docs/vllm.md, "A grammar that fails
+during decoding").
 
 Only :class:`~structgate.errors.StructgateError` is handled so (:func:`is_request_failure`): a
 :class:`~structgate.errors.BitmaskError` is a wrong buffer from the caller (the same for every
@@ -83,7 +85,8 @@ class FailureReasons:
     """Request id -> ``stop_reason`` text of the requests whose grammar failed during decoding, from
     the failure until the scheduler sends that request's finished output (the ledger entry
     ``engine-compile-error-reason`` wraps ``Scheduler.update_from_output``: :meth:`pop`, then
-    :meth:`prune`). Thread-safe (vLLM fills large batches' rows in a thread pool).
+    :meth:`prune`; an abort, ``Scheduler.finish_requests``: :meth:`pop`). Thread-safe (vLLM fills
+    large batches' rows in a thread pool).
 
     Nothing stays for long: an entry is popped when its request's finished output goes out;
     :meth:`prune` forgets the requests that can no longer finish (freed or aborted without an
