@@ -53,7 +53,8 @@ from typing import Any
 from .._env import env_int, env_seconds
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
-from .grammar_failure import FailedMatcher, attribute, fail_grammar
+from .grammar_failure import FailedMatcher, attribute, fail_grammar, log_failure, log_traceback
+from .grammar_failure import describe as describe_failure
 
 logger = logging.getLogger("structgate.plugin")
 
@@ -456,6 +457,43 @@ def build_backend(name: str, tokenizer: Any, *, model_config: Any = None, vllm_c
     return be
 
 
+class _RefusalLogFilter(logging.Filter):
+    """Drops vLLM's own line for a sampled token a structgate grammar refused (``Unexpected: grammar
+    rejected tokens [...] for request X. Terminating request.``, an ERROR of the scheduler's logger)
+    when structgate has just logged that refusal itself, in one line that also says why
+    (:meth:`StructgateVllmGrammar._log_refusal`): one refused token, one line. Any other record
+    passes, and so does vLLM's line for a request structgate did not log."""
+
+    PREFIX = "Unexpected: grammar rejected tokens"
+    #: the vLLM logger that writes it (``vllm.v1.core.sched.scheduler``'s ``init_logger(__name__)``)
+    LOGGER = "vllm.v1.core.sched.scheduler"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids: "OrderedDict[str, None]" = OrderedDict()  # request ids structgate logged, bounded
+        self._lock = threading.Lock()
+        self._installed = False
+
+    def note(self, request_id: str) -> None:
+        with self._lock:
+            self._ids[request_id] = None
+            while len(self._ids) > 1024:
+                self._ids.popitem(last=False)
+            if not self._installed:
+                self._installed = True
+                logging.getLogger(self.LOGGER).addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._ids or not isinstance(record.msg, str) or not record.msg.startswith(self.PREFIX):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        with self._lock:
+            return not any(isinstance(a, str) and self._ids.pop(a, 0) is None for a in args)
+
+
+_refusal_filter = _RefusalLogFilter()
+
+
 # -- vLLM classes ------------------------------------------------------------------------------
 try:
     from vllm.v1.structured_output.backend_types import StructuredOutputBackend as _VBackend
@@ -509,21 +547,51 @@ class StructgateVllmGrammar(_VGrammar):
         for t in tokens:
             if m.is_terminated():
                 break
+            failed_now = None
             try:
                 ok = m.advance(int(t))
             except StructgateError as e:
-                m = self._fail(e, request_id)
+                m = self._fail(e, request_id, log=False)  # logged below, with what became of the token
+                failed_now = e
                 ok = m.advance(int(t))
             if not ok:
                 if not self._warned:
                     self._warned = True
-                    why = " (its grammar failed during decoding and allows only EOS)" if self._failed() else ""
-                    logger.error("structgate %s: token %s rejected for request %s%s", self.backend_name,
-                                 m.vocab.describe(int(t)), request_id, why)
+                    self._log_refusal(request_id, int(t), failed_now)
                 record("reject", self.backend_name)
                 return False
+            if failed_now is not None:  # the EOS the failed grammar allows: the failure's own warning
+                log_failure(self, failed_now, request_id)
             self.num_processed_tokens += 1
         return True
+
+    #: the bridge's grammar logs its refused tokens itself (:meth:`_log_refusal`); the scheduler
+    #: hook logs those of other grammars
+    logs_refusals = True
+
+    def _log_refusal(self, request_id: str, token: int, failed_now: BaseException | None) -> None:
+        """One line for a sampled token this grammar refuses (request, token, why): a WARNING when
+        its grammar failed during decoding by this very advance (the failure's one warning; the
+        request then ends with ``stop_reason`` naming the failure; the traceback at DEBUG), INFO
+        when that failure was warned already, an ERROR for a grammar that has not failed (a mask
+        was not applied, or left no legal token). vLLM's own line for the same refusal is dropped (:data:`_refusal_filter`)."""
+        tok = self.matcher.vocab.describe(token)
+        m = self.matcher
+        if isinstance(m, FailedMatcher):
+            # the failure's one WARNING when it happened in this advance; INFO when it was warned
+            # already (a mask fill failed, and this token was sampled without that row)
+            logger.log(logging.WARNING if failed_now is not None else logging.INFO,
+                       "structgate %s: request %s: token %s refused: its grammar failed during decoding (%s) and "
+                       "allows only EOS, so the request ends here (finish_reason stop, its stop_reason names "
+                       "the failure); other requests are not affected", self.backend_name, request_id, tok,
+                       describe_failure(m.error))
+            if failed_now is not None:
+                log_traceback(self, failed_now, request_id)
+        else:
+            logger.error("structgate %s: request %s: token %s refused by its grammar, so the request fails "
+                         "(FINISHED_ERROR): the mask was not applied or left no legal token (another logits "
+                         "processor forbade the grammar's only tokens?)", self.backend_name, request_id, tok)
+        _refusal_filter.note(request_id)
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         """The longest accepted prefix of ``tokens`` (stops after an accepted EOS). Does not change
@@ -564,10 +632,10 @@ class StructgateVllmGrammar(_VGrammar):
         except StructgateError as e:
             self._fail(e).fill_bitmask(bitmask, idx)
 
-    def _fail(self, e: StructgateError, request_id: str | None = None):
+    def _fail(self, e: StructgateError, request_id: str | None = None, *, log: bool = True):
         """Mark this grammar failed by ``e`` and return its new matcher (EOS only), or re-raise ``e``
         when it is not a request's failure (a :class:`~structgate.errors.BitmaskError`)."""
-        return fail_grammar(self, e, request_id)
+        return fail_grammar(self, e, request_id, log=log)
 
     def _failed(self) -> bool:
         return isinstance(self.matcher, FailedMatcher)
