@@ -8,14 +8,15 @@ configuration means; :func:`int_text` and :func:`float_text` refuse them.
 """
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import os
 import re
 from typing import Any
 
-__all__ = ["env_int", "env_float", "int_text", "float_text", "int_value", "bool_value", "option_int", "option_bool",
-           "MAX_OPTION_INT", "ENV_SHARED_WALKS_BYTES", "shared_walks_bytes"]
+__all__ = ["env_int", "env_float", "env_seconds", "int_text", "float_text", "seconds_text", "int_value",
+           "seconds_value", "bool_value", "option_int", "option_bool", "MAX_OPTION_INT", "ENV_SHARED_WALKS_BYTES", "shared_walks_bytes"]
 
 #: the largest integer option value taken by default (engines hold counts in int32)
 MAX_OPTION_INT = (1 << 31) - 1
@@ -25,6 +26,8 @@ _INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 #: an optionally signed ASCII decimal number with optional fraction and exponent (no ``_``, no
 #: ``inf``/``nan``, no hexadecimal)
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+#: an optionally signed ``inf`` / ``infinity`` (any case): a time limit's "no limit"
+_INF_TEXT = re.compile(r"[+-]?inf(?:inity)?", re.ASCII | re.IGNORECASE)
 
 
 def int_text(raw: str) -> int:
@@ -56,6 +59,50 @@ def float_text(raw: str) -> float:
     return float(t)
 
 
+def seconds_text(raw: str) -> float:
+    """The number of seconds a time limit's text spells: ASCII decimal (:func:`float_text`) or
+    ``inf`` / ``infinity`` (any case, optionally signed; no limit). Surrounding whitespace allowed.
+
+    Raises
+    ------
+    ValueError
+        Anything else (``nan`` among them).
+    """
+    t = raw.strip()
+    if _INF_TEXT.fullmatch(t):
+        return -math.inf if t.startswith("-") else math.inf
+    return float_text(t)
+
+
+def seconds_value(v: Any) -> float | None:
+    """A time limit's number of seconds, as a plain ``float``: any real number (``int``, ``float``,
+    :class:`~fractions.Fraction`, :class:`~decimal.Decimal`, numpy numbers; not a bool) or a text
+    :func:`seconds_text` reads. ``inf`` stays ``inf`` (no limit, as ``<= 0`` is), and a number too
+    large for a float is ``inf`` (``-inf`` below). None for anything else, NaN among them, for the
+    caller to refuse naming the option or variable. The one reader of every timeout: the
+    :class:`~structgate.backends.interface.CompileOptions` fields and the plugin's variables
+    (:func:`env_seconds`)."""
+    if isinstance(v, bool) or _is_numpy_bool(v):
+        return None
+    if isinstance(v, str):
+        try:
+            f = seconds_text(v)
+        except ValueError:
+            return None
+    elif isinstance(v, decimal.Decimal):  # not a numbers.Real, though a real number
+        if v.is_nan():  # (float() of a signalling NaN raises)
+            return None
+        f = float(v)  # past a float's range: +-inf
+    elif isinstance(v, numbers.Real):
+        try:
+            f = float(v)
+        except OverflowError:  # an int or Fraction past a float's range
+            f = math.inf if v > 0 else -math.inf
+    else:
+        return None
+    return None if math.isnan(f) else f
+
+
 def _is_numpy_bool(v: Any) -> bool:
     import numpy as np
 
@@ -64,12 +111,19 @@ def _is_numpy_bool(v: Any) -> bool:
 
 def int_value(v: Any) -> int | None:
     """An option's integer, as a plain ``int``: an integer (``int``, a numpy integer; not a bool), a
-    finite integral real (JSON's ``1e3``, a numpy float), or an ASCII decimal integer text
-    (:func:`int_text`); None for anything else, for the caller to refuse naming the option."""
+    finite integral real of any type (JSON's ``1e3``, a numpy float, ``Fraction(6, 2)``,
+    ``Decimal("5")``), or an ASCII decimal integer text (:func:`int_text`); None for anything else,
+    for the caller to refuse naming the option."""
     if isinstance(v, bool) or _is_numpy_bool(v):
         return None
     if isinstance(v, numbers.Integral):  # int, numpy integers, IntEnum: as a plain int
         return int(v)
+    if isinstance(v, numbers.Rational):  # Fraction: exactly (float() of a huge one overflows)
+        return int(v) if v.denominator == 1 else None
+    if isinstance(v, decimal.Decimal):  # not a numbers.Real, though a real number
+        if not v.is_finite() or v.adjusted() > 4300:  # (Decimal("1e999999999"): no int of a billion digits)
+            return None
+        return int(v) if v == v.to_integral_value() else None
     if isinstance(v, numbers.Real):  # float, numpy floats
         f = float(v)
         return int(f) if math.isfinite(f) and f.is_integer() else None
@@ -184,6 +238,24 @@ def env_float(name: str, default: float | None, *, minimum: float | None = None,
         raise ValueError(f"${name} must be {what}, got {raw!r}") from None
     if not math.isfinite(v) or (minimum is not None and v < minimum):
         raise ValueError(f"${name} must be {what}, got {raw!r}")
+    return v
+
+
+def env_seconds(name: str, default: float | None) -> float | None:
+    """The time limit in ``$name`` (``default`` when unset or blank), read as the timeout options
+    are (:func:`seconds_value`): a number of seconds, ``inf`` (or ``<= 0``) meaning no limit.
+
+    Raises
+    ------
+    ValueError
+        Not a number of seconds (NaN among them); the message names the variable and its value.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    v = seconds_value(raw)
+    if v is None:
+        raise ValueError(f"${name} must be a number of seconds (<= 0 or inf: no limit), got {raw!r}")
     return v
 
 

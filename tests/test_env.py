@@ -334,3 +334,119 @@ def test_worker_count_message_shows_the_value_given():
         worker_count(1e300, engine="native", option="compile_processes", env="SG_TEST_PROCS", in_process="x",
                      maximum=32)
     assert "got 1e+300" in str(ei.value) and len(str(ei.value)) < 200
+
+
+# -- third break-it: one reader for every timeout, any real number type --------------------------------
+
+@pytest.mark.parametrize("raw", ["inf", " Infinity ", "-inf", "0", "-1", "2.5", "1e400"])
+def test_compile_timeout_variable_reads_what_the_option_reads(monkeypatch, raw):
+    """``$STRUCTGATE_COMPILE_TIMEOUT_S=inf`` was refused while ``compile_timeout_s`` took ``inf`` (no
+    limit): the variable and the option read the same text the same way
+    (``structgate._env.seconds_value``)."""
+    from structgate.backends.interface import CompileOptions
+
+    monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
+    monkeypatch.setenv(bridge.ENV_COMPILE_TIMEOUT, raw)
+    got = bridge.backend_options()["compile_timeout_s"]
+    assert got == CompileOptions(compile_timeout_s=raw).compile_timeout_s
+    assert bridge.check_backend_options("native")["compile_timeout_s"] == got
+
+
+@pytest.mark.parametrize("raw", ["nan", "soon", "1_0", "٣", "infinite", "0x10"])
+def test_timeout_variable_and_option_refuse_alike(monkeypatch, raw):
+    from structgate.backends.interface import CompileOptions
+    from structgate.errors import InvalidConstraintError
+
+    monkeypatch.setenv(bridge.ENV_COMPILE_TIMEOUT, raw)
+    with pytest.raises(ValueError, match=bridge.ENV_COMPILE_TIMEOUT):
+        bridge.backend_options()
+    with pytest.raises(InvalidConstraintError, match="compile_timeout_s"):
+        CompileOptions(compile_timeout_s=raw)
+    monkeypatch.setenv(validation.ENV_BUDGET, raw)
+    with pytest.raises(ValueError, match=validation.ENV_BUDGET):
+        validation.budget_s()
+
+
+def test_validation_budget_takes_inf_as_no_bound(monkeypatch):
+    """``$STRUCTGATE_VALIDATE_BUDGET_S``, the other time-limit variable, reads ``inf`` as unbounded too
+    (it was refused), and an unbounded run installs no tracer."""
+    monkeypatch.setenv(validation.ENV_BUDGET, "inf")
+    assert validation.budget_s() == float("inf")
+    seen = []
+    assert validation.run_with_deadline(lambda: seen.append(sys.gettrace()), float("inf")) is True
+    assert seen == [sys.gettrace()]
+
+
+def _reals():
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import numpy as np
+
+    return [(Decimal("0.5"), 0.5), (Fraction(1, 2), 0.5), (np.float32(0.5), 0.5), (np.int64(3), 3.0), (7, 7.0),
+            (Decimal("Infinity"), float("inf")), (Decimal("1e400"), float("inf")), (10 ** 400, float("inf")),
+            (Fraction(-(10 ** 400)), float("-inf")), ("2e-3", 0.002), ("INF", float("inf"))]
+
+
+@pytest.mark.parametrize("i", range(11))
+def test_timeouts_take_any_real_number(i):
+    """The timeouts took ``Fraction`` but refused ``Decimal`` (not a ``numbers.Real``); a number of
+    any real type is taken now and stored as a float (a Decimal deadline would have raised TypeError
+    in ``time.monotonic() + limit``); one past a float's range is ``inf``, no limit."""
+    from structgate.backends.interface import CompileOptions
+
+    v, want = _reals()[i]
+    o = CompileOptions(compile_timeout_s=v, step_timeout_s=v)
+    assert o.compile_timeout_s == want == o.step_timeout_s
+    assert type(o.compile_timeout_s) is float and type(o.step_timeout_s) is float
+
+
+def test_decimal_timeouts_compile_and_run():
+    from decimal import Decimal
+
+    from structgate import Constraint
+    from structgate.backends.registry import get_backend
+    from structgate.vocab import Vocabulary
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    for kw in ({}, {"compile_processes": 1}):
+        be = get_backend("native", vocab, compile_timeout_s=Decimal("30"), step_timeout_s=Decimal("2.5"), **kw)
+        m = be.compile(Constraint("regex", "a+b")).matcher()
+        assert m.advance([ord("a"), ord("b")]) and m.is_final()
+
+
+@pytest.mark.parametrize("bad", ["Decimal('NaN')", "Decimal('sNaN')", "float('nan')", "True", "np.bool_(False)",
+                                 "None", "1j", "'nan'", "[1]"])
+def test_timeouts_refuse_what_is_not_a_number_of_seconds(bad):
+    from decimal import Decimal  # noqa: F401 - used by eval
+    import numpy as np  # noqa: F401
+
+    from structgate.backends.interface import CompileOptions
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="step_timeout_s"):
+        CompileOptions(step_timeout_s=eval(bad))
+
+
+def test_integer_options_take_integral_reals_of_any_type():
+    """As the timeouts: an integral ``Decimal`` or ``Fraction`` is an integer (a ``Decimal("5")`` was
+    refused, a ``Fraction`` of 400 digits raised OverflowError from ``float()``)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    from structgate._env import int_value, option_int
+    from structgate.backends.interface import CompileOptions
+    from structgate.errors import InvalidConstraintError
+
+    o = CompileOptions(max_dfa_states=Decimal("1000"), max_whitespace=Fraction(6, 2))
+    assert (o.max_dfa_states, o.max_whitespace) == (1000, 3) and type(o.max_dfa_states) is int
+    assert option_int({"k": Decimal("4.0")}, "k", engine="e") == 4
+    for bad in (Decimal("1.5"), Decimal("NaN"), Decimal("sNaN"), Decimal("Infinity"), Fraction(1, 2)):
+        assert int_value(bad) is None
+    assert int_value(Decimal("1e999999999")) is None  # (no int of a billion digits)
+    with pytest.raises(InvalidConstraintError, match="max_dfa_states"):
+        CompileOptions(max_dfa_states=Fraction(10 ** 400))
+    with pytest.raises(InvalidConstraintError, match="'outlines_max_recursion_depth'"):
+        from structgate.backends.registry import check_option_values
+
+        check_option_values("structgate-outlines-core", {"outlines_max_recursion_depth": Fraction(10 ** 400)})

@@ -217,18 +217,23 @@ def test_bad_compile_processes_is_a_typed_error(llama3_vocab, monkeypatch):
 
 
 def test_the_vllm_plugin_defaults_to_one_worker(monkeypatch):
-    from structgate.plugin.bridge import backend_options
+    """Under vLLM outlines-core builds in 1 worker unless the options or its variable say otherwise;
+    the default is outlines-core's alone (``engine_defaults``), not among the options every engine
+    gets (``backend_options``)."""
+    from structgate.plugin.bridge import backend_options, engine_defaults
 
     monkeypatch.delenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", raising=False)
     monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS", raising=False)
-    assert backend_options()["outlines_compile_processes"] == 1
-    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"outlines_compile_processes": 0}')
-    assert backend_options()["outlines_compile_processes"] == 0
-    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"extra": {"outlines_compile_processes": 0}}')
+    assert engine_defaults() == {OC: {"outlines_compile_processes": 1}}
     assert "outlines_compile_processes" not in backend_options()
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"outlines_compile_processes": 0}')
+    assert backend_options()["outlines_compile_processes"] == 0 and engine_defaults() == {}
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"extra": {"outlines_compile_processes": 0}}')
+    assert "outlines_compile_processes" not in backend_options() and engine_defaults() == {}
     monkeypatch.delenv("STRUCTGATE_BACKEND_OPTIONS")
     monkeypatch.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "0")
     assert "outlines_compile_processes" not in backend_options()  # the variable decides
+    assert engine_defaults() == {}
 
 
 def test_a_native_backend_takes_the_plugin_options(llama3_vocab, monkeypatch):
@@ -329,16 +334,15 @@ def test_startup_check_passes_good_option_values(clean_env, name, env):
 
 
 def test_every_backend_takes_the_default_plugin_options(clean_env):
-    """The plugin adds outlines_compile_processes=1 for every backend; only outlines-core reads it.
-    A bad outlines-core variable stops every server all the same, since any server's requests may
-    choose outlines-core (``vllm_xargs.structured_output_backend``)."""
-    from structgate.plugin.bridge import backend_options, check_backend_options
+    """The plugin's outlines_compile_processes=1 is outlines-core's alone: no other engine's check
+    sees it. A bad outlines-core variable stops every server all the same, since any server's
+    requests may choose outlines-core (``vllm_xargs.structured_output_backend``)."""
+    from structgate.plugin.bridge import check_backend_options
 
-    assert backend_options()["outlines_compile_processes"] == 1
     names = ["native", OC, "structgate-auto"] + [n for n in ("structgate-xgrammar", "structgate-llguidance")
                                                  if get_backend_spec(n).availability()[0]]
     for name in names:
-        assert check_backend_options(name)["outlines_compile_processes"] == 1
+        assert "outlines_compile_processes" not in check_backend_options(name)
     clean_env.setenv("STRUCTGATE_OUTLINES_COMPILE_PROCESSES", "x")  # outlines-core's variable
     for name in names:
         with pytest.raises(ValueError, match="STRUCTGATE_OUTLINES_COMPILE_PROCESSES"):
@@ -347,6 +351,102 @@ def test_every_backend_takes_the_default_plugin_options(clean_env):
     clean_env.setenv("STRUCTGATE_COMPILE_PROCESSES", "x")  # native's
     with pytest.raises(ValueError, match="STRUCTGATE_COMPILE_PROCESSES"):
         check_backend_options("native")
+
+
+def _strict_backend_cls():
+    """A third-party engine that refuses every option it does not know (CompileOptions fields and
+    its own ``strict_depth``), in ``check_options`` and in its constructor."""
+    from structgate.backends.interface import Backend, CompileOptions
+
+    class StrictBackend(Backend):
+        name = "sg-test-strict"
+        supported_kinds = frozenset({"regex"})
+        extra_options = frozenset({"strict_depth"})
+
+        @classmethod
+        def check_options(cls, options):
+            known = set(CompileOptions.__dataclass_fields__) | cls.extra_options
+            bad = sorted(k for k in options if k not in known)
+            if bad:
+                raise InvalidConstraintError(f"sg-test-strict does not know option {bad[0]!r}")
+
+        def __init__(self, vocab, **options):
+            flat = {k: v for k, v in options.items() if k != "extra"}
+            flat.update(options.get("extra") or {})
+            type(self).check_options(flat)
+            super().__init__(vocab, **options)
+
+        def _compile(self, constraint):
+            raise NotImplementedError("built, never compiled here")
+
+    return StrictBackend
+
+
+@pytest.fixture
+def strict_engine(clean_env):
+    from structgate.backends import registry
+
+    registry.register_backend(registry.BackendSpec(name="sg-test-strict", factory=_strict_backend_cls(),
+                                                   kinds=("regex",), options=("strict_depth",)))
+    try:
+        yield clean_env
+    finally:
+        registry._extra[:] = [s for s in registry._extra if not s.name.startswith("sg-test-")]
+        registry._specs = None
+
+
+def test_a_strict_third_party_engine_never_sees_the_plugin_default(strict_engine):
+    """A third-party engine whose check_options refuses unknown options (as the interface allows:
+    "check only what you read", and it reads nothing of outlines-core's) used to stop a native
+    server's startup: the plugin put its outlines_compile_processes=1 among the options every
+    installed engine checks. The default is outlines-core's alone now; options the user gives are
+    still checked by every engine a request may choose."""
+    from structgate.plugin.bridge import check_backend_options
+
+    for name in ("native", OC, "structgate-auto"):
+        check_backend_options(name)  # raised "... not valid for 'sg-test-strict' ..." before
+    strict_engine.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"outlines_compile_processes": 2}')
+    with pytest.raises(ValueError, match="sg-test-strict.*outlines_compile_processes"):
+        check_backend_options("native")  # the user's option: the strict engine may run it
+    strict_engine.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"strict_depth": 3}')
+    check_backend_options("native")
+
+
+def test_engines_get_only_their_own_plugin_defaults(strict_engine):
+    """The engines a vLLM server builds (its own, those a request chooses, a structgate-auto chain's)
+    get the plugin default only where it is read: outlines-core builds in 1 worker, the others are
+    built without it (the strict engine's constructor would refuse it)."""
+    pytest.importorskip("vllm")
+    import types
+
+    from _vllm_engine import engine_backend
+    from transformers import AutoTokenizer
+
+    from structgate.backends.auto import AutoBackend
+    from structgate.tokenizers import bundled_tokenizer_dir
+
+    tok = AutoTokenizer.from_pretrained(str(bundled_tokenizer_dir("llama3")))
+    mc = types.SimpleNamespace(is_diffusion=False, get_vocab_size=lambda: 128256,
+                               try_get_generation_config=lambda: {"eos_token_id": [128001]},
+                               hf_config=types.SimpleNamespace(eos_token_id=[128001]))
+    native = engine_backend("native", tok, mc)
+    assert "outlines_compile_processes" not in native.sg_backend.options.extra
+    native._compile_with("native", Constraint.regex("ab"))  # a request's choice: the server's engine wrapped
+    router = native.sg_backend
+    assert isinstance(router, AutoBackend)
+    assert router.engine(OC).compile_processes == 1  # outlines-core chosen by a request: its default
+    assert "outlines_compile_processes" not in router.engine("sg-test-strict").options.extra  # built
+    oc = engine_backend(OC, tok, mc)  # an outlines-core server: its engine holds the default ...
+    assert oc.sg_backend.compile_processes == 1
+    with pytest.raises(NotImplementedError):  # ... which a request's strict engine is not built with
+        oc._compile_with("sg-test-strict", Constraint.regex("ab"))  # (InvalidConstraintError before)
+    assert "outlines_compile_processes" not in oc.sg_backend.engine("sg-test-strict").options.extra
+    strict_engine.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"auto_chain": ["native", "%s", "sg-test-strict"]}' % OC)
+    auto = engine_backend("structgate-auto", tok, mc).sg_backend
+    assert auto.engine(OC).compile_processes == 1
+    assert "outlines_compile_processes" not in auto.engine("sg-test-strict").options.extra
+    assert "outlines_compile_processes" not in auto.engine("native").options.extra
+    assert auto._full_chain() is auto
 
 
 def test_extra_wins_over_the_top_level_option_as_in_the_backend(llama3_vocab, clean_env):

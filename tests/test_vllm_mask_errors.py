@@ -165,6 +165,68 @@ def test_limit_in_an_accept_fails_only_that_request(caplog):
     assert mgr.accept_tokens(reqs["bad"], [EOS]) and bad.is_terminated()
 
 
+def _vllm_refusal_line_passes(rid) -> bool:
+    """Whether vLLM's own line for a refused token (its scheduler's ERROR) would be written."""
+    name = "vllm.v1.core.sched.scheduler"
+    rec = logging.LogRecord(name, logging.ERROR, __file__, 1, "Unexpected: grammar rejected tokens %s for "
+                            "request %s. Terminating request.", ([A], rid), None)
+    return bool(logging.getLogger(name).filter(rec))
+
+
+def test_a_refused_token_logs_one_line(caplog):
+    """A sampled token the failed grammar refuses used to log four lines: fail_grammar's warning, the
+    bridge's error, the scheduler hook's error and vLLM's own. Now one, at WARNING (the request ends
+    with its stop_reason naming the failure): the request, the token, why; the traceback at DEBUG
+    only; vLLM's line for it dropped."""
+    mh = harness()
+    be = NativeBackend(VOCAB, max_dfa_states=20)
+    bad = bridge_grammar(be.compile(Constraint.regex(BAD)))
+    assert bad.accept_tokens("bad-1", TO_BAD_ADVANCE)
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=1)
+    req = mh.make_request("bad-1", bad)
+    with caplog.at_level(logging.DEBUG, logger="structgate"):
+        assert mgr.accept_tokens(req, [A]) is False
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    msg = lines[0].getMessage()
+    assert lines[0].levelno == logging.WARNING and not lines[0].exc_info
+    assert "request bad-1" in msg and f"token {A}:" in msg and "CompileLimitError(max_dfa_states)" in msg, msg
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info]
+    assert len(debug) == 1 and isinstance(debug[0].exc_info[1], CompileLimitError)
+    assert not _vllm_refusal_line_passes("bad-1")  # structgate's line says it all
+    assert _vllm_refusal_line_passes("bad-1")  # (once: a later one is vLLM's to write)
+    assert _vllm_refusal_line_passes("someone-else")
+    # at INFO no traceback at all; a second refusal of the same grammar logs nothing more
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        assert mgr.accept_tokens(req, [B]) is False
+    assert not caplog.records
+    # the EOS a grammar failing in that very advance allows: the failure's one warning
+    other = bridge_grammar(NativeBackend(VOCAB, max_dfa_states=20).compile(Constraint.regex(BAD)))
+    assert other.accept_tokens("bad-2", TO_BAD_ADVANCE)
+    other.matcher.advance = lambda t: (_ for _ in ()).throw(CompileLimitError("max_dfa_states", 21, 20))
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        assert other.accept_tokens("bad-2", [EOS]) is True
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING and "bad-2" in lines[0].getMessage()
+
+
+def test_a_token_a_sound_grammar_refuses_logs_one_error(caplog):
+    """A token refused by a grammar that has not failed (a mask not applied): one ERROR line naming
+    the request and the token."""
+    mh = harness()
+    be = NativeBackend(VOCAB)
+    g = bridge_grammar(be.compile(Constraint.regex("(ab)+")))
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=1)
+    req = mh.make_request("sound", g)
+    with caplog.at_level(logging.DEBUG, logger="structgate"):
+        assert mgr.accept_tokens(req, [B]) is False
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 1 and lines[0].levelno == logging.ERROR, [r.getMessage() for r in lines]
+    assert "request sound" in lines[0].getMessage() and f"token {B}:" in lines[0].getMessage()
+    assert not _vllm_refusal_line_passes("sound")
+
+
 def test_limit_in_speculative_rows_fails_only_that_request():
     mgr, reqs, want = setup_batch(spec_k=2)
     ids = ["mate", "bad", "other"]
@@ -586,6 +648,44 @@ def test_decode_reasons_in_the_scheduler_outputs(monkeypatch):
     apply_decode_reasons({0: EngineCoreOutputs(outputs=later)}, [], {}, FinishReason)
     assert later[0].stop_reason == text("later") and len(gf.reasons) == 0
     apply_decode_reasons({0: EngineCoreOutputs(outputs=[out("x", [5], FinishReason.STOP)])}, [], {}, FinishReason)
+
+
+def test_an_abort_drops_the_decode_reason_at_once(monkeypatch):
+    """A failed request aborted (client gone, stop string, shutdown: ``Scheduler.finish_requests``)
+    has no finished output from the scheduler; its reason used to stay in the record until the next
+    step that had requests (none, on an idle server). The ledger entry engine-compile-error-reason
+    wraps finish_requests too: the aborted requests' reasons go at once, the others stay."""
+    import types
+
+    import structgate.plugin as plugin
+    from structgate.plugin import grammar_failure as gf
+    from structgate.plugin import ledger
+
+    plugin.register()
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.request import RequestStatus
+
+    assert "engine-compile-error-reason" in ledger.applied()
+    monkeypatch.setattr(gf, "reasons", gf.FailureReasons())
+
+    class G:
+        pass
+
+    keep = {rid: G() for rid in ("a", "b", "c", "d", "elsewhere")}  # grammars alive: prune would keep them
+    for rid, g in keep.items():
+        gf.reasons.note(rid, f"structgate decode error: X({rid})", g)
+    done = types.SimpleNamespace(is_finished=lambda: True)  # (vLLM skips finished requests)
+    sched = types.SimpleNamespace(requests={"a": done, "b": done, "c": done, "d": done})
+    Scheduler.finish_requests(sched, "a", RequestStatus.FINISHED_ABORTED)
+    assert gf.reasons.ids() == ["b", "c", "d", "elsewhere"]
+    Scheduler.finish_requests(sched, (r for r in ("b", "zz")), RequestStatus.FINISHED_ABORTED)  # an iterator
+    assert gf.reasons.ids() == ["c", "d", "elsewhere"]
+    Scheduler.finish_requests(sched, None, RequestStatus.FINISHED_ABORTED)  # all of this scheduler's
+    assert gf.reasons.ids() == ["elsewhere"]  # another engine's request stays
+    gf.reasons.clear()
+    ids = iter(["x"])  # nothing pending: vLLM's method gets the caller's arguments as they are
+    Scheduler.finish_requests(sched, ids, RequestStatus.FINISHED_ABORTED)
+    assert next(ids, None) is None
 
 
 OFFLINE = r'''

@@ -33,8 +33,8 @@ Mapping
   once when it starts) and the index comes back pickled; ``compile_timeout_s`` then stops the build
   (the worker is terminated and replaced), and the calling process never runs it (whatever a
   later outlines-core does with the GIL). Default 0: in process, where ``compile_timeout_s`` is
-  only checked after the build; the vLLM plugin defaults to 1
-  (:func:`structgate.plugin.bridge.backend_options`).
+  only checked after the build; the vLLM plugin defaults to 1, for this engine alone
+  (:func:`structgate.plugin.bridge.engine_defaults`).
 """
 from __future__ import annotations
 

@@ -141,6 +141,11 @@ class AutoBackend(Backend):
 
     name: ClassVar[str] = "structgate-auto"
     supported_kinds: ClassVar[frozenset[str]] = frozenset(CONSTRAINT_KINDS)
+    #: options given to one engine only, by engine registry name, under the options given (a host's
+    #: defaults for the engine that reads them: the vLLM plugin's ``outlines_compile_processes=1``
+    #: for ``structgate-outlines-core``, :func:`structgate.plugin.bridge.engine_defaults`); the other
+    #: engines never see them. Empty by default; set on the instance before its first compile
+    engine_defaults: Mapping[str, Mapping[str, Any]] = {}
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:
         super().__init__(vocab, **options)
@@ -216,14 +221,22 @@ class AutoBackend(Backend):
 
     # -- engines -------------------------------------------------------------------------------
     @classmethod
-    def wrap(cls, backend: Backend) -> "AutoBackend":
+    def wrap(cls, backend: Backend, *, engine_options: Mapping[str, Any] | None = None,
+             engine_defaults: Mapping[str, Mapping[str, Any]] | None = None) -> "AutoBackend":
         """An AutoBackend whose chain is ``backend`` alone (the instance itself, same vocabulary,
-        options and caches); :meth:`compile_with` adds other engines on demand."""
+        options and caches); :meth:`compile_with` adds other engines on demand, built with
+        ``engine_options`` (default: ``backend``'s options) and each with its own
+        ``engine_defaults`` (:attr:`engine_defaults`)."""
         self = cls.__new__(cls)
         Backend.__init__(self, backend.vocab)
         self.options = backend.options
-        self._engine_options = {**{k: getattr(backend.options, k) for k in backend.options.__dataclass_fields__
-                                   if k != "extra"}, **backend.options.extra}
+        if engine_options is not None:
+            self._engine_options = {k: v for k, v in engine_options.items()}
+        else:
+            self._engine_options = {**{k: getattr(backend.options, k) for k in backend.options.__dataclass_fields__
+                                       if k != "extra"}, **backend.options.extra}
+        if engine_defaults:
+            self.engine_defaults = {k: dict(v) for k, v in engine_defaults.items()}
         self.chain = (backend.name,)
         self._skipped = []
         self.fallback_on = tuple(getattr(_errors, n) for n in DEFAULT_FALLBACK_ON)
@@ -250,6 +263,7 @@ class AutoBackend(Backend):
         with self._lock:
             if self._full is None:
                 full = AutoBackend(self.vocab, **self._engine_options)
+                full.engine_defaults = self.engine_defaults
                 full._engines = self._engines  # one set of engines (guarded by one lock)
                 full._lock = self._lock
                 self._full = full
@@ -286,7 +300,9 @@ class AutoBackend(Backend):
             with self._lock:
                 be = self._engines.get(key)
                 if be is None:
-                    be = get_backend(key, self.vocab, **self._engine_options)
+                    own = self.engine_defaults.get(key)
+                    be = get_backend(key, self.vocab, **({**own, **self._engine_options} if own
+                                                         else self._engine_options))
                     self._engines[key] = be
         return be
 

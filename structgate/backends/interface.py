@@ -38,8 +38,6 @@ The bitmask layout is the one in :mod:`structgate.bitmask`.
 from __future__ import annotations
 
 import json
-import math
-import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence
@@ -285,8 +283,10 @@ class CompileOptions:
     text, stored as ``int``, at most ``2**31 - 1`` (``cache_size_bytes``: ``2**63 - 1``;
     ``max_whitespace``: :data:`MAX_WHITESPACE`);
     ``additional_properties`` takes ``True``/``False`` or 0/1 (the text ``"false"`` is refused);
-    the timeouts take numbers (or ASCII decimal text), ``inf`` meaning no limit as ``<= 0`` does
-    (not NaN). Anything else is an
+    the timeouts take any real number (``int``, ``float``, ``Fraction``, ``Decimal``, numpy's; not a
+    bool) or its text (ASCII decimal, or ``inf``), stored as ``float``, ``inf`` meaning no limit as
+    ``<= 0`` does (a number past a float's range is ``inf``; NaN is refused), read as
+    ``$STRUCTGATE_COMPILE_TIMEOUT_S`` is (:func:`structgate._env.seconds_value`). Anything else is an
     :class:`~structgate.errors.InvalidConstraintError` naming the field.
     """
 
@@ -311,7 +311,7 @@ class CompileOptions:
             raise InvalidConstraintError(f"option whitespace must be 'flexible' or 'compact', got {self.whitespace!r}")
         if self.property_order not in ("any", "declared"):
             raise InvalidConstraintError(f"option property_order must be 'any' or 'declared', got {self.property_order!r}")
-        from .._env import MAX_OPTION_INT, bool_value, float_text, int_value
+        from .._env import MAX_OPTION_INT, bool_value, int_value, seconds_value
 
         # integers: ints, integral floats (JSON's 1e3) or ASCII decimal text, as the extras take
         # them (structgate._env.int_value), stored as ints; bounded so that no engine meets a
@@ -333,21 +333,14 @@ class CompileOptions:
             raise InvalidConstraintError(f"option additional_properties must be true or false, got {v!r}")
         object.__setattr__(self, "additional_properties", b)
         for name in ("compile_timeout_s", "step_timeout_s"):
+            # any real number (a Fraction, a Decimal, numpy's) or its text, as the variables take it
+            # (structgate._env.seconds_value), stored as a float: inf is no limit, NaN is refused
             v = getattr(self, name)
-            if isinstance(v, str):  # ASCII decimal text, as the integer fields take it
-                try:
-                    object.__setattr__(self, name, float_text(v))
-                except ValueError:
-                    raise InvalidConstraintError(f"option {name} must be a number of seconds, got {v!r}") from None
-                v = getattr(self, name)
-            ok = isinstance(v, numbers.Real) and not isinstance(v, bool)
-            try:
-                ok = ok and not math.isnan(float(v))  # (an int too large for a float: OverflowError)
-            except OverflowError:
-                ok = False
-            if not ok:
+            f = seconds_value(v)
+            if f is None:
                 raise InvalidConstraintError(f"option {name} must be a number of seconds (<= 0 or inf: no limit), "
                                              f"got {v!r}")
+            object.__setattr__(self, name, f)
 
     def updated(self, **kw) -> "CompileOptions":
         known = {k: v for k, v in kw.items() if k in self.__dataclass_fields__ and k != "extra"}
@@ -655,10 +648,14 @@ class Backend(ABC):
         """Check the values of this backend's options without a vocabulary: raise what the
         constructor would raise for them. ``options`` is flat, as the constructor merges them
         (:class:`CompileOptions` fields and extras; the ``extra`` mapping already folded in, its
-        keys winning), and may hold other backends' extras and the vLLM plugin's defaults
-        (``outlines_compile_processes=1`` for every backend): check only the options this backend
-        reads, and the environment variables they default from. Called by the vLLM plugin at
-        startup, after the option names and the :class:`CompileOptions` values are checked.
+        keys winning), and may hold other backends' extras (the user's ``$STRUCTGATE_BACKEND_OPTIONS``
+        is shared by every engine a request may choose): check only the options this backend
+        reads, and the environment variables they default from, and let the others pass. A
+        default the vLLM plugin sets for one engine (``outlines_compile_processes=1`` for
+        ``structgate-outlines-core``, :data:`structgate.plugin.bridge.ENGINE_DEFAULTS`) is given
+        to that engine alone, never checked by or passed to another. Called by the vLLM plugin at
+        startup for the server's engine and every other installed one, after the option names and
+        the :class:`CompileOptions` values are checked.
         Default: :meth:`check_typed_extras` (an override that adds checks should call it too).
 
         Raises

@@ -50,16 +50,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._env import env_float, env_int
+from .._env import env_int, env_seconds
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
-from .grammar_failure import FailedMatcher, attribute, fail_grammar
+from .grammar_failure import FailedMatcher, attribute, fail_grammar, log_failure, log_traceback
+from .grammar_failure import describe as describe_failure
 
 logger = logging.getLogger("structgate.plugin")
 
 __all__ = ["StructgateVllmBackend", "StructgateVllmGrammar", "constraint_from_params", "kind_label",
-           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "record", "cache_limits",
-           "log_fallback", "check_backend_options"]
+           "constraint_from_key", "build_vocabulary", "build_backend", "backend_options", "engine_defaults",
+           "options_for", "ENGINE_DEFAULTS", "record", "cache_limits", "log_fallback", "check_backend_options"]
 
 ENV_STATS = "STRUCTGATE_STATS_FILE"
 ENV_OPTIONS = "STRUCTGATE_BACKEND_OPTIONS"
@@ -277,18 +278,27 @@ def build_vocabulary(tokenizer: Any, vocab_size: int | None = None, model_config
 #: unless ``$STRUCTGATE_BACKEND_OPTIONS`` or ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` says otherwise
 OUTLINES_COMPILE_PROCESSES = 1
 
+#: the plugin's own defaults, each for the one engine that reads it: option -> (engine registry name,
+#: value). They are given to that engine alone (:func:`engine_defaults`), never to the others (a
+#: third-party engine never sees, checks or is blamed for them), and only where the user set
+#: nothing (the option in ``$STRUCTGATE_BACKEND_OPTIONS``, at the top level or in ``extra``, or the
+#: variable it defaults from)
+ENGINE_DEFAULTS: dict[str, tuple[str, str, Any]] = {
+    "outlines_compile_processes": ("structgate-outlines-core", "STRUCTGATE_OUTLINES_COMPILE_PROCESSES",
+                                   OUTLINES_COMPILE_PROCESSES),
+}
+
 
 def backend_options(vllm_config: Any = None) -> dict:
-    """structgate compile options for the vLLM engine: ``$STRUCTGATE_BACKEND_OPTIONS`` (a JSON
-    object of :class:`~structgate.CompileOptions` fields), ``compile_timeout_s`` from
-    ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds) unless the JSON sets it, plus
-    ``whitespace="compact"`` when the config says ``disable_any_whitespace``, and
-    ``outlines_compile_processes=1`` (:data:`OUTLINES_COMPILE_PROCESSES`) unless the JSON or
-    ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` sets it: outlines-core's index build (one Rust call
-    that cannot be cut in process) then runs in a worker process, which ``compile_timeout_s``
-    terminates, so a pathological regex costs the engine core neither a grammar thread nor a core
-    for minutes; the worker starts at the first outlines-core compile, so other backends start
-    none (only ``structgate-outlines-core`` reads the option).
+    """structgate compile options for the vLLM engine, as the user gave them: ``$STRUCTGATE_BACKEND_OPTIONS``
+    (a JSON object of :class:`~structgate.CompileOptions` fields and engine extras),
+    ``compile_timeout_s`` from ``$STRUCTGATE_COMPILE_TIMEOUT_S`` (seconds, ``inf`` or ``<= 0``: no
+    limit, read as the option is) unless the JSON sets it, plus ``whitespace="compact"`` when the
+    config says ``disable_any_whitespace``. Every engine a request may run gets these (and checks
+    them at startup, :func:`check_backend_options`).
+
+    The plugin's defaults for one engine (:data:`ENGINE_DEFAULTS`) are not among them: see
+    :func:`engine_defaults`.
 
     Raises
     ------
@@ -305,17 +315,48 @@ def backend_options(vllm_config: Any = None) -> dict:
         if not isinstance(given, dict):
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: got {type(given).__name__} {raw!r}")
         opts.update(given)
-    t = env_float(ENV_COMPILE_TIMEOUT, None)
+    t = env_seconds(ENV_COMPILE_TIMEOUT, None)
     if t is not None:
         opts.setdefault("compile_timeout_s", t)
     so_cfg = getattr(vllm_config, "structured_outputs_config", None)
     if getattr(so_cfg, "disable_any_whitespace", False):
         opts.setdefault("whitespace", "compact")
-    given_extra = opts.get("extra")
-    if not os.environ.get("STRUCTGATE_OUTLINES_COMPILE_PROCESSES") and not (
-            isinstance(given_extra, dict) and "outlines_compile_processes" in given_extra):
-        opts.setdefault("outlines_compile_processes", OUTLINES_COMPILE_PROCESSES)
     return opts
+
+
+def engine_defaults(options: Any = None) -> dict[str, dict[str, Any]]:
+    """The plugin's defaults (:data:`ENGINE_DEFAULTS`) the user did not set in ``options`` (default
+    :func:`backend_options`) or by their variable, by the engine (registry name) that alone gets
+    them: ``{"structgate-outlines-core": {"outlines_compile_processes": 1}}`` unless
+    ``outlines_compile_processes`` or ``$STRUCTGATE_OUTLINES_COMPILE_PROCESSES`` is given.
+    outlines-core's index build (one Rust call that cannot be cut in process) then runs in a worker
+    process, which ``compile_timeout_s`` terminates, so a pathological regex costs the engine core
+    neither a grammar thread nor a core for minutes; the worker starts at the first outlines-core
+    compile.
+
+    Raises
+    ------
+    ValueError
+        ``options`` is None and a variable of :func:`backend_options` is malformed.
+    """
+    if options is None:
+        options = backend_options()
+    given_extra = options.get("extra")
+    out: dict[str, dict[str, Any]] = {}
+    for key, (engine, env, value) in ENGINE_DEFAULTS.items():
+        if key in options or (isinstance(given_extra, dict) and key in given_extra) or os.environ.get(env):
+            continue
+        out.setdefault(engine, {})[key] = value
+    return out
+
+
+def options_for(name: str, options: dict, defaults: dict[str, dict[str, Any]]) -> dict:
+    """The options engine ``name`` (a registry name or alias) is built with: ``options`` under its
+    own plugin defaults (``defaults[name]``, :func:`engine_defaults`), which no other engine gets."""
+    from ..backends.registry import get_backend_spec
+
+    own = defaults.get(get_backend_spec(name).name)
+    return {**own, **options} if own else dict(options)
 
 
 def check_backend_options(name: str, vllm_config: Any = None) -> dict:
@@ -398,13 +439,59 @@ def check_backend_options(name: str, vllm_config: Any = None) -> dict:
 
 def build_backend(name: str, tokenizer: Any, *, model_config: Any = None, vllm_config: Any = None,
                   vocab_size: int | None = None):
-    """Build structgate backend ``name`` for a vLLM tokenizer (frontend validation and engine)."""
+    """Build structgate backend ``name`` for a vLLM tokenizer (frontend validation and engine), with
+    :func:`backend_options` and, for that engine alone, its :func:`engine_defaults` (a
+    ``structgate-auto`` hands each engine of its chain its own, :attr:`AutoBackend.engine_defaults
+    <structgate.backends.auto.AutoBackend.engine_defaults>`)."""
+    from ..backends.auto import AutoBackend
     from ..backends.registry import get_backend
 
     if model_config is None and vllm_config is not None:
         model_config = vllm_config.model_config
     vocab = build_vocabulary(tokenizer, vocab_size, model_config)
-    return get_backend(name, vocab, **backend_options(vllm_config))
+    opts = backend_options(vllm_config)
+    defaults = engine_defaults(opts)
+    be = get_backend(name, vocab, **options_for(name, opts, defaults))
+    if isinstance(be, AutoBackend):
+        be.engine_defaults = defaults
+    return be
+
+
+class _RefusalLogFilter(logging.Filter):
+    """Drops vLLM's own line for a sampled token a structgate grammar refused (``Unexpected: grammar
+    rejected tokens [...] for request X. Terminating request.``, an ERROR of the scheduler's logger)
+    when structgate has just logged that refusal itself, in one line that also says why
+    (:meth:`StructgateVllmGrammar._log_refusal`): one refused token, one line. Any other record
+    passes, and so does vLLM's line for a request structgate did not log."""
+
+    PREFIX = "Unexpected: grammar rejected tokens"
+    #: the vLLM logger that writes it (``vllm.v1.core.sched.scheduler``'s ``init_logger(__name__)``)
+    LOGGER = "vllm.v1.core.sched.scheduler"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids: "OrderedDict[str, None]" = OrderedDict()  # request ids structgate logged, bounded
+        self._lock = threading.Lock()
+        self._installed = False
+
+    def note(self, request_id: str) -> None:
+        with self._lock:
+            self._ids[request_id] = None
+            while len(self._ids) > 1024:
+                self._ids.popitem(last=False)
+            if not self._installed:
+                self._installed = True
+                logging.getLogger(self.LOGGER).addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._ids or not isinstance(record.msg, str) or not record.msg.startswith(self.PREFIX):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        with self._lock:
+            return not any(isinstance(a, str) and self._ids.pop(a, 0) is None for a in args)
+
+
+_refusal_filter = _RefusalLogFilter()
 
 
 # -- vLLM classes ------------------------------------------------------------------------------
@@ -460,21 +547,51 @@ class StructgateVllmGrammar(_VGrammar):
         for t in tokens:
             if m.is_terminated():
                 break
+            failed_now = None
             try:
                 ok = m.advance(int(t))
             except StructgateError as e:
-                m = self._fail(e, request_id)
+                m = self._fail(e, request_id, log=False)  # logged below, with what became of the token
+                failed_now = e
                 ok = m.advance(int(t))
             if not ok:
                 if not self._warned:
                     self._warned = True
-                    why = " (its grammar failed during decoding and allows only EOS)" if self._failed() else ""
-                    logger.error("structgate %s: token %s rejected for request %s%s", self.backend_name,
-                                 m.vocab.describe(int(t)), request_id, why)
+                    self._log_refusal(request_id, int(t), failed_now)
                 record("reject", self.backend_name)
                 return False
+            if failed_now is not None:  # the EOS the failed grammar allows: the failure's own warning
+                log_failure(self, failed_now, request_id)
             self.num_processed_tokens += 1
         return True
+
+    #: the bridge's grammar logs its refused tokens itself (:meth:`_log_refusal`); the scheduler
+    #: hook logs those of other grammars
+    logs_refusals = True
+
+    def _log_refusal(self, request_id: str, token: int, failed_now: BaseException | None) -> None:
+        """One line for a sampled token this grammar refuses (request, token, why): a WARNING when
+        its grammar failed during decoding by this very advance (the failure's one warning; the
+        request then ends with ``stop_reason`` naming the failure; the traceback at DEBUG), INFO
+        when that failure was warned already, an ERROR for a grammar that has not failed (a mask
+        was not applied, or left no legal token). vLLM's own line for the same refusal is dropped (:data:`_refusal_filter`)."""
+        tok = self.matcher.vocab.describe(token)
+        m = self.matcher
+        if isinstance(m, FailedMatcher):
+            # the failure's one WARNING when it happened in this advance; INFO when it was warned
+            # already (a mask fill failed, and this token was sampled without that row)
+            logger.log(logging.WARNING if failed_now is not None else logging.INFO,
+                       "structgate %s: request %s: token %s refused: its grammar failed during decoding (%s) and "
+                       "allows only EOS, so the request ends here (finish_reason stop, its stop_reason names "
+                       "the failure); other requests are not affected", self.backend_name, request_id, tok,
+                       describe_failure(m.error))
+            if failed_now is not None:
+                log_traceback(self, failed_now, request_id)
+        else:
+            logger.error("structgate %s: request %s: token %s refused by its grammar, so the request fails "
+                         "(FINISHED_ERROR): the mask was not applied or left no legal token (another logits "
+                         "processor forbade the grammar's only tokens?)", self.backend_name, request_id, tok)
+        _refusal_filter.note(request_id)
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         """The longest accepted prefix of ``tokens`` (stops after an accepted EOS). Does not change
@@ -515,10 +632,10 @@ class StructgateVllmGrammar(_VGrammar):
         except StructgateError as e:
             self._fail(e).fill_bitmask(bitmask, idx)
 
-    def _fail(self, e: StructgateError, request_id: str | None = None):
+    def _fail(self, e: StructgateError, request_id: str | None = None, *, log: bool = True):
         """Mark this grammar failed by ``e`` and return its new matcher (EOS only), or re-raise ``e``
         when it is not a request's failure (a :class:`~structgate.errors.BitmaskError`)."""
-        return fail_grammar(self, e, request_id)
+        return fail_grammar(self, e, request_id, log=log)
 
     def _failed(self) -> bool:
         return isinstance(self.matcher, FailedMatcher)
@@ -699,7 +816,11 @@ class StructgateVllmBackend(_VBackend):
 
         with self._cache_lock:
             if not isinstance(self.sg_backend, AutoBackend):
-                self.sg_backend = AutoBackend.wrap(self.sg_backend)
+                # the engines a request may choose get the user's options, each with only its own
+                # plugin defaults (the server's engine may hold another's)
+                opts = backend_options(self.vllm_config)
+                self.sg_backend = AutoBackend.wrap(self.sg_backend, engine_options=opts,
+                                                   engine_defaults=engine_defaults(opts))
             router = self.sg_backend
         compiled = router.compile_with(name, constraint)
         logger.info("structgate: request-chosen backend %r serves a %s constraint", compiled.served_by,

@@ -29,8 +29,10 @@ text, :func:`decode_error_reason` (``"structgate decode error: CompileLimitError
 ``Scheduler.update_from_output``) pops it into the request's finished output, where both endings
 become ``finish_reason="stop"`` with that ``stop_reason``: the EOS, and the ``FINISHED_ERROR`` of a
 refused token, turned into a stop before that token (so the API server answers HTTP 200 with the
-partial output instead of a 500); it also prunes the record of requests freed or aborted without a
-finished output (docs/vllm.md, "A grammar that fails during decoding").
+partial output instead of a 500); it also drops the reasons of requests aborted
+(``Scheduler.finish_requests``, wrapped by the same entry) at once and prunes the record of
+requests freed any other way without a finished output (docs/vllm.md, "A grammar that fails
+during decoding").
 
 Only :class:`~structgate.errors.StructgateError` is handled so (:func:`is_request_failure`): a
 :class:`~structgate.errors.BitmaskError` is a wrong buffer from the caller (the same for every
@@ -49,7 +51,7 @@ import numpy as np
 from ..backends.interface import Matcher
 from ..errors import BitmaskError, MatcherStateError, StructgateError
 
-__all__ = ["FailedMatcher", "fail_grammar", "attribute", "is_request_failure", "describe", "failures",
+__all__ = ["FailedMatcher", "fail_grammar", "log_failure", "attribute", "is_request_failure", "describe", "failures",
            "DECODE_ERROR_MARKER", "decode_error_reason", "FailureReasons", "reasons"]
 
 logger = logging.getLogger("structgate.plugin")
@@ -83,7 +85,8 @@ class FailureReasons:
     """Request id -> ``stop_reason`` text of the requests whose grammar failed during decoding, from
     the failure until the scheduler sends that request's finished output (the ledger entry
     ``engine-compile-error-reason`` wraps ``Scheduler.update_from_output``: :meth:`pop`, then
-    :meth:`prune`). Thread-safe (vLLM fills large batches' rows in a thread pool).
+    :meth:`prune`; an abort, ``Scheduler.finish_requests``: :meth:`pop`). Thread-safe (vLLM fills
+    large batches' rows in a thread pool).
 
     Nothing stays for long: an entry is popped when its request's finished output goes out;
     :meth:`prune` forgets the requests that can no longer finish (freed or aborted without an
@@ -248,10 +251,29 @@ class FailedMatcher(Matcher):
         return f"FailedMatcher({describe(self.error)}, terminated={self._terminated})"
 
 
-def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = None) -> Matcher:
+def log_failure(grammar: Any, error: BaseException, request_id: str | None = None) -> None:
+    """The one warning of a grammar that failed during decoding (the error's traceback at DEBUG)."""
+    backend = getattr(grammar, "backend_name", None) or "?"
+    logger.warning("structgate %s: request %s: its grammar failed during decoding: %s. It now allows only EOS, "
+                   "so this request ends; other requests are not affected (as vLLM's guidance backend does "
+                   "on a matcher error).", backend, request_id if request_id is not None else "(id unknown)",
+                   describe(error))
+    log_traceback(grammar, error, request_id)
+
+
+def log_traceback(grammar: Any, error: BaseException, request_id: str | None = None) -> None:
+    """The traceback of a decode failure, at DEBUG only (the warning says what failed)."""
+    if error.__traceback__ is not None and logger.isEnabledFor(logging.DEBUG):
+        logger.debug("structgate %s: request %s: where the grammar failed",
+                     getattr(grammar, "backend_name", None) or "?", request_id, exc_info=error)
+
+
+def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = None, *, log: bool = True) -> Matcher:
     """Mark ``grammar`` (a vLLM grammar object over a structgate matcher, ``.matcher``) failed with
     ``error`` and return its new matcher (a :class:`FailedMatcher`). The first call per grammar logs
-    one warning and counts ``structgate_decode_failures_total``; later calls return the same matcher.
+    one warning (:func:`log_failure`; ``log=False``: the caller logs it, as the bridge's
+    ``accept_tokens`` does in the line that names the token the failed grammar refuses) and counts
+    ``structgate_decode_failures_total``; later calls return the same matcher.
     An error that is not a request's failure (:func:`is_request_failure`) is re-raised instead.
 
     ``request_id``: named in the warning when the caller knows it, and then the request whose
@@ -270,10 +292,8 @@ def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = No
     failures += 1
     attribute(grammar, request_id)
     backend = getattr(grammar, "backend_name", None) or "?"
-    logger.warning("structgate %s: request %s: its grammar failed during decoding: %s. It now allows only EOS, "
-                   "so this request ends; other requests are not affected (as vLLM's guidance backend does "
-                   "on a matcher error).", backend, request_id if request_id is not None else "(id unknown)",
-                   describe(error))
+    if log:
+        log_failure(grammar, error, request_id)
     from . import metrics
 
     metrics.record_decode_failure(backend, getattr(error, "kind", None) or "error",

@@ -691,7 +691,28 @@ def _apply_scheduler_reason(mod) -> None:
                           ("isinstance(struct_output_req.grammar, Exception)",
                            ("grammar_compile_error_reqs.add", "grammar_compile_error_reqs[request.request_id]")),
                           "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request")
+    fin_sym = "vllm.v1.core.sched.scheduler.Scheduler.finish_requests"
+    orig_finish = ledger.require_attr(cls, "finish_requests", fin_sym)
+    ledger.require_signature(orig_finish, ("self", "request_ids", "finished_status"), fin_sym)
     from . import grammar_failure as _gf
+
+    def finish_requests(self, request_ids, finished_status):
+        # an abort (client gone, stop string, shutdown) frees requests without a finished output of
+        # this scheduler: their decode-failure reasons go with them now, not at the next step that
+        # has requests (there may be none). One length check otherwise
+        if not len(_gf.reasons):
+            return orig_finish(self, request_ids, finished_status)
+        if request_ids is None:  # all of this scheduler's requests
+            ids = [rid for rid in _gf.reasons.ids() if rid in (getattr(self, "requests", None) or {})]
+        elif isinstance(request_ids, str):
+            ids = [request_ids]
+        else:
+            ids = request_ids = list(request_ids)  # (read twice: vLLM's loop, then here)
+        try:
+            return orig_finish(self, request_ids, finished_status)
+        finally:
+            for rid in ids:
+                _gf.reasons.pop(rid)
 
     def update_from_output(self, scheduler_output, model_runner_output):
         reasons: dict[str, str] = {}
@@ -720,6 +741,8 @@ def _apply_scheduler_reason(mod) -> None:
         return outputs
 
     cls.update_from_output = ledger.mark(update_from_output, orig, "engine-compile-error-reason")
+    if not ledger.is_marked(orig_finish):
+        cls.finish_requests = ledger.mark(finish_requests, orig_finish, "engine-compile-error-reason")
 
 
 def _frontend_reports_engine_errors(mod) -> "str | None":
@@ -734,7 +757,7 @@ def _frontend_reports_engine_errors(mod) -> "str | None":
 register_patch(Patch(
     name="engine-compile-error-reason",
     module="vllm.v1.core.sched.scheduler",
-    target="Scheduler.update_from_output",
+    target="Scheduler.update_from_output (and finish_requests)",
     why="a grammar that fails to compile in the engine (a limit, the compile time limit, an "
         "unsupported feature) finishes the request with FINISHED_ERROR and no reason; the API server "
         "then answers HTTP 500 'Internal server error'. A grammar that fails during decoding "
@@ -752,7 +775,8 @@ register_patch(Patch(
         "for a model's extra EOS ids); a "
         "FINISHED_ERROR carrying the token the failed grammar refused becomes STOP (the text ends "
         "before that token, as before an EOS; not for a streaming-input session); then prune the "
-        "reasons of requests freed or aborted otherwise",
+        "reasons of requests freed otherwise. Scheduler.finish_requests (aborts) is wrapped too: "
+        "the aborted requests' reasons are dropped at once (only while some are pending)",
     versions="0.32.0, 0.33.0 (0.33 also attaches RequestError(validation_error) to compile failures, "
              "which AsyncLLM raises before reading stop_reason; the reason still reaches offline LLM() "
              "outputs; decode failures are handled alike on both)",

@@ -579,7 +579,7 @@ def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
         ok = orig(self, request, new_token_ids)
         slot.epoch += 1
         epoch = slot.epoch
-    if not ok:
+    if not ok and not getattr(grammar, "logs_refusals", False):  # (the bridge's grammar logs its own)
         if _kind(grammar.matcher) == 3:
             logger.error("structgate: request %s: its grammar failed during decoding (%s) and accepts only EOS; "
                          "token(s) %s rejected, so the request ends here (its output stops before that token and "

@@ -36,12 +36,13 @@ import sys
 import time
 from typing import Any, Callable
 
-from .._env import env_float
+from .._env import env_seconds
 
 __all__ = ["ENV_BUDGET", "DEFAULT_BUDGET_S", "budget_s", "run_with_deadline", "validate_bounded",
            "json_schema_for_engine", "MSGPACK_INT_MIN", "MSGPACK_INT_MAX"]
 
-#: seconds one request's validation may hold the API server's event loop; 0 or negative: no bound
+#: seconds one request's validation may hold the API server's event loop; 0, negative or ``inf``: no
+#: bound (read as the timeout options are, :func:`structgate._env.env_seconds`)
 ENV_BUDGET = "STRUCTGATE_VALIDATE_BUDGET_S"
 DEFAULT_BUDGET_S = 0.05
 
@@ -52,14 +53,15 @@ class _DeadlineReached(BaseException):
 
 
 def budget_s() -> float:
-    """The validation budget in seconds (``$STRUCTGATE_VALIDATE_BUDGET_S``, default 0.05).
+    """The validation budget in seconds (``$STRUCTGATE_VALIDATE_BUDGET_S``, default 0.05; ``<= 0`` or
+    ``inf``: no bound).
 
     Raises
     ------
     ValueError
-        The variable is set but is not a number (names the variable).
+        The variable is set but is not a number of seconds (names the variable).
     """
-    return env_float(ENV_BUDGET, DEFAULT_BUDGET_S)
+    return env_seconds(ENV_BUDGET, DEFAULT_BUDGET_S)
 
 
 def run_with_deadline(fn: Callable[[], Any], budget: float) -> bool:
@@ -80,9 +82,9 @@ def run_with_deadline(fn: Callable[[], Any], budget: float) -> bool:
     -----
     The check runs at each Python function call and line (a trace function; an existing tracer
     such as a debugger's or coverage's is chained and restored; in frames it traces itself, only
-    calls are checked). A ``budget`` <= 0 calls ``fn`` unbounded.
+    calls are checked). A ``budget`` <= 0 or ``inf`` calls ``fn`` unbounded (no tracer).
     """
-    if budget is None or budget <= 0:
+    if budget is None or budget <= 0 or budget == float("inf"):
         fn()
         return True
     old = sys.gettrace()
