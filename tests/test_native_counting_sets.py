@@ -36,6 +36,8 @@ import pytest
 from structgate import Constraint, get_backend
 from structgate.native.pushdown import PushdownIndex
 
+from _matching import assert_same_masks, walk_rows
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -107,24 +109,15 @@ def _texts(alpha: str, lens, seed: int):
     return out
 
 
-def _walk(g, vocab, text: str):
-    """(accepted, mask rows): the row before each token and at the end; asserts at each step that
-    the token's mask bit says what its advance does."""
-    width = (vocab.vocab_size + 31) // 32
+def _largest_configuration(g, vocab, text: str) -> tuple[bool, int]:
+    """Walk ``text`` (a mask fill and an advance per token, each token allowed): whether the end
+    accepts, and the item count of the largest configuration the walk made."""
     m = g.matcher()
-    rows = []
-    row = np.zeros((1, width), dtype=np.int32)
+    row = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
     for tk in vocab.encode(text):
         m.fill_bitmask(row, 0)
-        rows.append(row[0].copy())
-        bit = bool((int(row[0][tk >> 5]) >> (tk & 31)) & 1)
-        ok = m.advance(tk)
-        assert bit == ok, (text, tk)
-        if not ok:
-            return False, rows
-    m.fill_bitmask(row, 0)
-    rows.append(row[0].copy())
-    return m.is_accepting(), rows
+        assert m.advance(tk)
+    return m.is_accepting(), max(len(k) for k in m.token_index._cfg_keys)
 
 
 def _compile(vocab, pattern: str):
@@ -137,7 +130,7 @@ def test_accepts_what_the_oracle_accepts(llama3_vocab, pattern, alpha, lens, ora
     rx = re.compile(pattern)
     want_of = oracle or (lambda t: rx.fullmatch(t) is not None)
     for t in _texts(alpha, lens, seed=len(pattern)):
-        got, _rows = _walk(g, llama3_vocab, t)
+        got, _rows = walk_rows(g, llama3_vocab, t)
         assert got == want_of(t), (pattern, len(t), t)
 
 
@@ -153,9 +146,9 @@ def test_masks_equal_the_unmerged_masks(llama3_vocab, monkeypatch, pattern, alph
     plain = _compile(llama3_vocab, pattern)
     for t in _texts(alpha, lens, seed=7):
         monkeypatch.setattr(PushdownIndex, "COUNT_MERGE_LEVELS", 3)
-        a, rows_a = _walk(merged, llama3_vocab, t)
+        a, rows_a = walk_rows(merged, llama3_vocab, t)
         monkeypatch.setattr(PushdownIndex, "COUNT_MERGE_LEVELS", 0)
-        b, rows_b = _walk(plain, llama3_vocab, t)
+        b, rows_b = walk_rows(plain, llama3_vocab, t)
         assert a == b and len(rows_a) == len(rows_b), (pattern, t)
         for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
             assert np.array_equal(ra, rb), (pattern, len(t), i)
@@ -170,7 +163,7 @@ def test_masks_equal_the_unmerged_masks(llama3_vocab, monkeypatch, pattern, alph
 def test_a_long_walk_keeps_configurations_small(llama3_vocab, pattern, text):
     assert re.fullmatch(pattern, text)
     g = _compile(llama3_vocab, pattern)
-    ok, _rows = _walk(g, llama3_vocab, text)
+    ok, _rows = walk_rows(g, llama3_vocab, text)
     assert ok
     ix = g.matcher().token_index
     # one frame per count: thousands of items (5,450 after 200 "a" in the first pattern)
@@ -191,35 +184,49 @@ NESTED = [
     ("(?:x{40}|y){10,33}", "xy", [9, 10, 399, 400, 401, 440, 1320, 1321]),
 ]
 
+#: outer repeats left expanded (``+``, ``*``, or too small to count) around a large inner one
+OUTER = [
+    ("(?:.{100,}|\\d)+", "1a", [1, 2, 99, 100, 101, 140, 201]),
+    ("(?:.{100,}|\\d)*", "a1", [0, 1, 99, 100, 150]),
+    ("(?:[a-z]{1,100}\\s?)+", "a ", [1, 2, 100, 101, 102, 230]),
+    ("(?:x|[a-z]{40,60}y?){2,5}", "xay", [1, 2, 39, 40, 41, 60, 61, 130, 200, 301]),
+    ("(?:[a-zA-Z0-9-]{1,63}\\.)+[a-zA-Z]{2,63}", "a.-", [3, 4, 63, 64, 65, 66, 127, 130, 140]),
+]
 
-@pytest.mark.parametrize("pattern,alpha,lens", NESTED, ids=[c[0] for c in NESTED])
-def test_nested_counters_accept_what_re_accepts(llama3_vocab, pattern, alpha, lens):
+
+@pytest.mark.parametrize("pattern,alpha,lens", NESTED + OUTER, ids=[c[0] for c in NESTED + OUTER])
+def test_counted_inner_repeats_accept_what_re_accepts(llama3_vocab, pattern, alpha, lens):
+    """Inside a counter's item (``NESTED``), and inside an expanded repeat's item (``OUTER``)."""
     g = _compile(llama3_vocab, pattern)
     rx = re.compile(pattern)
     for t in _texts(alpha, lens, seed=len(pattern)):
-        got, _rows = _walk(g, llama3_vocab, t)
+        got, _rows = walk_rows(g, llama3_vocab, t)
         assert got == (rx.fullmatch(t) is not None), (pattern, len(t), t)
 
 
-@pytest.mark.parametrize("pattern,alpha,lens", [
-    ("(?:.{100,}|\\d){40,}", "1a", [41, 120]),
-    ("(?:.{100,}|\\d){40,}", "a1", [60]),
-    ("(?:a{100,}|b){40,}", "ba", [40, 141]),
-    ("(?:[a-z]{50,80}|\\d){40,}", "1a", [40, 130]),
-    ("(?:x{40}|y){10,33}", "xy", [400, 401]),
-])
-def test_nested_counter_masks_equal_the_expanded_masks(llama3_vocab, monkeypatch, pattern, alpha, lens):
+#: inner repeats counted inside a counter's item (seed 11), and inside an expanded repeat's item (an
+#: outer ``+`` or a repeat too small to count; seed 13)
+COUNTED_INNER = [
+    ("(?:.{100,}|\\d){40,}", "1a", [41, 120], 11),
+    ("(?:.{100,}|\\d){40,}", "a1", [60], 11),
+    ("(?:a{100,}|b){40,}", "ba", [40, 141], 11),
+    ("(?:[a-z]{50,80}|\\d){40,}", "1a", [40, 130], 11),
+    ("(?:x{40}|y){10,33}", "xy", [400, 401], 11),
+    ("(?:.{100,}|\\d)+", "1a", [60, 120], 13),
+    ("(?:[a-z]{1,100}\\s?)+", "a ", [101, 150], 13),
+    ("(?:x|[a-z]{40,60}y?){2,5}", "xay", [61, 130], 13),
+    ("(?:[a-zA-Z0-9-]{1,63}\\.)+[a-zA-Z]{2,63}", "a.-", [66, 130], 13),
+]
+
+
+@pytest.mark.parametrize("pattern,alpha,lens,seed", COUNTED_INNER)
+def test_counted_inner_repeats_mask_as_expanded(llama3_vocab, monkeypatch, pattern, alpha, lens, seed):
     from structgate.native import pushdown
 
     counted = _compile(llama3_vocab, pattern)
     monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
     expanded = _compile(llama3_vocab, pattern)
-    for t in _texts(alpha, lens, seed=11):
-        a, rows_a = _walk(counted, llama3_vocab, t)
-        b, rows_b = _walk(expanded, llama3_vocab, t)
-        assert a == b and len(rows_a) == len(rows_b), (pattern, t)
-        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
-            assert np.array_equal(ra, rb), (pattern, len(t), i)
+    assert_same_masks(counted, expanded, llama3_vocab, _texts(alpha, lens, seed=seed), pattern)
 
 
 def test_which_inner_repeats_are_counted(llama3_vocab):
@@ -247,15 +254,9 @@ def test_which_inner_repeats_are_counted(llama3_vocab):
     ("(?:[a-z]{50,80}|\\d){40,}", "a" * 400, 20),  # 81 expanded
 ])
 def test_nested_counters_keep_configurations_small(llama3_vocab, pattern, text, bound):
-    g = _compile(llama3_vocab, pattern)
-    m = g.matcher()
-    width = (llama3_vocab.vocab_size + 31) // 32
-    row = np.zeros((1, width), dtype=np.int32)
-    for tk in llama3_vocab.encode(text):
-        m.fill_bitmask(row, 0)
-        assert m.advance(tk)
-    assert m.is_accepting() == (re.fullmatch(pattern, text) is not None)
-    assert max(len(k) for k in m.token_index._cfg_keys) < bound
+    accepting, largest = _largest_configuration(_compile(llama3_vocab, pattern), llama3_vocab, text)
+    assert accepting == (re.fullmatch(pattern, text) is not None)
+    assert largest < bound
 
 
 # --- repeats inside an expanded repeat's item, and through rule references ---------------------
@@ -265,25 +266,9 @@ def test_nested_counters_keep_configurations_small(llama3_vocab, pattern, text, 
 # counter's are (more repetitions than the outer repeat), and so are those of a rule referenced
 # inside such an item (``y ::= (x | [0-9])+``, ``x ::= [^\n]{100,}``).
 
-OUTER = [
-    ("(?:.{100,}|\\d)+", "1a", [1, 2, 99, 100, 101, 140, 201]),
-    ("(?:.{100,}|\\d)*", "a1", [0, 1, 99, 100, 150]),
-    ("(?:[a-z]{1,100}\\s?)+", "a ", [1, 2, 100, 101, 102, 230]),
-    ("(?:x|[a-z]{40,60}y?){2,5}", "xay", [1, 2, 39, 40, 41, 60, 61, 130, 200, 301]),
-    ("(?:[a-zA-Z0-9-]{1,63}\\.)+[a-zA-Z]{2,63}", "a.-", [3, 4, 63, 64, 65, 66, 127, 130, 140]),
-]
 
 _GBNF = 'root ::= y\ny ::= (x | [0-9])+\nx ::= [^\\n]{100,}\n'
 _GBNF_RE = "(?:[^\\n]{100,}|[0-9])+"
-
-
-@pytest.mark.parametrize("pattern,alpha,lens", OUTER, ids=[c[0] for c in OUTER])
-def test_repeats_in_expanded_items_accept_what_re_accepts(llama3_vocab, pattern, alpha, lens):
-    g = _compile(llama3_vocab, pattern)
-    rx = re.compile(pattern)
-    for t in _texts(alpha, lens, seed=len(pattern)):
-        got, _rows = _walk(g, llama3_vocab, t)
-        assert got == (rx.fullmatch(t) is not None), (pattern, len(t), t)
 
 
 def _compile_gbnf(vocab, text: str):
@@ -294,28 +279,8 @@ def test_repeat_through_a_reference_accepts_what_re_accepts(llama3_vocab):
     g = _compile_gbnf(llama3_vocab, _GBNF)
     rx = re.compile(_GBNF_RE)
     for t in _texts("1a\u00e9", [1, 2, 99, 100, 101, 150], seed=3):
-        got, _rows = _walk(g, llama3_vocab, t)
+        got, _rows = walk_rows(g, llama3_vocab, t)
         assert got == (rx.fullmatch(t) is not None), (len(t), t)
-
-
-@pytest.mark.parametrize("pattern,alpha,lens", [
-    ("(?:.{100,}|\\d)+", "1a", [60, 120]),
-    ("(?:[a-z]{1,100}\\s?)+", "a ", [101, 150]),
-    ("(?:x|[a-z]{40,60}y?){2,5}", "xay", [61, 130]),
-    ("(?:[a-zA-Z0-9-]{1,63}\\.)+[a-zA-Z]{2,63}", "a.-", [66, 130]),
-])
-def test_repeats_in_expanded_items_mask_as_expanded(llama3_vocab, monkeypatch, pattern, alpha, lens):
-    from structgate.native import pushdown
-
-    counted = _compile(llama3_vocab, pattern)
-    monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
-    expanded = _compile(llama3_vocab, pattern)
-    for t in _texts(alpha, lens, seed=13):
-        a, rows_a = _walk(counted, llama3_vocab, t)
-        b, rows_b = _walk(expanded, llama3_vocab, t)
-        assert a == b and len(rows_a) == len(rows_b), (pattern, t)
-        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
-            assert np.array_equal(ra, rb), (pattern, len(t), i)
 
 
 def test_repeat_through_a_reference_masks_as_expanded(llama3_vocab, monkeypatch):
@@ -324,12 +289,7 @@ def test_repeat_through_a_reference_masks_as_expanded(llama3_vocab, monkeypatch)
     counted = _compile_gbnf(llama3_vocab, _GBNF)
     monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
     expanded = _compile_gbnf(llama3_vocab, _GBNF)
-    for t in _texts("1a", [70, 110], seed=5):
-        a, rows_a = _walk(counted, llama3_vocab, t)
-        b, rows_b = _walk(expanded, llama3_vocab, t)
-        assert a == b and len(rows_a) == len(rows_b), t
-        for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
-            assert np.array_equal(ra, rb), (len(t), i)
+    assert_same_masks(counted, expanded, llama3_vocab, _texts("1a", [70, 110], seed=5), "gbnf")
 
 
 def test_which_repeats_in_expanded_items_are_counted(llama3_vocab):
@@ -362,11 +322,6 @@ def test_which_repeats_in_expanded_items_are_counted(llama3_vocab):
 ])
 def test_repeats_in_expanded_items_keep_configurations_small(llama3_vocab, constraint, text, bound):
     g = get_backend("native", llama3_vocab, compile_cache_size=0).compile(constraint)
-    m = g.matcher()
-    width = (llama3_vocab.vocab_size + 31) // 32
-    row = np.zeros((1, width), dtype=np.int32)
-    for tk in llama3_vocab.encode(text):
-        m.fill_bitmask(row, 0)
-        assert m.advance(tk)
-    assert m.is_accepting()
-    assert max(len(k) for k in m.token_index._cfg_keys) < bound
+    accepting, largest = _largest_configuration(g, llama3_vocab, text)
+    assert accepting
+    assert largest < bound

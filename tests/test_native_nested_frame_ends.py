@@ -25,6 +25,8 @@ from structgate import Constraint, get_backend
 from structgate.native import pushdown
 from structgate.native.pushdown import STANDARD_BYTE_CLASSES, PushdownIndex, class_trie
 
+from _matching import walk_rows
+
 pytestmark = pytest.mark.timeout(300)
 
 PROSE = "The quick brown fox jumps over the lazy dog and then it runs away"
@@ -35,26 +37,6 @@ PATTERNS = [r"(?:\w{1,100}\s?){1,50}", r"(?:[A-Za-z]{1,50}[ ,]?){1,40}", r"(?:\w
 
 def _compile(vocab, pattern: str):
     return get_backend("native", vocab, compile_cache_size=0).compile(Constraint.regex(pattern))
-
-
-def _walk(g, vocab, text: str):
-    """(accepted, mask rows): the row before each token and at the end; asserts at each step that
-    the token's mask bit says what its advance does."""
-    width = (vocab.vocab_size + 31) // 32
-    m = g.matcher()
-    rows = []
-    row = np.zeros((1, width), dtype=np.int32)
-    for tk in vocab.encode(text):
-        m.fill_bitmask(row, 0)
-        rows.append(row[0].copy())
-        bit = bool((int(row[0][tk >> 5]) >> (tk & 31)) & 1)
-        ok = m.advance(tk)
-        assert bit == ok, (text, tk)
-        if not ok:
-            return False, rows
-    m.fill_bitmask(row, 0)
-    rows.append(row[0].copy())
-    return m.is_accepting(), rows
 
 
 def test_ancestor_map_equals_a_climb_by_parents(llama3_vocab):
@@ -89,7 +71,7 @@ def test_accepts_what_re_accepts(llama3_vocab, pattern):
     texts = [PROSE, PROSE.lower(), PROSE + " ", "the lazy  dog", "word", "a b c d e f g", "x" * 25,
              "x" * 45, " lead", "over the dog!", "Größe und Maß"]
     for t in texts:
-        got, _rows = _walk(g, llama3_vocab, t)
+        got, _rows = walk_rows(g, llama3_vocab, t)
         assert got == (rx.fullmatch(t) is not None), (pattern, t)
 
 
@@ -100,9 +82,9 @@ def test_masks_equal_the_walk_below_the_ends(llama3_vocab, monkeypatch, pattern)
     below = _compile(llama3_vocab, pattern)
     for t in (PROSE, PROSE.lower()[:40], "x" * 25):
         monkeypatch.setattr(PushdownIndex, "WALK_BELOW_MAX", 32768)
-        a, rows_a = _walk(direct, llama3_vocab, t)
+        a, rows_a = walk_rows(direct, llama3_vocab, t)
         monkeypatch.setattr(PushdownIndex, "WALK_BELOW_MAX", 1 << 62)
-        b, rows_b = _walk(below, llama3_vocab, t)
+        b, rows_b = walk_rows(below, llama3_vocab, t)
         assert a == b and len(rows_a) == len(rows_b), (pattern, t)
         for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
             assert np.array_equal(ra, rb), (pattern, t, i)
@@ -120,6 +102,6 @@ def test_no_walk_below_covers_more_than_the_bound(llama3_vocab, monkeypatch, pat
 
     monkeypatch.setattr(PushdownIndex, "_walk_below", spy)
     g = _compile(llama3_vocab, pattern)
-    ok, _rows = _walk(g, llama3_vocab, PROSE)
+    ok, _rows = walk_rows(g, llama3_vocab, PROSE)
     assert ok
     assert max(seen, default=0) <= 65536, max(seen)

@@ -751,27 +751,14 @@ def _has_large_repeat(grammar: Grammar, min_count: int) -> bool:
     """Whether a reachable rule has a counted repeat of ``min_count`` or more (a cheap walk that
     lets :func:`count_large_repeats` return before rebuilding anything)."""
     seen: set[int] = set()
-    rules = grammar.rules
-    for r in grammar.reachable():
-        stack = [rules[r]]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, Repeat):
-                if max(n.min, n.max or 0) >= min_count:
-                    return True
-                stack.append(n.item)
-            elif isinstance(n, (Concat, Alt)):
-                if id(n) in seen:
-                    continue
-                seen.add(id(n))
-                stack.extend(n.items)
-    return False
+    return any(_has_large_repeat_in(grammar.rules[r], min_count, seen) for r in grammar.reachable())
 
 
-def _has_large_repeat_in(body, min_count: int) -> bool:
+def _has_large_repeat_in(body, min_count: int, seen: set[int] | None = None) -> bool:
     """Whether ``body`` holds a repeat of ``min_count`` or more repetitions (not below a
-    reference)."""
-    seen: set[int] = set()
+    reference); ``seen``: ids of the ``Concat``/``Alt`` nodes walked already (shared by callers
+    walking several bodies: hash-consed subtrees once)."""
+    seen = set() if seen is None else seen
     stack = [body]
     while stack:
         n = stack.pop()
