@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 __all__ = ["env_int", "env_float", "env_seconds", "int_text", "float_text", "seconds_text", "int_value",
-           "seconds_value", "bool_value", "option_int", "option_bool", "MAX_OPTION_INT", "ENV_SHARED_WALKS_BYTES", "shared_walks_bytes"]
+           "seconds_value", "bool_value", "option_int", "option_bool", "shown", "MAX_OPTION_INT",
+           "ENV_SHARED_WALKS_BYTES", "shared_walks_bytes"]
 
 #: the largest integer option value taken by default (engines hold counts in int32)
 MAX_OPTION_INT = (1 << 31) - 1
@@ -28,6 +29,25 @@ _INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 #: an optionally signed ``inf`` / ``infinity`` (any case): a time limit's "no limit"
 _INF_TEXT = re.compile(r"[+-]?inf(?:inity)?", re.ASCII | re.IGNORECASE)
+#: the whitespace a value's text may carry around it (ASCII only, as the digits are)
+_WS = " \t\n\r\f\v"
+#: a value shown in a message is cut to about this many characters
+_SHOWN_MAX = 80
+
+
+def shown(v: Any) -> str:
+    """``repr(v)`` for a message, cut to ~80 characters; an integer (or a fraction) too long for
+    Python to write in decimal (``sys.get_int_max_str_digits()``: ``repr`` raises ``ValueError``)
+    is described by its size instead, so the message names the option rather than failing."""
+    try:
+        r = repr(v)
+    except ValueError:
+        if isinstance(v, numbers.Rational):
+            bits = max(abs(v.numerator).bit_length(), v.denominator.bit_length())
+            kind = "an integer" if isinstance(v, numbers.Integral) else f"a {type(v).__name__}"
+            return f"{kind} of about {int(bits * math.log10(2)) + 1} digits"
+        return f"a {type(v).__name__} too long to show"
+    return r if len(r) <= _SHOWN_MAX else r[:_SHOWN_MAX - 3] + "..."
 
 
 def int_text(raw: str) -> int:
@@ -38,9 +58,9 @@ def int_text(raw: str) -> int:
     ValueError
         Anything else: other scripts' digits, ``_`` separators, a fraction or exponent, empty.
     """
-    t = raw.strip()
+    t = raw.strip(_WS)
     if not _INT_TEXT.fullmatch(t):
-        raise ValueError(f"not an ASCII decimal integer: {raw!r}")
+        raise ValueError(f"not an ASCII decimal integer: {shown(raw)}")
     return int(t)
 
 
@@ -53,9 +73,9 @@ def float_text(raw: str) -> float:
     ValueError
         Anything else: ``inf``, ``nan``, other scripts' digits, ``_`` separators, empty.
     """
-    t = raw.strip()
+    t = raw.strip(_WS)
     if not _FLOAT_TEXT.fullmatch(t):
-        raise ValueError(f"not an ASCII decimal number: {raw!r}")
+        raise ValueError(f"not an ASCII decimal number: {shown(raw)}")
     return float(t)
 
 
@@ -68,7 +88,7 @@ def seconds_text(raw: str) -> float:
     ValueError
         Anything else (``nan`` among them).
     """
-    t = raw.strip()
+    t = raw.strip(_WS)
     if _INF_TEXT.fullmatch(t):
         return -math.inf if t.startswith("-") else math.inf
     return float_text(t)
@@ -100,7 +120,22 @@ def seconds_value(v: Any) -> float | None:
             f = math.inf if v > 0 else -math.inf
     else:
         return None
-    return None if math.isnan(f) else f
+    if math.isnan(f):
+        return None
+    if f == 0.0 and _positive(v):  # below a float's least positive value: still a limit, not "none"
+        f = math.ulp(0.0)
+    return f
+
+
+def _positive(v: Any) -> bool:
+    """Whether the real number ``v`` (or the text :func:`seconds_text` reads) is above zero."""
+    if isinstance(v, str):
+        t = v.strip(_WS)
+        return _FLOAT_TEXT.fullmatch(t) is not None and decimal.Decimal(t) > 0
+    try:
+        return bool(v > 0)
+    except TypeError:
+        return False
 
 
 def _is_numpy_bool(v: Any) -> bool:
@@ -153,7 +188,7 @@ def option_int(options: Any, name: str, *, engine: str, minimum: int = 0,
     n = int_value(v)
     if n is None or not minimum <= n <= maximum:
         raise InvalidConstraintError(f"{engine} option {name!r} must be an integer from {minimum} to {maximum}, "
-                                     f"got {v!r}")
+                                     f"got {shown(v)}")
     return n
 
 
@@ -184,7 +219,7 @@ def option_bool(options: Any, name: str, *, engine: str) -> bool | None:
     b = bool_value(v)
     if b is not None:
         return b
-    raise InvalidConstraintError(f"{engine} option {name!r} must be true or false, got {v!r}")
+    raise InvalidConstraintError(f"{engine} option {name!r} must be true or false, got {shown(v)}")
 
 
 def env_int(name: str, default: int | None, *, minimum: int = 0, unit: str = "") -> int | None:
@@ -206,16 +241,16 @@ def env_int(name: str, default: int | None, *, minimum: int = 0, unit: str = "")
     ValueError
         Not an integer, or below ``minimum`` (the message names the variable and its value).
     """
-    raw = os.environ.get(name, "").strip()
+    raw = os.environ.get(name, "").strip(_WS)
     if not raw:
         return default
     what = f"an integer >= {minimum}" + (f" ({unit})" if unit else "")
     try:
         v = int_text(raw)
     except ValueError:
-        raise ValueError(f"${name} must be {what}, got {raw!r}") from None
+        raise ValueError(f"${name} must be {what}, got {shown(raw)}") from None
     if v < minimum:
-        raise ValueError(f"${name} must be {what}, got {raw!r}")
+        raise ValueError(f"${name} must be {what}, got {shown(raw)}")
     return v
 
 
@@ -228,16 +263,16 @@ def env_float(name: str, default: float | None, *, minimum: float | None = None,
     ValueError
         Not a finite number, or below ``minimum`` (the message names the variable and its value).
     """
-    raw = os.environ.get(name, "").strip()
+    raw = os.environ.get(name, "").strip(_WS)
     if not raw:
         return default
     what = f"a number of {unit}" + (f" >= {minimum:g}" if minimum is not None else "")
     try:
         v = float_text(raw)
     except ValueError:
-        raise ValueError(f"${name} must be {what}, got {raw!r}") from None
+        raise ValueError(f"${name} must be {what}, got {shown(raw)}") from None
     if not math.isfinite(v) or (minimum is not None and v < minimum):
-        raise ValueError(f"${name} must be {what}, got {raw!r}")
+        raise ValueError(f"${name} must be {what}, got {shown(raw)}")
     return v
 
 
@@ -250,12 +285,12 @@ def env_seconds(name: str, default: float | None) -> float | None:
     ValueError
         Not a number of seconds (NaN among them); the message names the variable and its value.
     """
-    raw = os.environ.get(name, "").strip()
+    raw = os.environ.get(name, "").strip(_WS)
     if not raw:
         return default
     v = seconds_value(raw)
     if v is None:
-        raise ValueError(f"${name} must be a number of seconds (<= 0 or inf: no limit), got {raw!r}")
+        raise ValueError(f"${name} must be a number of seconds (<= 0 or inf: no limit), got {shown(raw)}")
     return v
 
 

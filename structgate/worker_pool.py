@@ -109,7 +109,7 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
     InvalidConstraintError
         Not an integer from 0 to ``maximum``; names the option, or the variable it came from.
     """
-    from ._env import int_value
+    from ._env import int_value, shown
     from .errors import InvalidConstraintError
 
     src = f"option {option!r}"
@@ -119,9 +119,9 @@ def worker_count(value: Any, *, engine: str, option: str, env: str, in_process: 
             src = f"${env} (default of option {option!r})"
     n = int_value(value)
     if n is None:
-        raise InvalidConstraintError(f"{engine} {src} must be an integer, got {value!r}")
+        raise InvalidConstraintError(f"{engine} {src} must be an integer, got {shown(value)}")
     if not 0 <= n <= maximum:
-        raise InvalidConstraintError(f"{engine} {src} must be 0 ({in_process}) to {maximum}, got {value!r}")
+        raise InvalidConstraintError(f"{engine} {src} must be 0 ({in_process}) to {maximum}, got {shown(value)}")
     return n
 
 

@@ -450,3 +450,85 @@ def test_integer_options_take_integral_reals_of_any_type():
         from structgate.backends.registry import check_option_values
 
         check_option_values("structgate-outlines-core", {"outlines_max_recursion_depth": Fraction(10 ** 400)})
+
+
+# --- a later break-it: values too long to write, tiny limits, non-ASCII spaces, long JSON integers --
+@pytest.mark.parametrize("value", [10**5000, -(10**5000), __import__("fractions").Fraction(10**5000, 3)],
+                         ids=["int", "negative-int", "fraction"])
+def test_values_too_long_to_write_are_refused_by_name(value):
+    """Python refuses to write an integer of over 4,300 digits (``repr`` raises ``ValueError``): the
+    message showed the value and so raised that instead of naming the option."""
+    from structgate import CompileOptions, get_backend
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(InvalidConstraintError, match="max_dfa_states.*digits"):
+        CompileOptions(max_dfa_states=value)
+    with pytest.raises(InvalidConstraintError, match="inline_max_size.*digits"):
+        get_backend("native", _small_vocab(), inline_max_size=value)
+
+
+def _small_vocab():
+    from structgate import Vocabulary
+
+    return Vocabulary([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_ids=[256], name="bytes")
+
+
+@pytest.mark.parametrize("value", ["1e-400", "  1e-400\t", __import__("decimal").Decimal("1e-999999999"),
+                                   __import__("fractions").Fraction(1, 10**400), 5e-324],
+                         ids=["text", "spaced-text", "decimal", "fraction", "least-float"])
+def test_a_tiny_positive_timeout_stays_a_limit(monkeypatch, value):
+    """Below a float's least positive value a positive limit read as 0.0, which means no limit."""
+    from structgate import CompileOptions
+    from structgate._env import env_seconds, seconds_value
+
+    assert seconds_value(value) > 0
+    assert CompileOptions(compile_timeout_s=value).compile_timeout_s > 0
+    if isinstance(value, str):
+        monkeypatch.setenv("STRUCTGATE_COMPILE_TIMEOUT_S", value)
+        assert env_seconds("STRUCTGATE_COMPILE_TIMEOUT_S", None) > 0
+    assert seconds_value("-1e-400") <= 0 and seconds_value(0) == 0
+
+
+@pytest.mark.parametrize("raw", ["\xa01\xa0", "\u20031", "1\u3000"])
+def test_only_ascii_spaces_surround_a_number(monkeypatch, raw):
+    from structgate import CompileOptions
+    from structgate._env import float_text, int_text, seconds_value
+    from structgate.errors import InvalidConstraintError
+
+    with pytest.raises(ValueError):
+        int_text(raw)
+    with pytest.raises(ValueError):
+        float_text(raw)
+    assert seconds_value(raw) is None
+    with pytest.raises(InvalidConstraintError, match="compile_timeout_s"):
+        CompileOptions(compile_timeout_s=raw)
+    monkeypatch.setenv("STRUCTGATE_COMPILE_TIMEOUT_S", raw)
+    with pytest.raises(ValueError, match="STRUCTGATE_COMPILE_TIMEOUT_S"):
+        bridge.backend_options()
+
+
+def test_json_integers_too_long_to_read_are_syntax_errors(monkeypatch):
+    """``json.loads`` raises a plain ``ValueError`` (not ``JSONDecodeError``) for an integer of over
+    4,300 digits; every reader of JSON text now says where, in its own typed error."""
+    import json
+
+    from structgate import Constraint, get_backend
+    from structgate._jsontext import loads
+    from structgate.errors import GrammarSyntaxError
+
+    big = "9" * 5000
+    with pytest.raises(json.JSONDecodeError, match="5000 digits") as ei:
+        loads('{"maxLength": ' + big + "}")
+    assert ei.value.pos == 14
+    with pytest.raises(GrammarSyntaxError, match="5000 digits"):
+        Constraint.json_schema('{"type": "string", "maxLength": ' + big + "}")
+    with pytest.raises(GrammarSyntaxError, match="5000 digits"):
+        Constraint.json_schema(('{"minimum": -' + big + "}").encode())
+    native = get_backend("native", _small_vocab())
+    tag = {"structures": [{"begin": "<f>", "schema": '{"maximum": ' + big + "}", "end": "</f>"}], "triggers": ["<f>"]}
+    for text in (json.dumps(tag), '{"triggers": ["<f>"], "structures": [], "n": ' + big + "}"):
+        with pytest.raises(GrammarSyntaxError, match="5000 digits"):
+            native.compile(Constraint("structural_tag", text))
+    monkeypatch.setenv("STRUCTGATE_BACKEND_OPTIONS", '{"max_dfa_states": ' + big + "}")
+    with pytest.raises(ValueError, match="STRUCTGATE_BACKEND_OPTIONS.*5000 digits"):
+        bridge.backend_options()

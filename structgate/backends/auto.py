@@ -41,6 +41,7 @@ import threading
 from typing import Any, ClassVar, Mapping, Sequence
 
 from .. import errors as _errors
+from .._env import shown
 from ..errors import ConstraintKindError, InvalidConstraintError, StructgateError, UnsupportedFeatureError
 from ..vocab import Vocabulary
 from .interface import (CONSTRAINT_KINDS, Backend, CompiledGrammar, Constraint, Matcher, has_cheap_validate,
@@ -65,7 +66,7 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
         items = [x.strip() for x in value]
     else:
         raise InvalidConstraintError(f"option {what} must be a list of names or a comma-separated string, "
-                                     f"got {value!r}")
+                                     f"got {shown(value)}")
     if not items:
         raise InvalidConstraintError(f"option {what} is empty")
     return tuple(items)

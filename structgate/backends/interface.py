@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
+from .. import _jsontext
 from ..bitmask import as_numpy_row
 from ..errors import ConstraintKindError, MatcherStateError
 from ..vocab import Vocabulary
@@ -85,7 +86,7 @@ class Constraint:
             raise InvalidConstraintError(f"a {self.kind} constraint needs a string, got {type(self.value).__name__}")
         if self.kind == "json_schema" and isinstance(self.value, (str, bytes)):
             try:
-                object.__setattr__(self, "value", json.loads(self.value))
+                object.__setattr__(self, "value", _jsontext.loads(self.value))
             except UnicodeDecodeError as e:
                 raise InvalidConstraintError(f"JSON Schema bytes are not UTF-8: {e.reason} at byte {e.start}") from None
             except json.JSONDecodeError as e:
@@ -311,7 +312,7 @@ class CompileOptions:
             raise InvalidConstraintError(f"option whitespace must be 'flexible' or 'compact', got {self.whitespace!r}")
         if self.property_order not in ("any", "declared"):
             raise InvalidConstraintError(f"option property_order must be 'any' or 'declared', got {self.property_order!r}")
-        from .._env import MAX_OPTION_INT, bool_value, int_value, seconds_value
+        from .._env import MAX_OPTION_INT, bool_value, int_value, seconds_value, shown
 
         # integers: ints, integral floats (JSON's 1e3) or ASCII decimal text, as the extras take
         # them (structgate._env.int_value), stored as ints; bounded so that no engine meets a
@@ -324,13 +325,13 @@ class CompileOptions:
             n = int_value(v)
             if n is None or not lo <= n <= hi:
                 what = "a non-negative integer" if lo == 0 else f"an integer >= {lo}"
-                raise InvalidConstraintError(f"option {name} must be {what} (at most {hi}), got {v!r}")
+                raise InvalidConstraintError(f"option {name} must be {what} (at most {hi}), got {shown(v)}")
             if n is not v:
                 object.__setattr__(self, name, n)
         v = self.additional_properties
         b = bool_value(v)
         if b is None:
-            raise InvalidConstraintError(f"option additional_properties must be true or false, got {v!r}")
+            raise InvalidConstraintError(f"option additional_properties must be true or false, got {shown(v)}")
         object.__setattr__(self, "additional_properties", b)
         for name in ("compile_timeout_s", "step_timeout_s"):
             # any real number (a Fraction, a Decimal, numpy's) or its text, as the variables take it
@@ -339,7 +340,7 @@ class CompileOptions:
             f = seconds_value(v)
             if f is None:
                 raise InvalidConstraintError(f"option {name} must be a number of seconds (<= 0 or inf: no limit), "
-                                             f"got {v!r}")
+                                             f"got {shown(v)}")
             object.__setattr__(self, name, f)
 
     def updated(self, **kw) -> "CompileOptions":

@@ -24,6 +24,8 @@ import json
 import os
 import sys
 
+from .. import _jsontext
+
 _GRAMMAR_FORMATS = {".lark": "lark", ".gbnf": "gbnf", ".ebnf": "ebnf"}
 
 
@@ -50,7 +52,7 @@ def _options(args) -> dict:
     if not getattr(args, "options", None):
         return {}
     try:
-        opts = json.loads(args.options)
+        opts = _jsontext.loads(args.options)
     except json.JSONDecodeError as e:
         raise ValueError(f"--options is not JSON: {e}") from None
     if not isinstance(opts, dict):
@@ -108,7 +110,7 @@ def _texts(args) -> list[str]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = _jsontext.loads(line)
                 texts.append(obj["text"] if isinstance(obj, dict) else obj)
             except (json.JSONDecodeError, KeyError) as e:
                 raise _UsageError(f"{args.jsonl}:{n}: expected a JSON object with a \"text\" field ({e})")

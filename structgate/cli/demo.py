@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import _jsontext
 from .argtypes import PORT, number_in
 
 #: ``structgate demo --help`` text (plain, not reStructuredText)
@@ -182,7 +183,7 @@ def load_schemas(path: str) -> list[tuple[str, dict]]:
         if not s or s.startswith("#"):
             continue
         try:
-            schema = json.loads(s)
+            schema = _jsontext.loads(s)
         except json.JSONDecodeError as e:
             raise GrammarSyntaxError(f"{path} line {i}: not JSON: {e.msg}", s, e.pos) from None
         if not isinstance(schema, (dict, bool)):
@@ -222,7 +223,7 @@ def check_output(check: tuple[str, Any], text: str) -> tuple[bool, str | None]:
         import jsonschema
 
         try:
-            value = json.loads(text)
+            value = _jsontext.loads(text)
         except json.JSONDecodeError as e:
             return False, f"not JSON: {e.msg} at {e.pos}"
         try:

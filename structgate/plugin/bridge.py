@@ -50,6 +50,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _jsontext
 from .._env import env_int, env_seconds
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
@@ -139,7 +140,7 @@ def _structural_tag(value: Any) -> Constraint:
 
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _jsontext.loads(value)
         except json.JSONDecodeError as e:
             raise GrammarSyntaxError(f"structural_tag is not valid JSON: {e.msg}", value, e.pos) from None
     return Constraint("structural_tag", value)
@@ -309,7 +310,7 @@ def backend_options(vllm_config: Any = None) -> dict:
     raw = os.environ.get(ENV_OPTIONS)
     if raw:
         try:
-            given = json.loads(raw)
+            given = _jsontext.loads(raw)
         except json.JSONDecodeError as e:
             raise ValueError(f"{ENV_OPTIONS} is not a JSON object: {e}") from None
         if not isinstance(given, dict):

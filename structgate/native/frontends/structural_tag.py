@@ -60,6 +60,7 @@ import re
 from collections import deque
 from typing import Any
 
+from ... import _jsontext
 from ...errors import (CompileLimitError, GrammarSyntaxError, InvalidConstraintError, StructgateError,
                        UnsupportedFeatureError, nested_error, rebuilt)
 from ..ir import (EMPTY, NOTHING, Alt, Anchor, Chars, Concat, Expr, Grammar, Ref, Repeat, alt, chars, lit, opt,
@@ -263,7 +264,7 @@ def legacy_to_format(spec: dict) -> dict:
         schema = s["schema"]
         if isinstance(schema, str):
             try:
-                schema = json.loads(schema)
+                schema = _jsontext.loads(schema)
             except json.JSONDecodeError as e:
                 raise GrammarSyntaxError(f"structural_tag {p}/schema is not valid JSON: {e.msg}", s["schema"],
                                          e.pos) from None
@@ -642,7 +643,7 @@ def structural_tag_to_grammar(spec: dict | str, options=None) -> Grammar:
     if isinstance(spec, (str, bytes)):
         text = spec.decode("utf-8") if isinstance(spec, bytes) else spec
         try:
-            spec = json.loads(text)
+            spec = _jsontext.loads(text)
         except json.JSONDecodeError as e:
             raise GrammarSyntaxError(f"structural_tag is not valid JSON: {e.msg}", text, e.pos) from None
     if not isinstance(spec, dict):

@@ -6,6 +6,7 @@ import json
 import math
 from decimal import Decimal
 
+from ... import _jsontext
 from ...errors import GrammarSyntaxError
 from ..regex.parser import MAX_REPEAT
 
@@ -232,7 +233,7 @@ def _count_refs(doc) -> dict[str, int]:
 def _load(schema):
     if isinstance(schema, (str, bytes)):
         try:
-            return json.loads(schema)
+            return _jsontext.loads(schema)
         except json.JSONDecodeError as e:
             raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(schema), e.pos) from None
         except RecursionError:
