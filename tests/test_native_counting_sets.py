@@ -268,6 +268,9 @@ def test_nested_counters_keep_configurations_small(llama3_vocab, pattern, text, 
 
 
 _GBNF = 'root ::= y\ny ::= (x | [0-9])+\nx ::= [^\\n]{100,}\n'
+#: the same with a rule between the repeat's item and the large repeat
+_GBNF_VIA = ['root ::= y\ny ::= (x | [0-9])+\nx ::= w\nw ::= [^\\n]{100,}\n',
+             'root ::= y\ny ::= (x | [0-9])+\nx ::= w "z"?\nw ::= v\nv ::= [^\\n]{100,}\n']
 _GBNF_RE = "(?:[^\\n]{100,}|[0-9])+"
 
 
@@ -286,10 +289,13 @@ def test_repeat_through_a_reference_accepts_what_re_accepts(llama3_vocab):
 def test_repeat_through_a_reference_masks_as_expanded(llama3_vocab, monkeypatch):
     from structgate.native import pushdown
 
-    counted = _compile_gbnf(llama3_vocab, _GBNF)
-    monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
-    expanded = _compile_gbnf(llama3_vocab, _GBNF)
-    assert_same_masks(counted, expanded, llama3_vocab, _texts("1a", [70, 110], seed=5), "gbnf")
+    default = pushdown.NESTED_REPEAT_MIN_COUNT
+    for text in [_GBNF] + _GBNF_VIA:
+        monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", default)
+        counted = _compile_gbnf(llama3_vocab, text)
+        monkeypatch.setattr(pushdown, "NESTED_REPEAT_MIN_COUNT", 0)
+        expanded = _compile_gbnf(llama3_vocab, text)
+        assert_same_masks(counted, expanded, llama3_vocab, _texts("1az", [70, 110], seed=5), text)
 
 
 def test_which_repeats_in_expanded_items_are_counted(llama3_vocab):
@@ -309,6 +315,8 @@ def test_which_repeats_in_expanded_items_are_counted(llama3_vocab):
     assert counters(Constraint.regex("(?:x|[a-z]{4,6}y?){2,5}")) == 0
     assert counters(Constraint.grammar(_GBNF, "gbnf")) == 1
     assert counters(Constraint.grammar(_GBNF, "gbnf"), nested_min_count=0) == 0
+    for g in _GBNF_VIA:  # through a rule between (a break-it finding: 0 counters, the old 902 items)
+        assert counters(Constraint.grammar(g, "gbnf")) == 1, g
     # not inside a repeat's item: as before (too small to count)
     assert counters(Constraint.grammar('root ::= x "b"\nx ::= [a-z]{40,}\n', "gbnf")) == 0
 

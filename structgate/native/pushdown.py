@@ -815,10 +815,11 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     interval), and in ``(?:[a-z]{1,100}\\s?)+`` each letter may end a word and start the next
     (110 items). Outside counters nothing bounds the pairs that cannot merge by an outer count:
     the copies of an expanded ``x{m,n}`` are its ``max(m, n)`` positions. A rule referenced inside
-    such an item, or a counter's (``y ::= (x | [0-9])+``, ``x ::= [^\\n]{100,}``), has its repeats
-    rewritten the same way, with the largest outer count of the places referencing it (the same
-    language wherever else it is referenced); looked for only where a rule still holds a repeat
-    of ``nested_min_count`` or more after the rewrite above.
+    such an item, or a counter's (``y ::= (x | [0-9])+``, ``x ::= [^\\n]{100,}``), directly or
+    through other rules (``x ::= w``), has its repeats rewritten the same way, with the largest
+    outer count of the places referencing it (the same language wherever else it is referenced);
+    looked for only where a rule still holds a repeat of ``nested_min_count`` or more after the
+    rewrite above.
 
     A repeat of ``min_count`` or more copies of a body nullable through a reference to a nullable
     rule (whatever its size: each copy could be skipped by an empty path, so a configuration held
@@ -1029,9 +1030,19 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         if held:
             new_rules.update((r, rewrite(rules[r])) for r in reach
                              if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
+            # the rules a held one is reached through (``x ::= w``, ``w ::= [a-z]{100,}``): walked
+            # too, so the outer count reaches ``w`` through ``x``
+            via = set(held)
+            grew = True
+            while grew:
+                grew = False
+                for r in reach:
+                    if r not in via and rules.get(r) is not None and not grammar.references(r).isdisjoint(via):
+                        via.add(r)
+                        grew = True
             base = dict(new_rules)
             done_at: dict[str, int] = {}
-            todo = [r for r in held if r in ref_outer]
+            todo = [r for r in via if r in ref_outer]
             while todo:
                 r = todo.pop()
                 outer = ref_outer[r]
@@ -1039,7 +1050,7 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
                     continue
                 done_at[r] = outer
                 new_rules[r] = nested_item(base[r], outer)
-                todo.extend(x for x in held if x in ref_outer and done_at.get(x, -1) < ref_outer[x])
+                todo.extend(x for x in via if x in ref_outer and done_at.get(x, -1) < ref_outer[x])
     done_primed: set[str] = set()
     while len(done_primed) < len(primed_rules):  # the empty-free rules' own large repeats
         for nm in [nm for nm in primed_rules if nm not in done_primed]:
