@@ -1,5 +1,6 @@
-"""The in-process profiling scripts (``bench/first_visits.py``, ``bench/gap_by_schema.py``) compile
-with the options ``structgate bench maskbench`` uses, and first_visits' step split adds up.
+"""The in-process profiling scripts (``bench/first_visits.py``, ``bench/gap_by_schema.py``,
+``bench/gc_pauses.py``) compile with the options ``structgate bench maskbench`` uses, first_visits'
+step split adds up, and gc_pauses times the collections that run during the walk.
 
 Oracle: the options the harness passes to its workers (``bench_maskbench`` with a recording
 runner), and the step count of the benchmark's own walk (``structgate_bench.worker._walk``)."""
@@ -44,7 +45,7 @@ def _harness_options(monkeypatch) -> dict:
     return seen
 
 
-@pytest.mark.parametrize("name", ["first_visits", "gap_by_schema"])
+@pytest.mark.parametrize("name", ["first_visits", "gap_by_schema", "gc_pauses"])
 def test_scripts_compile_with_the_harness_options(name, monkeypatch, llama3_vocab):
     harness = _harness_options(monkeypatch)
     assert harness == sample.JSON_BENCH_OPTIONS
@@ -88,6 +89,28 @@ def test_first_visits_split_adds_up(capsys, llama3_vocab):
     assert steps == n == cached + first
     assert first >= n_grammars  # each grammar's first fill computes its row
     assert computes >= first  # a first visit computes at least its own row
+
+
+def test_gc_pauses_counts_the_walk_and_the_collections(capsys, monkeypatch):
+    """The walk's step count is the benchmark's (first_visits' walk, checked above), and a
+    generation-2 collection run during a walk is reported (the oracle: one forced per schema)."""
+    import gc
+
+    mod = _script("gc_pauses")
+    real = mod._walk_split
+    forced = []
+
+    def walk(g, tests, eos, width):
+        gc.collect()  # a full collection: generation 2
+        forced.append(1)
+        return real(g, tests, eos, width)
+
+    monkeypatch.setattr(mod, "_walk_split", walk)
+    mod.main(["--corpus", str(CORPUS), "--step", "3"])
+    out = capsys.readouterr().out
+    assert int(re.search(r"generation-2 collections (\d+)", out).group(1)) >= len(forced) > 0
+    assert int(re.search(r"mask steps (\d+)", out).group(1)) > 0
+    assert "mid-run tracked objects" in out
 
 
 def test_ab_walk_compares_and_restores_the_setting(capsys):
