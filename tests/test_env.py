@@ -13,6 +13,13 @@ from structgate._env import env_float, env_int
 from structgate.plugin import bridge, validation
 
 
+def _byte_vocab():
+    """A vocabulary of the 256 single bytes and an EOS (id 256)."""
+    from structgate.vocab import Vocabulary
+
+    return Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+
+
 @pytest.mark.parametrize("raw", [None, "", "  "])
 def test_unset_or_blank_gives_the_default(monkeypatch, raw):
     if raw is None:
@@ -172,11 +179,9 @@ def test_adapter_extras_are_checked(backend, option, raw):
     from structgate.backends.registry import check_option_values, get_backend
     from structgate.errors import InvalidConstraintError
 
-    from structgate.vocab import Vocabulary
-
     with pytest.raises(InvalidConstraintError, match=repr(option)):
         check_option_values(backend, {option: raw})
-    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    vocab = _byte_vocab()
     with pytest.raises(InvalidConstraintError, match=repr(option)):
         get_backend(backend, vocab, **{option: raw})
 
@@ -234,9 +239,8 @@ def test_a_far_compile_deadline_is_no_limit_in_a_worker(timeout):
     ``threading.TIMEOUT_MAX`` (it raised OverflowError from ``Future.result``)."""
     from structgate import Constraint
     from structgate.backends.registry import get_backend
-    from structgate.vocab import Vocabulary
 
-    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    vocab = _byte_vocab()
     be = get_backend("native", vocab, compile_processes=1, compile_timeout_s=timeout)
     m = be.compile(Constraint("regex", "a+b")).matcher()
     assert m.advance([ord("a"), ord("b")]) and m.is_final()
@@ -406,9 +410,8 @@ def test_decimal_timeouts_compile_and_run():
 
     from structgate import Constraint
     from structgate.backends.registry import get_backend
-    from structgate.vocab import Vocabulary
 
-    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    vocab = _byte_vocab()
     for kw in ({}, {"compile_processes": 1}):
         be = get_backend("native", vocab, compile_timeout_s=Decimal("30"), step_timeout_s=Decimal("2.5"), **kw)
         m = be.compile(Constraint("regex", "a+b")).matcher()
@@ -464,13 +467,7 @@ def test_values_too_long_to_write_are_refused_by_name(value):
     with pytest.raises(InvalidConstraintError, match="max_dfa_states.*digits"):
         CompileOptions(max_dfa_states=value)
     with pytest.raises(InvalidConstraintError, match="inline_max_size.*digits"):
-        get_backend("native", _small_vocab(), inline_max_size=value)
-
-
-def _small_vocab():
-    from structgate import Vocabulary
-
-    return Vocabulary([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_ids=[256], name="bytes")
+        get_backend("native", _byte_vocab(), inline_max_size=value)
 
 
 @pytest.mark.parametrize("value", ["1e-400", "  1e-400\t", __import__("decimal").Decimal("1e-999999999"),
@@ -524,7 +521,7 @@ def test_json_integers_too_long_to_read_are_syntax_errors(monkeypatch):
         Constraint.json_schema('{"type": "string", "maxLength": ' + big + "}")
     with pytest.raises(GrammarSyntaxError, match="5000 digits"):
         Constraint.json_schema(('{"minimum": -' + big + "}").encode())
-    native = get_backend("native", _small_vocab())
+    native = get_backend("native", _byte_vocab())
     tag = {"structures": [{"begin": "<f>", "schema": '{"maximum": ' + big + "}", "end": "</f>"}], "triggers": ["<f>"]}
     for text in (json.dumps(tag), '{"triggers": ["<f>"], "structures": [], "n": ' + big + "}"):
         with pytest.raises(GrammarSyntaxError, match="5000 digits"):

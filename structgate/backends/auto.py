@@ -232,7 +232,7 @@ class AutoBackend(Backend):
         Backend.__init__(self, backend.vocab)
         self.options = backend.options
         if engine_options is not None:
-            self._engine_options = {k: v for k, v in engine_options.items()}
+            self._engine_options = dict(engine_options)
         else:
             self._engine_options = {**{k: getattr(backend.options, k) for k in backend.options.__dataclass_fields__
                                        if k != "extra"}, **backend.options.extra}

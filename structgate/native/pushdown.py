@@ -1032,14 +1032,18 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
                              if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
             # the rules a held one is reached through (``x ::= w``, ``w ::= [a-z]{100,}``): walked
             # too, so the outer count reaches ``w`` through ``x``
+            callers: dict[str, list[str]] = {}
+            for r in reach:
+                if rules.get(r) is not None:
+                    for x in grammar.references(r):
+                        callers.setdefault(x, []).append(r)
             via = set(held)
-            grew = True
-            while grew:
-                grew = False
-                for r in reach:
-                    if r not in via and rules.get(r) is not None and not grammar.references(r).isdisjoint(via):
-                        via.add(r)
-                        grew = True
+            stack = list(held)
+            while stack:
+                for c in callers.get(stack.pop(), ()):
+                    if c not in via:
+                        via.add(c)
+                        stack.append(c)
             base = dict(new_rules)
             done_at: dict[str, int] = {}
             todo = [r for r in via if r in ref_outer]
