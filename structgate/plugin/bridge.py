@@ -463,11 +463,17 @@ class _RefusalLogFilter(logging.Filter):
     rejected tokens [...] for request X. Terminating request.``, an ERROR of the scheduler's logger)
     when structgate has just logged that refusal itself, in one line that also says why
     (:meth:`StructgateVllmGrammar._log_refusal`): one refused token, one line. Any other record
-    passes, and so does vLLM's line for a request structgate did not log."""
+    passes, and so does vLLM's line for a request structgate did not log.
+
+    It depends on vLLM's logger name and wording (:attr:`LOGGER`, :attr:`PREFIX`), which the ledger
+    entry :attr:`ENTRY` checks (:mod:`structgate.plugin.patches`); when that check failed the filter
+    is off: never installed, vLLM's line is written (two lines per refusal)."""
 
     PREFIX = "Unexpected: grammar rejected tokens"
     #: the vLLM logger that writes it (``vllm.v1.core.sched.scheduler``'s ``init_logger(__name__)``)
     LOGGER = "vllm.v1.core.sched.scheduler"
+    #: the optional ledger entry that checks both against the installed vLLM
+    ENTRY = "scheduler-refusal-log-filter"
 
     def __init__(self) -> None:
         super().__init__()
@@ -476,6 +482,12 @@ class _RefusalLogFilter(logging.Filter):
         self._installed = False
 
     def note(self, request_id: str) -> None:
+        """Drop vLLM's next line for ``request_id`` (installs the filter the first time); nothing
+        when the ledger entry :attr:`ENTRY` failed."""
+        from . import ledger
+
+        if self.ENTRY in ledger.errors():
+            return
         with self._lock:
             self._ids[request_id] = None
             while len(self._ids) > 1024:
