@@ -239,11 +239,79 @@ def test_import_structgate_with_changed_vllm_keeps_vllm_working(results):
     assert "sampling-validate" in res["native"] and "signature changed" in res["native"]
 
 
+@scenario("""
+        import logging
+        def simulate(mod):   # a vLLM release whose scheduler logs through another logger
+            mod.logger = logging.getLogger("vllm.v1.core.sched.scheduler_v2")
+        ledger.register_patch(ledger.Patch(name="test-simulate-change", module="vllm.v1.core.sched.scheduler",
+            target="-", why="-", how="-", versions="-", removal="-", apply=simulate, order=0))
+        import structgate.plugin
+        structgate.plugin.register()
+        import vllm.v1.core.sched.scheduler
+        RESULT["errors"] = sorted(ledger.errors())
+        RESULT["reason"] = ledger.disabled_reason()
+        RESULT["native"] = refused("native")
+        from structgate.plugin.bridge import _RefusalLogFilter, _refusal_filter
+        _refusal_filter.note("r1")   # structgate logged its line for a refused token of request r1
+        vllm_logger = logging.getLogger(_RefusalLogFilter.LOGGER)
+        rec = logging.LogRecord(_RefusalLogFilter.LOGGER, logging.ERROR, "scheduler.py", 1,
+                                _RefusalLogFilter.PREFIX + " %s for request %s. Terminating request.", ([7], "r1"), None)
+        RESULT["filter_installed"] = _refusal_filter in vllm_logger.filters
+        RESULT["vllm_line_passes"] = bool(vllm_logger.filter(rec))
+    """)
+def test_changed_refusal_log_line_turns_the_filter_off(results):
+    """vLLM's scheduler line for a refused token no longer comes from the logger the filter sits on:
+    the optional entry scheduler-refusal-log-filter fails (a warning naming it), structgate keeps
+    serving, and the filter is off (never installed): vLLM's line is written, not silently lost."""
+    res = _result(results, "test_changed_refusal_log_line_turns_the_filter_off")
+    assert res["errors"] == ["scheduler-refusal-log-filter"]
+    assert res["reason"] is None and res["native"] is None
+    assert res["filter_installed"] is False and res["vllm_line_passes"] is True
+    assert "optional patch scheduler-refusal-log-filter not applied" in res["_stderr"]
+    assert "vllm.v1.core.sched.scheduler_v2" in res["_stderr"]
+
+
+class _RewordedScheduler:
+    def update_from_output(self, scheduler_output, model_runner_output):
+        import logging
+
+        logging.getLogger("vllm.v1.core.sched.scheduler").error(
+            "Unexpected: the grammar refused tokens %s for request %s. Terminating request.", [], "r")
+
+
+def test_refusal_log_filter_entry_checks_the_installed_vllm(monkeypatch):
+    """The entry holds on the installed vLLM (0.32; tests/test_vllm033.py applies it to 0.33.0's
+    code), and fails naming the symbol when vLLM's line is reworded or its logger renamed."""
+    import logging
+    from types import SimpleNamespace
+
+    import vllm.v1.core.sched.scheduler as sched
+
+    from structgate.plugin.bridge import _RefusalLogFilter
+    from structgate.plugin.patches import _check_refusal_log_filter
+
+    assert "scheduler-refusal-log-filter" in ledger.OPTIONAL_PATCHES
+    if ledger.vllm_version().split("+")[0].rsplit(".", 1)[0] in ledger.SUPPORTED_VLLM:
+        assert "scheduler-refusal-log-filter" in ledger.applied(), ledger.errors()
+    _check_refusal_log_filter(sched)  # (again: idempotent, after engine-compile-error-reason's wrapper)
+    reworded = SimpleNamespace(logger=logging.getLogger(_RefusalLogFilter.LOGGER), Scheduler=_RewordedScheduler)
+    with pytest.raises(ledger.VllmPatchError, match=r"Scheduler\.update_from_output.*no longer contains"):
+        _check_refusal_log_filter(reworded)
+    monkeypatch.setattr(_RefusalLogFilter, "PREFIX", "Unexpected: the grammar refused tokens")
+    with pytest.raises(ledger.VllmPatchError, match="no longer contains"):
+        _check_refusal_log_filter(sched)
+    monkeypatch.undo()
+    moved = SimpleNamespace(logger=logging.getLogger("vllm.elsewhere"), Scheduler=sched.Scheduler)
+    with pytest.raises(ledger.VllmPatchError, match=r"scheduler\.logger.*'vllm\.elsewhere'"):
+        _check_refusal_log_filter(moved)
+
+
 def test_every_monkeypatch_is_in_the_ledger():
     names = {p.name: p for p in ledger.patches()}
     for n in ("cpu-version-shim", "cpu-dist-info-shim", "cpu-env-defaults", "metrics-dir", "attr-request-backend",
               "attr-manager", "attr-grammar-slot", "scheduler-fill-loop-check", "engine-compile-error-reason",
-              "frontend-compile-error-400", "metrics-registry", "metrics-mask-fill", "metrics-multiproc-route"):
+              "frontend-compile-error-400", "metrics-registry", "metrics-mask-fill", "metrics-multiproc-route",
+              "scheduler-refusal-log-filter"):
         assert n in names, n
         p = names[n]
         assert p.why and p.how and p.versions and p.removal

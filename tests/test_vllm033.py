@@ -110,6 +110,8 @@ def test_ledger_on_vllm033_serves_structgate_names(vllm033):
     assert r["skipped"][name].startswith(f"not needed on vLLM {VERSION}"), r["skipped"]
     assert name not in r["applied"] and name not in r["errors"] and r["provides_400"]
     assert "engine-compile-error-reason" in r["applied"]
+    # the refusal log filter's logger and line (0.33's update_from_output still writes it)
+    assert "scheduler-refusal-log-filter" in r["applied"]
     assert r["seeded_alignment"] is True  # forced drafts keep seeded sampling identical (0.33 adds fly_* args)
     # the batched fill knows 0.33's loop (fixed row blocks, masked reasoning ends) by its fingerprint
     assert r["errors"] == {}, r["errors"]

@@ -227,6 +227,48 @@ def test_a_token_a_sound_grammar_refuses_logs_one_error(caplog):
     assert not _vllm_refusal_line_passes("sound")
 
 
+@pytest.mark.parametrize("case", ["sound", "failed"])
+def test_a_refused_draft_token_logs_one_line(case, caplog):
+    """A draft token the grammar refuses in the speculative bitmask fill used to log two lines (the
+    bridge's, as if a sampled token had failed the request, and the hook's). Now one: the request,
+    the draft token, why; a WARNING when the grammar failed in that very advance (its traceback at
+    DEBUG only), else an ERROR. A refused draft fails nothing, so vLLM's line for a later sampled
+    token is not dropped for it, and that token still gets structgate's own line."""
+    mh = harness()
+    if case == "sound":
+        be = NativeBackend(VOCAB)
+        g = bridge_grammar(be.compile(Constraint.regex("(ab)+")))
+        token, rid = B, "spec-sound"
+    else:
+        be = NativeBackend(VOCAB, max_dfa_states=20)
+        g = bridge_grammar(be.compile(Constraint.regex(BAD)))
+        assert g.accept_tokens("spec-failed", TO_BAD_ADVANCE)
+        token, rid = A, "spec-failed"
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=1, num_speculative_tokens=2)
+    req = mh.make_request(rid, g)
+    with caplog.at_level(logging.DEBUG, logger="structgate"):
+        mgr.grammar_bitmask({rid: req}, [rid], {rid: [token, token]})
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    msg = lines[0].getMessage()
+    assert f"request {rid}" in msg and f"draft token {token}:" in msg and not lines[0].exc_info, msg
+    if case == "sound":
+        assert lines[0].levelno == logging.ERROR
+    else:
+        assert lines[0].levelno == logging.WARNING and "CompileLimitError(max_dfa_states)" in msg, msg
+        debug = [r for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info]
+        assert len(debug) == 1 and isinstance(debug[0].exc_info[1], CompileLimitError)
+    assert _vllm_refusal_line_passes(rid)  # a refused draft is not the request's refusal
+    # a sampled token refused next: structgate's one line, vLLM's dropped
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        assert mgr.accept_tokens(req, [token]) is False
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 1 and f"request {rid}" in lines[0].getMessage(), [r.getMessage() for r in lines]
+    assert f"token {token}:" in lines[0].getMessage() and "draft" not in lines[0].getMessage()
+    assert not _vllm_refusal_line_passes(rid)
+
+
 def test_limit_in_speculative_rows_fails_only_that_request():
     mgr, reqs, want = setup_batch(spec_k=2)
     ids = ["mate", "bad", "other"]

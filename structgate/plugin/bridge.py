@@ -463,11 +463,17 @@ class _RefusalLogFilter(logging.Filter):
     rejected tokens [...] for request X. Terminating request.``, an ERROR of the scheduler's logger)
     when structgate has just logged that refusal itself, in one line that also says why
     (:meth:`StructgateVllmGrammar._log_refusal`): one refused token, one line. Any other record
-    passes, and so does vLLM's line for a request structgate did not log."""
+    passes, and so does vLLM's line for a request structgate did not log.
+
+    It depends on vLLM's logger name and wording (:attr:`LOGGER`, :attr:`PREFIX`), which the ledger
+    entry :attr:`ENTRY` checks (:mod:`structgate.plugin.patches`); when that check failed the filter
+    is off: never installed, vLLM's line is written (two lines per refusal)."""
 
     PREFIX = "Unexpected: grammar rejected tokens"
     #: the vLLM logger that writes it (``vllm.v1.core.sched.scheduler``'s ``init_logger(__name__)``)
     LOGGER = "vllm.v1.core.sched.scheduler"
+    #: the optional ledger entry that checks both against the installed vLLM
+    ENTRY = "scheduler-refusal-log-filter"
 
     def __init__(self) -> None:
         super().__init__()
@@ -476,6 +482,12 @@ class _RefusalLogFilter(logging.Filter):
         self._installed = False
 
     def note(self, request_id: str) -> None:
+        """Drop vLLM's next line for ``request_id`` (installs the filter the first time); nothing
+        when the ledger entry :attr:`ENTRY` failed."""
+        from . import ledger
+
+        if self.ENTRY in ledger.errors():
+            return
         with self._lock:
             self._ids[request_id] = None
             while len(self._ids) > 1024:
@@ -532,9 +544,14 @@ class StructgateVllmGrammar(_VGrammar):
         self.num_processed_tokens = 0
         self._warned = False
 
-    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+    def accept_tokens(self, request_id: str, tokens: list[int], *, draft: bool = False) -> bool:
         """Advance by ``tokens``; tokens after termination are ignored. False if one is rejected
         (the state then stays after the last accepted token, as in vLLM's xgrammar adapter).
+
+        ``draft``: the tokens are a draft the scheduler hook feeds in its speculative fill
+        (:func:`~structgate.plugin.scheduler_hook._accept_draft`), not sampled ones: a refusal is
+        still one line (:meth:`_log_refusal`), but it fails nothing, so vLLM's line for a later
+        sampled token is not dropped for it and that token still gets its own line.
 
         An advance that raises a structgate error (a limit met the first time a transition is
         needed) fails this request's grammar (:mod:`structgate.plugin.grammar_failure`): that token
@@ -556,7 +573,9 @@ class StructgateVllmGrammar(_VGrammar):
                 failed_now = e
                 ok = m.advance(int(t))
             if not ok:
-                if not self._warned:
+                if draft:
+                    self._log_refusal(request_id, int(t), failed_now, draft=True)
+                elif not self._warned:
                     self._warned = True
                     self._log_refusal(request_id, int(t), failed_now)
                 record("reject", self.backend_name)
@@ -566,18 +585,38 @@ class StructgateVllmGrammar(_VGrammar):
             self.num_processed_tokens += 1
         return True
 
-    #: the bridge's grammar logs its refused tokens itself (:meth:`_log_refusal`); the scheduler
-    #: hook logs those of other grammars
+    #: the bridge's grammar logs its refused tokens itself (:meth:`_log_refusal`), the draft tokens
+    #: of the hook's speculative fill too (``accept_tokens(..., draft=True)``); the scheduler hook
+    #: logs those of other grammars
     logs_refusals = True
 
-    def _log_refusal(self, request_id: str, token: int, failed_now: BaseException | None) -> None:
+    def _log_refusal(self, request_id: str, token: int, failed_now: BaseException | None,
+                     draft: bool = False) -> None:
         """One line for a sampled token this grammar refuses (request, token, why): a WARNING when
         its grammar failed during decoding by this very advance (the failure's one warning; the
         request then ends with ``stop_reason`` naming the failure; the traceback at DEBUG), INFO
         when that failure was warned already, an ERROR for a grammar that has not failed (a mask
-        was not applied, or left no legal token). vLLM's own line for the same refusal is dropped (:data:`_refusal_filter`)."""
+        was not applied, or left no legal token). vLLM's own line for the same refusal is dropped (:data:`_refusal_filter`).
+
+        ``draft``: a draft token of the speculative fill (``draft token 1:b'b' refused ...``), at the
+        same levels; it fails nothing (the later rows of the step repeat the last valid row, or allow
+        only EOS once the grammar failed), so no vLLM line is dropped for it."""
         tok = self.matcher.vocab.describe(token)
         m = self.matcher
+        if draft:
+            if isinstance(m, FailedMatcher):
+                logger.log(logging.WARNING if failed_now is not None else logging.INFO,
+                           "structgate %s: request %s: draft token %s refused: its grammar failed during decoding "
+                           "(%s) and allows only EOS from this step on, so the request ends (its stop_reason names "
+                           "the failure); other requests are not affected", self.backend_name, request_id, tok,
+                           describe_failure(m.error))
+                if failed_now is not None:
+                    log_traceback(self, failed_now, request_id)
+            else:
+                logger.error("structgate %s: request %s: draft token %s refused by its grammar in the speculative "
+                             "bitmask fill (drafts are validated before they are scheduled); the later rows of this "
+                             "step repeat the last valid row", self.backend_name, request_id, tok)
+            return
         if isinstance(m, FailedMatcher):
             # the failure's one WARNING when it happened in this advance; INFO when it was warned
             # already (a mask fill failed, and this token was sampled without that row)

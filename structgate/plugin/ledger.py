@@ -101,6 +101,7 @@ OPTIONAL_PATCHES: frozenset[str] = frozenset({
     "request-backend-validate",         # per-request engine choice (vllm_xargs) off
     "request-backend-compile",
     "forced-drafts",                    # --speculative-config with the forced-token proposer drafts nothing
+    "scheduler-refusal-log-filter",     # vLLM's own line for a refused token is written too (two lines)
 })
 
 #: ``prerequisite -> dependants``: a dependant is skipped when its prerequisite failed

@@ -785,6 +785,42 @@ register_patch(Patch(
     apply=_apply_scheduler_reason, order=50))
 
 
+def _check_refusal_log_filter(mod) -> None:
+    """What :class:`structgate.plugin.bridge._RefusalLogFilter` relies on: the scheduler module's
+    logger is the one it filters, and ``Scheduler.update_from_output`` (vLLM's code, under
+    engine-compile-error-reason's wrapper) still writes the line that starts with its ``PREFIX``."""
+    from .bridge import _RefusalLogFilter as F
+
+    sym = "vllm.v1.core.sched.scheduler"
+    log = ledger.require_attr(mod, "logger", f"{sym}.logger")
+    if getattr(log, "name", None) != F.LOGGER:
+        raise VllmPatchError(f"{sym}.logger", f"the scheduler logs to {getattr(log, 'name', None)!r}, "
+                                              f"not {F.LOGGER!r}")
+    orig = ledger.require_attr(mod, "Scheduler.update_from_output", f"{sym}.Scheduler.update_from_output")
+    orig = getattr(orig, "__structgate_original__", orig)  # checked before or after the wrapper applied
+    ledger.require_source(orig, ((f'"{F.PREFIX}', f"'{F.PREFIX}"),), f"{sym}.Scheduler.update_from_output")
+
+
+register_patch(Patch(
+    name="scheduler-refusal-log-filter",
+    module="vllm.v1.core.sched.scheduler",
+    target="logger (a logging.Filter; check only)",
+    why="a sampled token a structgate grammar refuses is logged by structgate in one line that says "
+        "why (bridge.StructgateVllmGrammar._log_refusal); vLLM's scheduler logs its own line for it "
+        "('Unexpected: grammar rejected tokens [...] for request X. Terminating request.'), so each "
+        "refusal would log two. The filter replaces nothing, but it relies on vLLM's logger name and "
+        "wording: reworded, both lines come back without a word",
+    how="check that the module's logger is 'vllm.v1.core.sched.scheduler' and that "
+        "Scheduler.update_from_output's source still holds a string starting with the filter's PREFIX; "
+        "the filter (bridge._RefusalLogFilter) is added to that logger at structgate's first own "
+        "refusal line and drops vLLM's next line for that request only. Optional: a log line is "
+        "cosmetic, so a failed check only turns the filter off (it is then never installed and vLLM's "
+        "line is written, two lines per refusal as before the filter); structgate keeps serving",
+    versions="0.32.0, 0.33.0",
+    removal="when vLLM lets a structured-output backend report a refused token itself",
+    apply=_check_refusal_log_filter, order=55))
+
+
 def _apply_output_processor(mod) -> None:
     sym = "vllm.v1.engine.output_processor.OutputProcessor.process_outputs"
     cls = ledger.require_attr(mod, "OutputProcessor", sym)

@@ -544,12 +544,15 @@ def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, r
             if token == -1:
                 seen_padding = True
             elif not seen_padding and i >= grammar_start:
-                if not grammar.is_terminated() and grammar.accept_tokens(req_id, [token]):
+                terminated = grammar.is_terminated()
+                if not terminated and _accept_draft(grammar, req_id, token):
                     advanced += 1
                 else:
                     failed = idx
-                    logger.error("structgate: grammar terminated or rejected draft token %s for request %s "
-                                 "during bitmask fill", token, req_id)
+                    if terminated or not getattr(grammar, "logs_refusals", False):  # (the bridge's logs its own)
+                        logger.error("structgate: request %s: draft token %s refused in the speculative bitmask "
+                                     "fill: %s; the later rows of this step repeat the last valid row", req_id,
+                                     token, "its grammar had terminated" if terminated else "its grammar rejected it")
             idx += 1
         if not (is_diffusion and req_tokens):
             if failed is not None:
@@ -562,6 +565,15 @@ def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, r
         if advanced:
             grammar.rollback(advanced)
     return idx
+
+
+def _accept_draft(grammar: Any, req_id: str, token: int) -> bool:
+    """``grammar.accept_tokens(req_id, [token])`` for a draft token of the speculative fill. A grammar
+    that logs its refusals itself (``logs_refusals``: the bridge's) is told it is a draft
+    (``draft=True``): its one line says so, and a refused draft fails nothing."""
+    if getattr(grammar, "logs_refusals", False):
+        return grammar.accept_tokens(req_id, [token], draft=True)
+    return grammar.accept_tokens(req_id, [token])
 
 
 def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
