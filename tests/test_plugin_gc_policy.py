@@ -92,9 +92,9 @@ for rnd in ("cold", "warm"):
         m.allowed_token_ids()
         m.advance(vocab.encode('{"a": 1'))
         m.allowed_token_ids()
-        # the compile's own temporaries (count_large_repeats' and the pattern parser's nested
-        # closures refer to one another: ~140 objects) are garbage already; collected first, so
-        # that the count below is the grammar's and matcher's
+        # anything else left so far collected first (a compile leaves nothing:
+        # test_native_compile_leaves_no_cyclic_garbage), so that the count below is the grammar's
+        # and matcher's
         while gc.collect():
             pass
         del g, m
@@ -124,3 +124,65 @@ def test_native_compiled_grammar_has_no_cycles():
     assert len(rounds) == 2 * len(names)
     cyclic = [(rnd, names[i], n, kinds) for rnd, i, n, kinds in rounds if n]
     assert not cyclic, cyclic
+
+
+#: what a native compile runs through: counters (count_large_repeats), a pattern with length bounds
+#: (the code-point automata of json_schema._pattern/_automata), anchors at a regex's edges
+#: (regex.nfa._strip_edge_anchors), a GBNF and a Lark grammar, JSON mode
+_COMPILE_GARBAGE_CHECK = r"""
+import gc, json, sys
+from structgate import Constraint, load_vocabulary
+from structgate.native.backend import NativeBackend
+
+vocab = load_vocabulary("llama3")
+be = NativeBackend(vocab, compile_cache_size=0)
+out = []
+for rnd in ("cold", "warm"):
+    for kind, value in json.loads(sys.argv[1]):
+        c = Constraint.grammar(value) if kind == "grammar" else Constraint(kind, value, None)
+        gc.collect()
+        gc.disable()
+        try:
+            g = be.compile(c)
+            g.matcher().allowed_token_ids()
+            del g
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            n = gc.collect()
+        finally:
+            gc.set_debug(0)
+            gc.enable()
+        fns = sorted({o.__qualname__ for o in gc.garbage if type(o).__name__ == "function"})
+        gc.garbage.clear()
+        out.append([rnd, kind, n, fns])
+print(json.dumps(out))
+"""
+
+_COMPILE_GARBAGE_CONSTRAINTS = [
+    ["json_schema", schema] for schema in _NO_CYCLE_SCHEMAS] + [
+    ["json_schema", {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$",
+                                                             "minLength": 3, "maxLength": 40}}}],
+    ["regex", r"^[a-z]+@[a-z]+\.(com|org)$"],
+    ["regex", r"(?:.{100,}|\d)+"],
+    ["grammar", 'root ::= "a" x\nx ::= [0-9]{200,}'],
+    ["grammar", 'start: "[" item ("," item)* "]"\nitem: /[a-z]{1,300}/ | start\n'],
+    ["json_object", None],
+]
+
+
+def test_native_compile_leaves_no_cyclic_garbage():
+    """A native compile (and its first mask) leaves nothing for the cyclic collector: its
+    temporaries are freed by reference counting. Under ``STRUCTGATE_GC_FREEZE_AFTER_COMPILE``
+    (:func:`gc_policy.run_compile`) cyclic garbage left by a compile would be frozen for good: the
+    local recursive functions of count_large_repeats, the pattern automata and the regex anchors'
+    strip left ~70-130 objects a compile. In a fresh interpreter, each constraint cold and warm."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_GARBAGE_CHECK, json.dumps(_COMPILE_GARBAGE_CONSTRAINTS)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rounds = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(rounds) == 2 * len(_COMPILE_GARBAGE_CONSTRAINTS)
+    left = [r for r in rounds if r[2]]
+    assert not left, left

@@ -7,7 +7,8 @@ them: a generation-0 pause of 230-330 ms, in whichever thread allocates next, ho
 engine core's step loop (and every stream) waits for it; the object survive into generations 1 and
 2 and are scanned again there (100-370 ms each, growing with the number of cached grammars).
 Compiled native grammars hold no reference cycles (dropping one frees it by reference counting:
-``gc.collect()`` then finds 0 objects), so they never need the cyclic collector.
+``gc.collect()`` then finds 0 objects), and a compile leaves no cyclic garbage of its own, so they
+never need the cyclic collector (both checked in tests/test_plugin_gc_policy.py).
 
 With ``STRUCTGATE_GC_FREEZE_AFTER_COMPILE=1``, :func:`run_compile` keeps the collector paused for
 the whole compile and then moves everything allocated so far into the permanent generation

@@ -163,6 +163,7 @@ def from_ast(node, *, max_states: int, what: str, where: str) -> CPDFA:
 
     start = new()
     final = build(node, start)
+    new = build = None  # (they refer to each other: no cycle left for the collector)
     atoms, members = _refine(sets)
     set_atoms = members
 

@@ -581,4 +581,5 @@ def pattern_ast(branches, upper: bool = False):
         end = [Repeat(Chars(((0x0A, 0x0A),)), 0, 1)] if upper else []
         items = ([] if a_s else [any_star]) + [conv(node)] + (end if a_e else [any_star])
         out.append(Concat(tuple(items)))
+    conv = None  # (recursive: no cycle left for the collector)
     return out[0] if len(out) == 1 else Alt(tuple(out))

@@ -209,7 +209,9 @@ def _strip_edge_anchors(node: Node) -> Node:
             return items[0] if len(items) == 1 else Concat(tuple(items))
         return nd
 
-    return strip(strip(node, "start", 0), "end", 0)
+    out = strip(strip(node, "start", 0), "end", 0)
+    strip = None  # (recursive: no cycle left for the collector)
+    return out
 
 
 def _compile(nfa: NFA, node: Node, nxt: int):
