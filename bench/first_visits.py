@@ -16,6 +16,12 @@ once, inside its caller); methods nest, so the times of a caller include its cal
 method, the number of outermost calls, their total seconds and the mean in µs, and the total mask
 time of the walk (``fill_bitmask``, as ``structgate bench maskbench`` times it). The timers add
 ~1 µs a call: compare the methods' shares, not the total, with a benchmark run.
+
+The *advance* line also holds the cyclic collector's work: the engine pauses the collector while it
+computes (``pushdown.no_gc``), so the collection its allocations call for runs at the next
+allocation after the fill, inside the advance's timer. ``--no-gc`` disables the collector for the
+whole run (as ``bench/ab_walk.py --no-gc``): the difference between two runs is the collector's
+share of the mask time.
 """
 from __future__ import annotations
 
@@ -84,7 +90,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_sample_args(ap, 10)
     ap.add_argument("--methods", default="_compute,_walk,_descend,_compute_row,_allowed_row")
+    ap.add_argument("--no-gc", action="store_true", help="the cyclic collector disabled for the whole run")
     a = ap.parse_args(argv)
+    if a.no_gc:
+        import gc
+
+        gc.disable()
     bad = [m for m in a.methods.split(",") if not callable(getattr(pushdown.PushdownIndex, m, None))]
     if bad:
         ap.error(f"--methods: not a PushdownIndex method: {', '.join(bad)}")
