@@ -26,6 +26,7 @@ share of the mask time.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -92,10 +93,6 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", default="_compute,_walk,_descend,_compute_row,_allowed_row")
     ap.add_argument("--no-gc", action="store_true", help="the cyclic collector disabled for the whole run")
     a = ap.parse_args(argv)
-    if a.no_gc:
-        import gc
-
-        gc.disable()
     bad = [m for m in a.methods.split(",") if not callable(getattr(pushdown.PushdownIndex, m, None))]
     if bad:
         ap.error(f"--methods: not a PushdownIndex method: {', '.join(bad)}")
@@ -105,12 +102,19 @@ def main(argv=None) -> None:
     for m in a.methods.split(","):
         _time_method(m, stats)
     recs: list[tuple[int, int, bool]] = []
-    for it in items:
-        try:
-            g = be.compile(Constraint(it.kind, it.value, None))
-        except Exception:  # refused schemas: no masks to time
-            continue
-        recs.extend(_walk_split(g, it.tests, eos, width))
+    was = gc.isenabled()
+    if a.no_gc:
+        gc.disable()
+    try:
+        for it in items:
+            try:
+                g = be.compile(Constraint(it.kind, it.value, None))
+            except Exception:  # refused schemas: no masks to time
+                continue
+            recs.extend(_walk_split(g, it.tests, eos, width))
+    finally:
+        if was:
+            gc.enable()
     if not recs:
         print(f"schemas {len(items)}  no mask steps")
         return

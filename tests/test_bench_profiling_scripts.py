@@ -165,10 +165,32 @@ def test_ab_trees_runs_each_side_on_its_own_tree(tmp_path):
     src = be.read_text()
     marker = "    def _compile_uncached(self, constraint: Constraint, key: str) -> NativeCompiledGrammar:\n"
     assert marker in src
-    be.write_text(src.replace(marker, marker + f"        open({str(log)!r}, 'a').write('x\\n')\n", 1))
+    be.write_text(src.replace(marker, marker + f"        with open({str(log)!r}, 'a') as _f:\n            _f.write('x\\n')\n", 1))
     mod = _script("ab_trees")
     out = mod.main(["--corpus", str(CORPUS), "--step", "2", "--a", str(ROOT), "--b", str(copy)])
     n_items = len(load_maskbench(str(CORPUS))[::2])
     assert log.read_text().count("x") == n_items
     assert out["n"] >= 1 and len(out["a_us"]) == len(out["b_us"]) == out["n"]
     assert sys.modules["structgate"] is structgate
+
+
+def test_first_visits_no_gc_pauses_the_collector_for_the_walk_only(monkeypatch, capsys):
+    """``--no-gc``: the walk runs with the cyclic collector disabled (the engine's own pauses then
+    restore nothing), and the collector is enabled again afterwards."""
+    import gc
+
+    mod = _script("first_visits")
+    seen = []
+    real = mod._walk_split
+
+    def walk(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(mod, "_walk_split", walk)
+    assert gc.isenabled()
+    mod.main(["--corpus", str(CORPUS), "--step", "3", "--methods", "_compute", "--no-gc"])
+    assert seen and not any(seen) and gc.isenabled()
+    mod.main(["--corpus", str(CORPUS), "--step", "3", "--methods", "_compute"])
+    assert seen[-1] is True
+    assert "mask steps" in capsys.readouterr().out
