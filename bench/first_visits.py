@@ -99,7 +99,8 @@ def main(argv=None) -> None:
     items, vocab, width, eos = load_sample(ap, a)
     be = _make_backend("native", vocab, bench_options(threads=1))
     stats: dict[str, list[int]] = {}
-    for m in a.methods.split(","):
+    originals = {m: pushdown.PushdownIndex.__dict__.get(m) for m in a.methods.split(",")}
+    for m in originals:
         _time_method(m, stats)
     recs: list[tuple[int, int, bool]] = []
     was = gc.isenabled()
@@ -115,6 +116,11 @@ def main(argv=None) -> None:
     finally:
         if was:
             gc.enable()
+        for m, f in originals.items():  # (the timers off again: main may run in a test's process)
+            if f is None:  # inherited
+                delattr(pushdown.PushdownIndex, m)
+            else:
+                setattr(pushdown.PushdownIndex, m, f)
     if not recs:
         print(f"schemas {len(items)}  no mask steps")
         return

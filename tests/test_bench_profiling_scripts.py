@@ -194,3 +194,7 @@ def test_first_visits_no_gc_pauses_the_collector_for_the_walk_only(monkeypatch, 
     mod.main(["--corpus", str(CORPUS), "--step", "3", "--methods", "_compute"])
     assert seen[-1] is True
     assert "mask steps" in capsys.readouterr().out
+    # the method timers are taken off again
+    from structgate.native import pushdown
+
+    assert pushdown.PushdownIndex._compute.__qualname__ == "PushdownIndex._compute"
