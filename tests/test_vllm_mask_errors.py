@@ -269,6 +269,41 @@ def test_a_refused_draft_token_logs_one_line(case, caplog):
     assert not _vllm_refusal_line_passes(rid)
 
 
+def test_a_draft_refused_in_vllms_own_fill_loop_is_a_draft(monkeypatch, caplog):
+    """With the scheduler hook off, vLLM's own fill loop advances the bridge's grammar through the
+    drafts without saying so. A refused draft there was logged as a sampled refusal ("the request
+    fails"), and it marked the request's refusal as logged and dropped vLLM's next line for it: a
+    sampled token refused later logged no line at all. The fill runs inside ``bridge.mask_fill``
+    (ledger entry metrics-mask-fill), so the refusal is a draft's: structgate's one line says so
+    (vLLM writes its own "rejected draft token" line beside it), and a later sampled refusal still
+    gets structgate's line."""
+    from structgate.plugin import bridge
+
+    mh = harness()
+    monkeypatch.setenv(sh.ENV_DISABLE, "0")
+    be = NativeBackend(VOCAB)
+    g = bridge_grammar(be.compile(Constraint.regex("(ab)+")))
+    rid = "loop-spec"
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=1, num_speculative_tokens=2)
+    req = mh.make_request(rid, g)
+    assert not bridge.in_mask_fill()
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        mgr.grammar_bitmask({rid: req}, [rid], {rid: [B, B]})
+    assert not sh.stats  # vLLM's loop ran
+    assert not bridge.in_mask_fill()
+    lines = [r for r in caplog.records if r.name.startswith("structgate") and r.levelno >= logging.INFO]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert f"request {rid}" in lines[0].getMessage() and f"draft token {B}:" in lines[0].getMessage()
+    assert _vllm_refusal_line_passes(rid)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        assert mgr.accept_tokens(req, [B]) is False
+    lines = [r for r in caplog.records if r.name.startswith("structgate") and r.levelno >= logging.INFO]
+    assert len(lines) == 1 and f"token {B}:" in lines[0].getMessage(), [r.getMessage() for r in lines]
+    assert "draft" not in lines[0].getMessage()
+    assert not _vllm_refusal_line_passes(rid)
+
+
 def test_limit_in_speculative_rows_fails_only_that_request():
     mgr, reqs, want = setup_batch(spec_k=2)
     ids = ["mate", "bad", "other"]

@@ -506,6 +506,33 @@ class _RefusalLogFilter(logging.Filter):
 
 _refusal_filter = _RefusalLogFilter()
 
+#: ``active`` while ``StructuredOutputManager.grammar_bitmask`` runs in this thread (the ledger
+#: entry metrics-mask-fill's wrapper enters :func:`mask_fill`): an ``accept_tokens`` there is fed
+#: draft tokens (the fill advances through a request's scheduled drafts and rolls them back), never
+#: sampled ones, whichever loop fills: the scheduler hook's or, with it off, vLLM's own
+_fill_state = threading.local()
+
+
+class mask_fill:
+    """Context manager: this thread is filling the step's bitmask (see :data:`_fill_state`);
+    nests."""
+
+    __slots__ = ("_prev",)
+
+    def __enter__(self):
+        self._prev = getattr(_fill_state, "active", False)
+        _fill_state.active = True
+        return self
+
+    def __exit__(self, *exc):
+        _fill_state.active = self._prev
+        return False
+
+
+def in_mask_fill() -> bool:
+    """True inside :class:`mask_fill` in this thread."""
+    return getattr(_fill_state, "active", False)
+
 
 # -- vLLM classes ------------------------------------------------------------------------------
 try:
@@ -551,7 +578,9 @@ class StructgateVllmGrammar(_VGrammar):
         ``draft``: the tokens are a draft the scheduler hook feeds in its speculative fill
         (:func:`~structgate.plugin.scheduler_hook._accept_draft`), not sampled ones: a refusal is
         still one line (:meth:`_log_refusal`), but it fails nothing, so vLLM's line for a later
-        sampled token is not dropped for it and that token still gets its own line.
+        sampled token is not dropped for it and that token still gets its own line. A call inside
+        the step's bitmask fill (:func:`in_mask_fill`: vLLM's own fill loop, with the hook off) is
+        a draft too.
 
         An advance that raises a structgate error (a limit met the first time a transition is
         needed) fails this request's grammar (:mod:`structgate.plugin.grammar_failure`): that token
@@ -573,7 +602,7 @@ class StructgateVllmGrammar(_VGrammar):
                 failed_now = e
                 ok = m.advance(int(t))
             if not ok:
-                if draft:
+                if draft or in_mask_fill():
                     self._log_refusal(request_id, int(t), failed_now, draft=True)
                 elif not self._warned:
                     self._warned = True

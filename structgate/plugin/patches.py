@@ -1031,6 +1031,7 @@ def _apply_metrics_fill(mod) -> None:
     import time
 
     from . import metrics
+    from .bridge import mask_fill
 
     def grammar_bitmask(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens):
         be = getattr(self, "backend", None)
@@ -1038,7 +1039,8 @@ def _apply_metrics_fill(mod) -> None:
         if sg is None or not structured_output_request_ids:
             return cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
         t0 = time.perf_counter()
-        out = cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
+        with mask_fill():  # the grammars' accept_tokens in there take drafts (bridge._fill_state)
+            out = cur(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens)
         dt = time.perf_counter() - t0
         metrics.record_fill(getattr(be, "backend_name", "?"), dt,
                             filled_rows(self, structured_output_request_ids, scheduled_spec_decode_tokens))
@@ -1055,8 +1057,12 @@ register_patch(Patch(
     name="metrics-mask-fill",
     module="vllm.v1.structured_output",
     target="StructuredOutputManager.grammar_bitmask (outermost wrapper)",
-    why="the structgate_mask_fill_seconds histogram: one engine step's bitmask fill",
+    why="the structgate_mask_fill_seconds histogram: one engine step's bitmask fill; and the bridge's "
+        "grammars must know that the tokens an accept_tokens gets inside the fill are drafts (vLLM's "
+        "own fill loop, with the scheduler hook off, does not say so): a refused draft is then logged "
+        "as one, and does not silence the line of a later sampled token",
     how="wrap whatever grammar_bitmask is after the other entries of the module (vLLM's, or "
-        "scheduler-batched-bitmask's) and time it when the engine's backend is a structgate one",
+        "scheduler-batched-bitmask's) and time it when the engine's backend is a structgate one, "
+        "inside bridge.mask_fill() (a thread-local flag)",
     versions="0.32.0, 0.33.0", removal="when vLLM exports a mask-fill time",
     apply=_apply_metrics_fill, order=200))
