@@ -102,6 +102,27 @@ def test_ensure_dir_is_inherited_and_removed(tmp_path):
     assert not os.path.exists(d)  # removed when its creator exited
 
 
+def test_flush_leaves_no_cyclic_garbage(tmp_path):
+    """The metrics writer flushes a snapshot every interval, in a thread of every process: it must
+    leave nothing for the cyclic collector (``json.dump`` left 32 objects a flush, which another
+    test counted as its own garbage in CI). In a fresh interpreter, after a first flush."""
+    code = textwrap.dedent("""
+        import gc
+        from structgate.plugin import metrics
+        metrics.record_fill("native", 0.001, 3)
+        assert metrics.flush()
+        gc.collect()
+        gc.disable()
+        assert metrics.flush()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        print(gc.collect())
+    """)
+    env = dict(os.environ, STRUCTGATE_METRICS_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "0"
+
+
 def test_approx_nbytes_counts_arrays():
     import numpy as np
 
