@@ -312,7 +312,7 @@ def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = No
     backend = getattr(grammar, "backend_name", None) or "?"
     if log:
         log_failure(grammar, error, request_id)
-        drop_traceback(error)  # logged: the caller handles it (only what is not a request's failure is re-raised, above)
+        drop_traceback(error)  # logged; the caller handles it (what is not a request's failure was re-raised)
     from . import metrics
 
     metrics.record_decode_failure(backend, getattr(error, "kind", None) or "error",
