@@ -368,8 +368,8 @@ def run_corpus(backends: Sequence[str], vocab: Vocabulary, cases: Iterable[Corpu
         for n, b in objs:
             try:
                 compiled[n] = b.compile(case.constraint)
-            except StructgateError as e:
-                compiled[n] = e
+            except StructgateError as e:  # (its traceback, holding this frame, not kept: no cycle)
+                compiled[n] = e.with_traceback(None)
                 summary["compile_errors"][n] += 1
         if sum(not isinstance(g, BaseException) for g in compiled.values()) < 2:
             summary["all_failed"] += 1

@@ -279,3 +279,123 @@ def test_bridge_build_vocabulary_has_no_dead_fallback_and_keeps_in_range_eos():
     assert v.vocab_size == 32064 and v.n_tokens == base.n_tokens
     assert set(v.eos_token_ids) == set(base.eos_token_ids) | {extra_in}
     assert v.token_bytes[extra_in] == b"" and base.token_bytes[extra_in] == b"\n"
+
+
+# -- local recursive functions: unlinked, returned or raised -------------------------------------
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _own_nodes(fn):
+    """The nodes of ``fn``'s body that are its own: not inside a function nested in it."""
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        yield n
+        if not isinstance(n, _FUNCS):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+def _local_functions(fn) -> dict[str, ast.AST]:
+    """The functions ``fn`` binds to a local name: nested ``def`` s and ``name = lambda ...``."""
+    out: dict[str, ast.AST] = {}
+    for n in _own_nodes(fn):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[n.name] = n
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = n.value
+    return out
+
+
+def _recursive_locals(fn) -> set[str]:
+    """The local functions of ``fn`` on a reference cycle through its closure cells: ``f`` reading
+    (at any depth) a local function ``g`` holds ``g``'s cell, so a self-reference or a loop of them
+    is a cycle that outlives the call unless a name of it is rebound."""
+    funcs = _local_functions(fn)
+    refs = {}
+    for name, f in funcs.items():
+        args = f.args
+        own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        own |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        refs[name] = {n.id for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                      and n.id in funcs and n.id not in own}
+    return {c for comp in _cycles(refs) for c in comp} | {n for n, r in refs.items() if n in r}
+
+
+def _unlinked_in_finally(fn) -> set[str]:
+    """Names ``fn`` sets to None (or deletes) in a ``finally`` clause of its own."""
+    out: set[str] = set()
+    for n in _own_nodes(fn):
+        if isinstance(n, ast.Try) or type(n).__name__ == "TryStar":
+            for st in n.finalbody:
+                for m in ast.walk(st):
+                    if isinstance(m, ast.Assign) and isinstance(m.value, ast.Constant) and m.value.value is None:
+                        out.update(t.id for t in m.targets if isinstance(t, ast.Name))
+                    elif isinstance(m, ast.Delete):
+                        out.update(t.id for t in m.targets if isinstance(t, ast.Name))
+    return out
+
+
+def _local_recursion_left_linked(tree) -> list[str]:
+    left = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            rec = _recursive_locals(fn)
+            miss = sorted(rec - _unlinked_in_finally(fn))
+            if miss:
+                left.append(f"{fn.name}:{fn.lineno}: {miss}")
+    return left
+
+
+def test_local_recursive_functions_are_unlinked_in_a_finally():
+    """A local function that refers to itself, or to a sibling that refers back, is a reference
+    cycle (function -> closure cell -> function) that outlives the call: left to the cyclic
+    collector, and frozen for good by the plugin's ``STRUCTGATE_GC_FREEZE_AFTER_COMPILE`` when a
+    compile made it. The enclosing function rebinds them to None in a
+    ``finally`` (so also when it raises: a refused compile), each name of the cycle, e.g.
+    ``try: return rec(x) finally: rec = None``."""
+    bad = []
+    for path in sorted((ROOT / "structgate").rglob("*.py")):
+        for item in _local_recursion_left_linked(ast.parse(path.read_text())):
+            bad.append(f"{path.relative_to(ROOT)}:{item}")
+    assert not bad, bad
+
+
+def test_local_recursion_check_finds_cycles():
+    src = '''
+def a(xs):
+    def rec(x):
+        return rec(x - 1) if x else 0
+    return rec(xs)
+
+def b(xs):
+    def even(x):
+        return x == 0 or odd(x - 1)
+    def odd(x):
+        return x != 0 and even(x - 1)
+    out = even(xs)
+    even = odd = None
+    return out
+
+def c(xs):
+    def rec(x):
+        return rec(x - 1) if x else 0
+    try:
+        return rec(xs)
+    finally:
+        rec = None
+
+def d(xs):
+    def leaf(x):
+        return x
+    def tree(x):
+        return leaf(x)
+    return tree(xs)
+
+def e(xs):
+    f = lambda x: f(x - 1) if x else 0
+    return f(xs)
+'''
+    assert [x.split(":")[0] + x.split(":", 2)[2] for x in _local_recursion_left_linked(ast.parse(src))] == [
+        "a ['rec']", "b ['even', 'odd']", "e ['f']"]

@@ -288,7 +288,10 @@ def apply_additional_properties_default(schema: Any, value: bool = False) -> Any
                 out[k] = [walk(x, has_props or k == "allOf") for x in s[k]]
         return out
 
-    return walk(schema, False)
+    try:
+        return walk(schema, False)
+    finally:
+        walk = None  # (recursive: no reference cycle left for the collector, returned or raised)
 
 
 _KEY_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "unevaluatedProperties", "$ref",

@@ -310,23 +310,28 @@ class AutoBackend(Backend):
     # -- compile ---------------------------------------------------------------------------------
     def _compile(self, constraint: Constraint) -> AutoCompiledGrammar:
         refused: list[tuple[str, StructgateError]] = []
-        for name in self.chain:
-            be = self.engine(name)
-            try:
-                # the start's mask inside the try: a limit met within the first token's lookahead
-                # moves the constraint on, as one met by the compile itself does
-                inner = warm_start_row(be.compile(constraint))
-            except self.fallback_on as e:
-                refused.append((name, e))
-                continue
-            fallbacks = tuple((n, f"{type(e).__name__}: {e}") for n, e in refused)
-            if refused:
-                logger.info("structgate-auto: %s served by %s (%s)", constraint.kind, name,
-                            "; ".join(f"{n}: {m}" for n, m in fallbacks))
-            else:
-                logger.debug("structgate-auto: %s served by %s", constraint.kind, name)
-            return AutoCompiledGrammar(inner, name, be, fallbacks)
-        raise self._refused(constraint, refused)
+        try:
+            for name in self.chain:
+                be = self.engine(name)
+                try:
+                    # the start's mask inside the try: a limit met within the first token's lookahead
+                    # moves the constraint on, as one met by the compile itself does
+                    inner = warm_start_row(be.compile(constraint))
+                except self.fallback_on as e:
+                    refused.append((name, e))
+                    continue
+                fallbacks = tuple((n, f"{type(e).__name__}: {e}") for n, e in refused)
+                if refused:
+                    logger.info("structgate-auto: %s served by %s (%s)", constraint.kind, name,
+                                "; ".join(f"{n}: {m}" for n, m in fallbacks))
+                else:
+                    logger.debug("structgate-auto: %s served by %s", constraint.kind, name)
+                return AutoCompiledGrammar(inner, name, be, fallbacks)
+            raise self._refused(constraint, refused)
+        finally:
+            # the refusals' tracebacks hold this frame: no reference cycle left (a fallback compile
+            # succeeds, and under STRUCTGATE_GC_FREEZE_AFTER_COMPILE a cycle would be frozen for good)
+            refused = None
 
     def _refused(self, constraint: Constraint, refused: list[tuple[str, StructgateError]]) -> StructgateError:
         if all(isinstance(e, ConstraintKindError) for _, e in refused):
@@ -362,17 +367,20 @@ class AutoBackend(Backend):
         if not isinstance(constraint, Constraint):
             raise TypeError(f"validate() takes a Constraint, got {type(constraint).__name__}")
         refused: list[tuple[str, StructgateError]] = []
-        for name in self.chain:
-            eng = self.engine(name)
-            try:
-                if has_cheap_validate(eng):
-                    eng.validate(constraint)
-                else:  # its validate would compile: kind only, its compile decides the rest
-                    eng.check_kind(constraint)
-                return
-            except self.fallback_on as e:
-                refused.append((name, e))
-        raise self._refused(constraint, refused)
+        try:
+            for name in self.chain:
+                eng = self.engine(name)
+                try:
+                    if has_cheap_validate(eng):
+                        eng.validate(constraint)
+                    else:  # its validate would compile: kind only, its compile decides the rest
+                        eng.check_kind(constraint)
+                    return
+                except self.fallback_on as e:
+                    refused.append((name, e))
+            raise self._refused(constraint, refused)
+        finally:
+            refused = None  # (the refusals' tracebacks hold this frame: no reference cycle left)
 
     def served_by(self, constraint: Constraint) -> str:
         """The engine :meth:`compile` picks for ``constraint`` (compiles it)."""

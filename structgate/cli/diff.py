@@ -97,8 +97,8 @@ def run(args) -> int:
         for n, b in zip(names, backends):
             try:
                 compiled[n] = b.compile(constraint)
-            except StructgateError as e:
-                compiled[n] = e
+            except StructgateError as e:  # (its traceback, holding this frame, not kept: no cycle)
+                compiled[n] = e.with_traceback(None)
         good = [n for n in names if not isinstance(compiled[n], BaseException)]
         if len(good) < 2:
             errs = "; ".join(f"{n}: {type(e).__name__}: {str(e).splitlines()[0]}" for n, e in compiled.items()

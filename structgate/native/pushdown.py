@@ -1018,53 +1018,55 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
     def rewrite(node):
         return rebuild(node, done, post=lambda r: outer_repeat(r) if isinstance(r, Repeat) else r)
 
-    reach = grammar.reachable()
-    new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
-                 if r in rules else None for r in reach}
-    if nested_min > 0 and lazy:
-        # repeats reached through a reference (``y ::= (x | [0-9])+``, ``x ::= [a-z]{100,}``): the
-        # rules still holding a repeat of ``nested_min`` or more, where referenced inside a
-        # repeat's item, have those repeats as :func:`nested` has them (the same language wherever
-        # the rule is referenced from); only looked for where such a rule exists
-        held = {r for r, b in new_rules.items() if b is not None and _has_large_repeat_in(b, nested_min)}
-        if held:
-            new_rules.update((r, rewrite(rules[r])) for r in reach
-                             if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
-            # the rules a held one is reached through (``x ::= w``, ``w ::= [a-z]{100,}``): walked
-            # too, so the outer count reaches ``w`` through ``x``
-            callers: dict[str, list[str]] = {}
-            for r in reach:
-                if rules.get(r) is not None:
-                    for x in grammar.references(r):
-                        callers.setdefault(x, []).append(r)
-            via = set(held)
-            stack = list(held)
-            while stack:
-                for c in callers.get(stack.pop(), ()):
-                    if c not in via:
-                        via.add(c)
-                        stack.append(c)
-            base = dict(new_rules)
-            done_at: dict[str, int] = {}
-            todo = [r for r in via if r in ref_outer]
-            while todo:
-                r = todo.pop()
-                outer = ref_outer[r]
-                if done_at.get(r, -1) >= outer:
-                    continue
-                done_at[r] = outer
-                new_rules[r] = nested_item(base[r], outer)
-                todo.extend(x for x in via if x in ref_outer and done_at.get(x, -1) < ref_outer[x])
-    done_primed: set[str] = set()
-    while len(done_primed) < len(primed_rules):  # the empty-free rules' own large repeats
-        for nm in [nm for nm in primed_rules if nm not in done_primed]:
-            done_primed.add(nm)
-            primed_rules[nm] = rewrite(primed_rules[nm])
-    # the local functions above refer to one another: unlinked, so that no reference cycle is left
-    # for the cyclic collector (~70 objects a compile; frozen for good under the plugin's
-    # STRUCTGATE_GC_FREEZE_AFTER_COMPILE)
-    tag = exact = below = upto = fixed = ew = prime = still_nullable = replace = None
-    note_ref = nested_item = nested = counter = outer_repeat = rewrite = None
+    try:
+        reach = grammar.reachable()
+        new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
+                     if r in rules else None for r in reach}
+        if nested_min > 0 and lazy:
+            # repeats reached through a reference (``y ::= (x | [0-9])+``, ``x ::= [a-z]{100,}``): the
+            # rules still holding a repeat of ``nested_min`` or more, where referenced inside a
+            # repeat's item, have those repeats as :func:`nested` has them (the same language wherever
+            # the rule is referenced from); only looked for where such a rule exists
+            held = {r for r, b in new_rules.items() if b is not None and _has_large_repeat_in(b, nested_min)}
+            if held:
+                new_rules.update((r, rewrite(rules[r])) for r in reach
+                                 if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
+                # the rules a held one is reached through (``x ::= w``, ``w ::= [a-z]{100,}``): walked
+                # too, so the outer count reaches ``w`` through ``x``
+                callers: dict[str, list[str]] = {}
+                for r in reach:
+                    if rules.get(r) is not None:
+                        for x in grammar.references(r):
+                            callers.setdefault(x, []).append(r)
+                via = set(held)
+                stack = list(held)
+                while stack:
+                    for c in callers.get(stack.pop(), ()):
+                        if c not in via:
+                            via.add(c)
+                            stack.append(c)
+                base = dict(new_rules)
+                done_at: dict[str, int] = {}
+                todo = [r for r in via if r in ref_outer]
+                while todo:
+                    r = todo.pop()
+                    outer = ref_outer[r]
+                    if done_at.get(r, -1) >= outer:
+                        continue
+                    done_at[r] = outer
+                    new_rules[r] = nested_item(base[r], outer)
+                    todo.extend(x for x in via if x in ref_outer and done_at.get(x, -1) < ref_outer[x])
+        done_primed: set[str] = set()
+        while len(done_primed) < len(primed_rules):  # the empty-free rules' own large repeats
+            for nm in [nm for nm in primed_rules if nm not in done_primed]:
+                done_primed.add(nm)
+                primed_rules[nm] = rewrite(primed_rules[nm])
+    finally:
+        # the local functions above refer to one another: unlinked, so that no reference cycle is
+        # left for the cyclic collector, returned or raised (~70 objects a compile; frozen for good
+        # under the plugin's STRUCTGATE_GC_FREEZE_AFTER_COMPILE)
+        tag = exact = below = upto = fixed = ew = prime = still_nullable = replace = None
+        note_ref = nested_item = nested = counter = outer_repeat = rewrite = None
     if not new and not counters and not rewrote:
         return grammar, set()
     full = dict(rules)

@@ -54,7 +54,7 @@ from .. import _jsontext
 from .._env import env_int, env_seconds
 from ..backends.interface import Constraint, warm_start_row
 from ..errors import StructgateError
-from .grammar_failure import FailedMatcher, attribute, fail_grammar, log_failure, log_traceback
+from .grammar_failure import FailedMatcher, attribute, drop_traceback, fail_grammar, log_failure, log_traceback
 from .grammar_failure import describe as describe_failure
 
 logger = logging.getLogger("structgate.plugin")
@@ -591,28 +591,37 @@ class StructgateVllmGrammar(_VGrammar):
         m = self.matcher
         if m.__class__ is FailedMatcher and m.request_id is None:
             attribute(self, request_id)
-        for t in tokens:
-            if m.is_terminated():
-                break
+        failed_now = None
+        try:
+            for t in tokens:
+                if m.is_terminated():
+                    break
+                try:
+                    ok = m.advance(int(t))
+                except StructgateError as e:
+                    m = self._fail(e, request_id, log=False)  # logged below, with what became of the token
+                    failed_now = e
+                    ok = m.advance(int(t))
+                if not ok:
+                    if draft or in_mask_fill():
+                        self._log_refusal(request_id, int(t), failed_now, draft=True)
+                    elif not self._warned:
+                        self._warned = True
+                        self._log_refusal(request_id, int(t), failed_now)
+                    record("reject", self.backend_name)
+                    return False
+                if failed_now is not None:  # the EOS the failed grammar allows: the failure's own warning
+                    log_failure(self, failed_now, request_id)
+                    drop_traceback(failed_now)
+                    failed_now = None
+                self.num_processed_tokens += 1
+            return True
+        finally:
+            # logged (or not to be logged): its traceback holds this frame, and this frame (self)
+            # the failed matcher that keeps the error: no reference cycle left
+            if failed_now is not None:
+                drop_traceback(failed_now)
             failed_now = None
-            try:
-                ok = m.advance(int(t))
-            except StructgateError as e:
-                m = self._fail(e, request_id, log=False)  # logged below, with what became of the token
-                failed_now = e
-                ok = m.advance(int(t))
-            if not ok:
-                if draft or in_mask_fill():
-                    self._log_refusal(request_id, int(t), failed_now, draft=True)
-                elif not self._warned:
-                    self._warned = True
-                    self._log_refusal(request_id, int(t), failed_now)
-                record("reject", self.backend_name)
-                return False
-            if failed_now is not None:  # the EOS the failed grammar allows: the failure's own warning
-                log_failure(self, failed_now, request_id)
-            self.num_processed_tokens += 1
-        return True
 
     #: the bridge's grammar logs its refused tokens itself (:meth:`_log_refusal`), the draft tokens
     #: of the hook's speculative fill too (``accept_tokens(..., draft=True)``); the scheduler hook
@@ -736,7 +745,7 @@ class StructgateVllmBackend(_VBackend):
         self._eos = frozenset(self.sg_backend.vocab.eos_token_ids)
         self._cache: "OrderedDict[str, Any]" = OrderedDict()
         self._cache_bytes: dict[str, int] = {}
-        self._failed: "OrderedDict[str, BaseException]" = OrderedDict()  # key -> its compile's error
+        self._failed: "OrderedDict[str, tuple]" = OrderedDict()  # key -> its compile's error (kind, class, args)
         self._cache_lock = threading.Lock()
         self._cache_max_entries, self._cache_max_bytes = cache_limits()
         spec = getattr(self.vllm_config, "speculative_config", None)
@@ -811,8 +820,8 @@ class StructgateVllmBackend(_VBackend):
                 self._cache.move_to_end(key)
         metrics.record_cache(self.backend_name, compiled is not None or failed is not None)
         if failed is not None:  # the same constraint failed before, for a reason that does not change
-            metrics.record_compile_failure(engine, c.kind, failed.kind)  # each refused request counts
-            rebuild, args = failed.__reduce__()[:2]
+            kind, rebuild, args = failed
+            metrics.record_compile_failure(engine, c.kind, kind)  # each refused request counts
             raise rebuild(*args)
         if compiled is None:
             t0 = time.perf_counter()
@@ -825,7 +834,9 @@ class StructgateVllmBackend(_VBackend):
                 metrics.record_compile_failure(engine, c.kind, getattr(e, "kind", None) or "internal")
                 if _same_every_time(e):
                     with self._cache_lock:
-                        self._failed[key] = e
+                        # what rebuilds it, not the error: its traceback would pin the frames
+                        # of the compile (and this one: a reference cycle through self)
+                        self._failed[key] = (e.kind, *e.__reduce__()[:2])
                         while len(self._failed) > FAILED_ENTRIES:
                             self._failed.popitem(last=False)
                 raise

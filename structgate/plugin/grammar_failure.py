@@ -188,7 +188,7 @@ class FailedMatcher(Matcher):
     inner : Matcher
         The matcher that failed (its state is the one before the failing call).
     error : StructgateError
-        Why.
+        Why (its traceback dropped once logged: :func:`drop_traceback`).
     request_id : str | None
         The request whose grammar failed, once known (:func:`attribute`); its reason is then in
         :data:`reasons`.
@@ -268,6 +268,24 @@ def log_traceback(grammar: Any, error: BaseException, request_id: str | None = N
                      getattr(grammar, "backend_name", None) or "?", request_id, exc_info=error)
 
 
+def drop_traceback(error: BaseException) -> None:
+    """Drop ``error``'s traceback, once it was logged (:func:`log_traceback`, at DEBUG) and nothing
+    re-raises it. A failed grammar keeps its error (:attr:`FailedMatcher.error`), whose traceback
+    holds the frames of the failing call: the grammar's own (``self``, whose matcher is the
+    :class:`FailedMatcher` holding the error: a reference cycle), the matcher's, the shared
+    compiled grammar's index. Kept, the failed request's grammar would outlive the request until
+    the cyclic collector ran (for good where a compile froze it meanwhile:
+    ``STRUCTGATE_GC_FREEZE_AFTER_COMPILE``). The type, message and attributes stay."""
+    seen, todo = set(), [error]
+    while todo:  # (the chained causes' frames too)
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        todo += (e.__cause__, e.__context__)
+
+
 def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = None, *, log: bool = True) -> Matcher:
     """Mark ``grammar`` (a vLLM grammar object over a structgate matcher, ``.matcher``) failed with
     ``error`` and return its new matcher (a :class:`FailedMatcher`). The first call per grammar logs
@@ -294,6 +312,7 @@ def fail_grammar(grammar: Any, error: BaseException, request_id: str | None = No
     backend = getattr(grammar, "backend_name", None) or "?"
     if log:
         log_failure(grammar, error, request_id)
+        drop_traceback(error)  # logged; the caller handles it (what is not a request's failure was re-raised)
     from . import metrics
 
     metrics.record_decode_failure(backend, getattr(error, "kind", None) or "error",

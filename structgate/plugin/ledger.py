@@ -488,19 +488,22 @@ def apply_all(*, strict: bool = True) -> set[str]:
     _version_error = None
     _load_patch_modules()
     first: BaseException | None = None
-    with _lock:
-        for p in sorted(_patches.values(), key=lambda p: (p.module, p.order, p.name)):
-            if p.name in _applied:
-                continue
-            try:
-                _schedule(p)
-            except VllmPatchError as e:
-                _report(p, e)
-                if p.name not in OPTIONAL_PATCHES:
-                    first = first or e
-    if first is not None and strict:
-        raise first
-    return set(_applied)
+    try:
+        with _lock:
+            for p in sorted(_patches.values(), key=lambda p: (p.module, p.order, p.name)):
+                if p.name in _applied:
+                    continue
+                try:
+                    _schedule(p)
+                except VllmPatchError as e:
+                    _report(p, e)
+                    if p.name not in OPTIONAL_PATCHES:
+                        first = first or e
+        if first is not None and strict:
+            raise first
+        return set(_applied)
+    finally:
+        first = None  # (its traceback holds this frame: no reference cycle left)
 
 
 def _apply_for_module(modname: str, module: Any) -> None:

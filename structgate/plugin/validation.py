@@ -121,6 +121,7 @@ def run_with_deadline(fn: Callable[[], Any], budget: float) -> bool:
         raise
     finally:
         sys.settrace(old)
+        local = tracer = None  # (local returns itself: no reference cycle left for the collector)
     return not expired and time.monotonic() <= deadline
 
 

@@ -87,8 +87,11 @@ def _strip_dummy_prefix(js: str) -> str:
                 pre(m)
         return n
 
-    doc["normalizer"] = norm(doc.get("normalizer"))
-    doc["pre_tokenizer"] = pre(doc.get("pre_tokenizer"))
+    try:
+        doc["normalizer"] = norm(doc.get("normalizer"))
+        doc["pre_tokenizer"] = pre(doc.get("pre_tokenizer"))
+    finally:
+        norm = pre = None  # (recursive: no reference cycle left for the collector, returned or raised)
     return json.dumps(doc, ensure_ascii=False)
 
 

@@ -161,9 +161,11 @@ def from_ast(node, *, max_states: int, what: str, where: str) -> CPDFA:
             raise ValueError("anchors are not supported in code-point automata")
         raise TypeError(f"not a regex AST node: {n!r}")
 
-    start = new()
-    final = build(node, start)
-    new = build = None  # (they refer to each other: no cycle left for the collector)
+    try:
+        start = new()
+        final = build(node, start)
+    finally:  # (they refer to each other: no cycle left for the collector, returned or raised)
+        new = build = None
     atoms, members = _refine(sets)
     set_atoms = members
 

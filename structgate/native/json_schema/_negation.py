@@ -192,22 +192,28 @@ class NegationMixin:
             others.append((b, bw))
         todo: list = ([(None, groups)] if groups else []) + others
         fold = _Fold(rest)
-        while todo:
-            failed = []
-            for b, bw in todo:
-                self.check_deadline(bw if b is not None else w)
-                try:
-                    r = self._negate_values(fold.view, bw) if b is None else self._negate(fold.view, b, bw)
-                except UnsupportedFeatureError as e:
-                    failed.append(((b, bw), e))
-                    continue
-                if r is False:
-                    return False
-                fold.take(r)
-            if len(failed) == len(todo):
-                raise failed[0][1]
-            todo = [t for t, _ in failed]
-        return fold.result()
+        first = None  # a round's first refusal, raised when nothing of the round folds
+        try:
+            while todo:
+                failed, first = [], None
+                for b, bw in todo:
+                    self.check_deadline(bw if b is not None else w)
+                    try:
+                        r = self._negate_values(fold.view, bw) if b is None else self._negate(fold.view, b, bw)
+                    except UnsupportedFeatureError as e:
+                        failed.append((b, bw))
+                        if first is None:
+                            first = e
+                        continue
+                    if r is False:
+                        return False
+                    fold.take(r)
+                if len(failed) == len(todo):
+                    raise first
+                todo = failed
+            return fold.result()
+        finally:  # its traceback holds this frame: no reference cycle left (returned or raised)
+            first = None
 
     #: keywords :meth:`_negated_keywords` negates one by one (De Morgan over the schema's keywords)
     NEGATABLE = frozenset({"type", "required", "properties", "minimum", "maximum", "exclusiveMinimum",

@@ -577,9 +577,11 @@ def pattern_ast(branches, upper: bool = False):
         raise AssertionError(n)
 
     out = []
-    for node, a_s, a_e in branches:
-        end = [Repeat(Chars(((0x0A, 0x0A),)), 0, 1)] if upper else []
-        items = ([] if a_s else [any_star]) + [conv(node)] + (end if a_e else [any_star])
-        out.append(Concat(tuple(items)))
-    conv = None  # (recursive: no cycle left for the collector)
+    try:
+        for node, a_s, a_e in branches:
+            end = [Repeat(Chars(((0x0A, 0x0A),)), 0, 1)] if upper else []
+            items = ([] if a_s else [any_star]) + [conv(node)] + (end if a_e else [any_star])
+            out.append(Concat(tuple(items)))
+    finally:
+        conv = None  # (recursive: no reference cycle left for the collector, returned or raised)
     return out[0] if len(out) == 1 else Alt(tuple(out))

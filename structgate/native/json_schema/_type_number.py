@@ -43,21 +43,24 @@ class NumberMixin:
             if ihi is None or cur is None or cur <= ihi:
                 pieces.append((cur, ihi))
             outs, left_out = [], None
-            for n, (a, b) in enumerate(pieces):
-                if n % 16 == 0:  # a piece under a multipleOf builds its own automaton (~16 ms)
-                    self.check_deadline(where)
-                piece = dict(rest)
-                if a is not None:
-                    piece["minimum"] = a
-                if b is not None:
-                    piece["maximum"] = b
-                try:
-                    outs.append(self.number(piece, where, integer=True))
-                except UnsupportedFeatureError as e:  # a piece in a float multipleOf's left-out zone:
-                    left_out = e  # the others still compile (sound); refused if none does
-            if alt(outs) is None and left_out is not None:
-                raise left_out
-            return alt(outs)
+            try:
+                for n, (a, b) in enumerate(pieces):
+                    if n % 16 == 0:  # a piece under a multipleOf builds its own automaton (~16 ms)
+                        self.check_deadline(where)
+                    piece = dict(rest)
+                    if a is not None:
+                        piece["minimum"] = a
+                    if b is not None:
+                        piece["maximum"] = b
+                    try:
+                        outs.append(self.number(piece, where, integer=True))
+                    except UnsupportedFeatureError as e:  # a piece in a float multipleOf's left-out zone:
+                        left_out = e  # the others still compile (sound); refused if none does
+                if alt(outs) is None and left_out is not None:
+                    raise left_out
+                return alt(outs)
+            finally:  # its traceback holds this frame: no reference cycle left (returned or raised)
+                left_out = None
         if "multipleOf" in schema:
             mo = schema["multipleOf"]
             if mo <= 0:
@@ -271,7 +274,10 @@ def _literals_text(values: list[int]) -> str | None:
             body = ("(?:" + body + ")?") if len(branches) == 1 else body + "?"
         return p + body
 
-    return trie(strs)
+    try:
+        return trie(strs)
+    finally:
+        trie = None  # (recursive: no reference cycle left for the collector, returned or raised)
 
 
 def _integer_bounds(lo, hi) -> tuple[int | None, int | None]:

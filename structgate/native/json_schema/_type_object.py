@@ -484,9 +484,12 @@ class ObjectMixin:
             memo[s] = named(body, f"o{s:x}", always=True, keep=True)
             return memo[s]
 
-        firsts = [f"{kv[i]}{after(1 << i)}" for i in range(n)]
-        if extra is not None:
-            firsts.append(f"{x}{after(0)}")
+        try:
+            firsts = [f"{kv[i]}{after(1 << i)}" for i in range(n)]
+            if extra is not None:
+                firsts.append(f"{x}{after(0)}")
+        finally:
+            after = None  # (recursive: no reference cycle left for the collector, returned or raised)
         f = f"(?:{'|'.join(firsts)})"
         if need:
             return rf"\{{{ws}{f}{ws}\}}"

@@ -273,7 +273,10 @@ def _key_not_in(names: list[str]) -> str:
             parts.append('"')
         return alt(parts) if parts else "(?!)"
 
-    return '"' + rec(trie)
+    try:
+        return '"' + rec(trie)
+    finally:
+        rec = None  # (recursive: no reference cycle left for the collector, returned or raised)
 
 
 #: the end of a JSON string in canonical spelling: any characters, then the closing quote

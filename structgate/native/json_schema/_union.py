@@ -162,17 +162,19 @@ class UnionMixin(DisjointMixin):
         (alternatives valid anywhere), else ``ctx`` (the branch it is conjoined with:
         ``additionalProperties`` of ``b`` is negated relative to the keys ``ctx`` allows); the
         oneOf refusal naming ``pair`` when neither has a positive form."""
-        err = None
+        why = None  # the last refusal's text, not the exception: one kept in a local of this frame
+        # (which its traceback holds) would be a reference cycle, left to the cyclic collector (and
+        # frozen for good under the plugin's STRUCTGATE_GC_FREEZE_AFTER_COMPILE)
         for base in ({}, ctx) if ctx else ({},):
             try:
                 return self._negate(base, b, _ptr(where, j)), base
             except UnsupportedFeatureError as e:
-                err = e
+                why = f"{e.feature} at {e.where}: {e.detail}"
             except RecursionError:
                 raise self._overlap_error(*pair, where, f"the exact form needs not branch {j}, a recursive "
                                           "schema") from None
         raise self._overlap_error(*pair, where, f"the exact form needs not branch {j}, which has no positive "
-                                  f"form here ({err.feature} at {err.where}: {err.detail})") from None
+                                  f"form here ({why})") from None
 
     def _values_only_in(self, ctx, others) -> list | None:
         """When ``ctx`` (a branch with the keywords beside ``oneOf``) lists finitely many values

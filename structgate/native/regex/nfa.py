@@ -209,9 +209,10 @@ def _strip_edge_anchors(node: Node) -> Node:
             return items[0] if len(items) == 1 else Concat(tuple(items))
         return nd
 
-    out = strip(strip(node, "start", 0), "end", 0)
-    strip = None  # (recursive: no cycle left for the collector)
-    return out
+    try:
+        return strip(strip(node, "start", 0), "end", 0)
+    finally:
+        strip = None  # (recursive: no reference cycle left for the collector, returned or raised)
 
 
 def _compile(nfa: NFA, node: Node, nxt: int):
