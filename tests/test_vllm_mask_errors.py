@@ -211,6 +211,29 @@ def test_a_refused_token_logs_one_line(caplog):
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING and "bad-2" in lines[0].getMessage()
 
 
+def test_a_refused_token_schedules_no_prefetch(caplog):
+    """A refused sampled token ends its request: no next mask to prefetch. It used to schedule one
+    (the bridge's grammar logs its own refusals, and the hook then fell into its prefetch branch),
+    which for a grammar failing in that very advance redid the failed work in the background and
+    logged a second DEBUG traceback. An accepted token still schedules one."""
+    mh = harness()
+    be = NativeBackend(VOCAB, max_dfa_states=20)
+    bad = bridge_grammar(be.compile(Constraint.regex(BAD)))
+    assert bad.accept_tokens("bad-1", TO_BAD_ADVANCE)
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=2)
+    req = mh.make_request("bad-1", bad)
+    with caplog.at_level(logging.DEBUG, logger="structgate"):
+        assert mgr.accept_tokens(req, [A]) is False  # the grammar fails in this advance
+        sound = bridge_grammar(NativeBackend(VOCAB).compile(Constraint.regex("(ab)+")))
+        assert mgr.accept_tokens(mh.make_request("sound", sound), [B]) is False  # refused: mask not applied
+        sh.prefetcher().drain()
+    assert not any(k.startswith("prefetch_") for k in sh.stats), sh.stats
+    assert len([r for r in caplog.records if r.exc_info]) == 1  # the failure's one traceback
+    assert mgr.accept_tokens(mh.make_request("sound-2", sound), [AB]) is True
+    sh.prefetcher().drain()
+    assert sh.stats.get("prefetch_native_submitted") == 1, sh.stats
+
+
 def test_a_token_a_sound_grammar_refuses_logs_one_error(caplog):
     """A token refused by a grammar that has not failed (a mask not applied): one ERROR line naming
     the request and the token."""
