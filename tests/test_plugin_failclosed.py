@@ -279,6 +279,47 @@ class _RewordedScheduler:
             "Unexpected: the grammar refused tokens %s for request %s. Terminating request.", [], "r")
 
 
+class _FStringScheduler:
+    def update_from_output(self, new_token_ids, req_id):
+        import logging
+
+        logging.getLogger("vllm.v1.core.sched.scheduler").error(
+            f"Unexpected: grammar rejected tokens {new_token_ids} for request {req_id}. Terminating request.")
+
+
+class _RawFStringScheduler:
+    def update_from_output(self, new_token_ids, req_id):
+        import logging
+
+        logging.getLogger("vllm.v1.core.sched.scheduler").error(
+            rf"Unexpected: grammar rejected tokens %s for request {req_id}. Terminating request.", new_token_ids)
+
+
+class _PercentScheduler:
+    def update_from_output(self, new_token_ids, req_id):
+        import logging
+
+        logging.getLogger("vllm.v1.core.sched.scheduler").error(
+            'Unexpected: grammar rejected tokens %s for request %s. Terminating request.', new_token_ids, req_id)
+
+
+def test_refusal_log_filter_entry_needs_a_percent_style_line():
+    """The filter reads the request id from the record's args: a vLLM writing its line as an f-string
+    (the wording unchanged, the args empty) fails the check (the filter stays off, vLLM's line is
+    written); a %-style literal passes, in either quotes."""
+    import logging
+    from types import SimpleNamespace
+
+    from structgate.plugin.bridge import _RefusalLogFilter
+    from structgate.plugin.patches import _check_refusal_log_filter
+
+    log = logging.getLogger(_RefusalLogFilter.LOGGER)
+    for cls in (_FStringScheduler, _RawFStringScheduler):
+        with pytest.raises(ledger.VllmPatchError, match=r"update_from_output.*%-style literal"):
+            _check_refusal_log_filter(SimpleNamespace(logger=log, Scheduler=cls))
+    _check_refusal_log_filter(SimpleNamespace(logger=log, Scheduler=_PercentScheduler))
+
+
 def test_refusal_log_filter_entry_checks_the_installed_vllm(monkeypatch):
     """The entry holds on the installed vLLM (0.32; tests/test_vllm033.py applies it to 0.33.0's
     code), and fails naming the symbol when vLLM's line is reworded or its logger renamed."""

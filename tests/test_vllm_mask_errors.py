@@ -211,6 +211,49 @@ def test_a_refused_token_logs_one_line(caplog):
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING and "bad-2" in lines[0].getMessage()
 
 
+def test_a_refused_token_schedules_no_prefetch(caplog):
+    """A refused sampled token ends its request: no next mask to prefetch. It used to schedule one
+    (the bridge's grammar logs its own refusals, and the hook then fell into its prefetch branch),
+    which for a grammar failing in that very advance redid the failed work in the background and
+    logged a second DEBUG traceback. An accepted token still schedules one."""
+    mh = harness()
+    be = NativeBackend(VOCAB, max_dfa_states=20)
+    bad = bridge_grammar(be.compile(Constraint.regex(BAD)))
+    assert bad.accept_tokens("bad-1", TO_BAD_ADVANCE)
+    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=2)
+    req = mh.make_request("bad-1", bad)
+    with caplog.at_level(logging.DEBUG, logger="structgate"):
+        assert mgr.accept_tokens(req, [A]) is False  # the grammar fails in this advance
+        sound = bridge_grammar(NativeBackend(VOCAB).compile(Constraint.regex("(ab)+")))
+        assert mgr.accept_tokens(mh.make_request("sound", sound), [B]) is False  # refused: mask not applied
+        sh.prefetcher().drain()
+    assert not any(k.startswith("prefetch_") for k in sh.stats), sh.stats
+    assert len([r for r in caplog.records if r.exc_info]) == 1  # the failure's one traceback
+    assert mgr.accept_tokens(mh.make_request("sound-2", sound), [AB]) is True
+    sh.prefetcher().drain()
+    assert sh.stats.get("prefetch_native_submitted") == 1, sh.stats
+
+
+def test_a_refusal_logged_at_info_leaves_vllms_line(caplog):
+    """A grammar that failed in a mask fill (its warning then) and refuses the next sampled token
+    (the mask was not applied): structgate's line for the refusal is INFO ("warned already"), which
+    vLLM's default logging does not show (it configures only the ``vllm`` logger; structgate's
+    records reach Python's last-resort handler, WARNING and above). vLLM's ERROR line for it used to
+    be dropped all the same: nothing visible. Now it is written; a WARNING or ERROR of ours still
+    drops it."""
+    mgr, reqs, _ = setup_batch()
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        mgr.grammar_bitmask({"bad": reqs["bad"]}, ["bad"], {})  # the grammar fails in this fill
+    assert [r.levelno for r in caplog.records if r.name.startswith("structgate")] == [logging.WARNING]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="structgate"):
+        assert mgr.accept_tokens(reqs["bad"], [A]) is False
+    lines = [r for r in caplog.records if r.name.startswith("structgate") and r.levelno >= logging.INFO]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO, [r.getMessage() for r in lines]
+    assert "request bad" in lines[0].getMessage() and f"token {A}:" in lines[0].getMessage()
+    assert _vllm_refusal_line_passes("bad")
+
+
 def test_a_token_a_sound_grammar_refuses_logs_one_error(caplog):
     """A token refused by a grammar that has not failed (a mask not applied): one ERROR line naming
     the request and the token."""
@@ -266,7 +309,12 @@ def test_a_refused_draft_token_logs_one_line(case, caplog):
     lines = [r for r in caplog.records if r.levelno >= logging.INFO]
     assert len(lines) == 1 and f"request {rid}" in lines[0].getMessage(), [r.getMessage() for r in lines]
     assert f"token {token}:" in lines[0].getMessage() and "draft" not in lines[0].getMessage()
-    assert not _vllm_refusal_line_passes(rid)
+    if case == "sound":
+        assert lines[0].levelno == logging.ERROR
+        assert not _vllm_refusal_line_passes(rid)
+    else:  # the failure was warned at the draft: INFO (not shown by vLLM's logging), vLLM's line stays
+        assert lines[0].levelno == logging.INFO
+        assert _vllm_refusal_line_passes(rid)
 
 
 def test_a_draft_refused_in_vllms_own_fill_loop_is_a_draft(monkeypatch, caplog):

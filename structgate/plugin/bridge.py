@@ -461,9 +461,11 @@ def build_backend(name: str, tokenizer: Any, *, model_config: Any = None, vllm_c
 class _RefusalLogFilter(logging.Filter):
     """Drops vLLM's own line for a sampled token a structgate grammar refused (``Unexpected: grammar
     rejected tokens [...] for request X. Terminating request.``, an ERROR of the scheduler's logger)
-    when structgate has just logged that refusal itself, in one line that also says why
-    (:meth:`StructgateVllmGrammar._log_refusal`): one refused token, one line. Any other record
-    passes, and so does vLLM's line for a request structgate did not log.
+    when structgate has just logged that refusal itself at WARNING or above, in one line that also
+    says why (:meth:`StructgateVllmGrammar._log_refusal`): one refused token, one line. Any other
+    record passes, and so does vLLM's line for a request structgate did not log or logged at INFO
+    only (a grammar whose failure was warned already: INFO is not shown under vLLM's default logging,
+    so vLLM's line is the visible one).
 
     It depends on vLLM's logger name and wording (:attr:`LOGGER`, :attr:`PREFIX`), which the ledger
     entry :attr:`ENTRY` checks (:mod:`structgate.plugin.patches`); when that check failed the filter
@@ -495,6 +497,11 @@ class _RefusalLogFilter(logging.Filter):
             if not self._installed:
                 self._installed = True
                 logging.getLogger(self.LOGGER).addFilter(self)
+
+    def discard(self, request_id: str) -> None:
+        """vLLM's next line for ``request_id`` is written (an earlier :meth:`note` is undone)."""
+        with self._lock:
+            self._ids.pop(request_id, None)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not self._ids or not isinstance(record.msg, str) or not record.msg.startswith(self.PREFIX):
@@ -634,7 +641,9 @@ class StructgateVllmGrammar(_VGrammar):
         its grammar failed during decoding by this very advance (the failure's one warning; the
         request then ends with ``stop_reason`` naming the failure; the traceback at DEBUG), INFO
         when that failure was warned already, an ERROR for a grammar that has not failed (a mask
-        was not applied, or left no legal token). vLLM's own line for the same refusal is dropped (:data:`_refusal_filter`).
+        was not applied, or left no legal token). vLLM's own line for the same refusal is dropped
+        (:data:`_refusal_filter`) when ours is WARNING or above; after an INFO line of ours (not shown
+        under vLLM's default logging) vLLM's ERROR line is written.
 
         ``draft``: a draft token of the speculative fill (``draft token 1:b'b' refused ...``), at the
         same levels; it fails nothing (the later rows of the step repeat the last valid row, or allow
@@ -658,7 +667,8 @@ class StructgateVllmGrammar(_VGrammar):
         if isinstance(m, FailedMatcher):
             # the failure's one WARNING when it happened in this advance; INFO when it was warned
             # already (a mask fill failed, and this token was sampled without that row)
-            logger.log(logging.WARNING if failed_now is not None else logging.INFO,
+            level = logging.WARNING if failed_now is not None else logging.INFO
+            logger.log(level,
                        "structgate %s: request %s: token %s refused: its grammar failed during decoding (%s) and "
                        "allows only EOS, so the request ends here (finish_reason stop, its stop_reason names "
                        "the failure); other requests are not affected", self.backend_name, request_id, tok,
@@ -666,10 +676,17 @@ class StructgateVllmGrammar(_VGrammar):
             if failed_now is not None:
                 log_traceback(self, failed_now, request_id)
         else:
+            level = logging.ERROR
             logger.error("structgate %s: request %s: token %s refused by its grammar, so the request fails "
                          "(FINISHED_ERROR): the mask was not applied or left no legal token (another logits "
                          "processor forbade the grammar's only tokens?)", self.backend_name, request_id, tok)
-        _refusal_filter.note(request_id)
+        # vLLM's ERROR line is dropped only for a line of ours that is as visible: under vLLM's default
+        # logging structgate's INFO lines are not shown, so an INFO line (the failure warned already)
+        # leaves vLLM's line alone
+        if level >= logging.WARNING:
+            _refusal_filter.note(request_id)
+        else:
+            _refusal_filter.discard(request_id)
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         """The longest accepted prefix of ``tokens`` (stops after an accepted EOS). Does not change

@@ -788,7 +788,11 @@ register_patch(Patch(
 def _check_refusal_log_filter(mod) -> None:
     """What :class:`structgate.plugin.bridge._RefusalLogFilter` relies on: the scheduler module's
     logger is the one it filters, and ``Scheduler.update_from_output`` (vLLM's code, under
-    engine-compile-error-reason's wrapper) still writes the line that starts with its ``PREFIX``."""
+    engine-compile-error-reason's wrapper) still writes the line that starts with its ``PREFIX``, as
+    a %-style literal (``PREFIX`` then `` %s``, and a later ``%s`` in the same literal, no f-string
+    prefix): the filter finds the request id among ``record.args``, which an f-string leaves empty."""
+    import re
+
     from .bridge import _RefusalLogFilter as F
 
     sym = "vllm.v1.core.sched.scheduler"
@@ -799,6 +803,13 @@ def _check_refusal_log_filter(mod) -> None:
     orig = ledger.require_attr(mod, "Scheduler.update_from_output", f"{sym}.Scheduler.update_from_output")
     orig = getattr(orig, "__structgate_original__", orig)  # checked before or after the wrapper applied
     ledger.require_source(orig, ((f'"{F.PREFIX}', f"'{F.PREFIX}"),), f"{sym}.Scheduler.update_from_output")
+    src = ledger.source_text(orig)
+    # the opening quote, preceded by no string prefix holding f/F (r"", u"" are fine), then PREFIX %s ... %s
+    percent = re.compile(r"(?<![\w])[rRuU]?([\"'])" + re.escape(F.PREFIX) + r" %s(?:(?!\1)[^\n])*?%s")
+    if src is not None and not percent.search(src):
+        raise VllmPatchError(f"{sym}.Scheduler.update_from_output",
+                             f"its code changed (no longer writes {F.PREFIX!r} as a %-style literal with "
+                             "'%s' arguments: the filter needs the request id in the record's args)")
 
 
 register_patch(Patch(
@@ -811,7 +822,9 @@ register_patch(Patch(
         "refusal would log two. The filter replaces nothing, but it relies on vLLM's logger name and "
         "wording: reworded, both lines come back without a word",
     how="check that the module's logger is 'vllm.v1.core.sched.scheduler' and that "
-        "Scheduler.update_from_output's source still holds a string starting with the filter's PREFIX; "
+        "Scheduler.update_from_output's source still holds a %-style literal (not an f-string) starting "
+        "with the filter's PREFIX followed by '%s' placeholders (the filter reads the request id from the "
+        "record's args); "
         "the filter (bridge._RefusalLogFilter) is added to that logger at structgate's first own "
         "refusal line and drops vLLM's next line for that request only. Optional: a log line is "
         "cosmetic, so a failed check only turns the filter off (it is then never installed and vLLM's "

@@ -578,7 +578,9 @@ def _accept_draft(grammar: Any, req_id: str, token: int) -> bool:
 
 def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
     """Replacement of ``StructuredOutputManager.accept_tokens``: the original under the request's
-    lock, an epoch increment, then a background prefetch of the next mask."""
+    lock, an epoch increment, then a background prefetch of the next mask, after accepted tokens
+    only (a refused token ends the request: no next mask; its matcher may have failed in that very
+    advance, and a prefetch would redo the work that failed)."""
     orig = _ORIG["accept_tokens"]
     if not _active(self) or not new_token_ids or not request.use_structured_output:
         return orig(self, request, new_token_ids)
@@ -591,7 +593,10 @@ def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
         ok = orig(self, request, new_token_ids)
         slot.epoch += 1
         epoch = slot.epoch
-    if not ok and not getattr(grammar, "logs_refusals", False):  # (the bridge's grammar logs its own)
+    if ok:
+        if prefetch_enabled():
+            prefetcher().on_accepted(grammar, m, slot, epoch)
+    elif not getattr(grammar, "logs_refusals", False):  # (the bridge's grammar logs its own)
         if _kind(grammar.matcher) == 3:
             logger.error("structgate: request %s: its grammar failed during decoding (%s) and accepts only EOS; "
                          "token(s) %s rejected, so the request ends here (its output stops before that token and "
@@ -603,8 +608,6 @@ def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
                          "(FINISHED_ERROR). This happens when the mask left no legal token (for instance "
                          "another logits processor forbade the grammar's only tokens) or a mask was not "
                          "applied.", request.request_id, list(new_token_ids))
-    elif prefetch_enabled():
-        prefetcher().on_accepted(grammar, m, slot, epoch)
     return ok
 
 
