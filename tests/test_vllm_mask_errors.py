@@ -173,17 +173,22 @@ def _vllm_refusal_line_passes(rid) -> bool:
     return bool(logging.getLogger(name).filter(rec))
 
 
+def _request_at_the_limit(max_num_seqs: int):
+    """``(manager, request "bad-1")``: the request's grammar (``BAD`` under ``max_dfa_states=20``)
+    advanced to where its next ``A`` meets the limit in ``advance``."""
+    mh = harness()
+    be = NativeBackend(VOCAB, max_dfa_states=20)
+    bad = bridge_grammar(be.compile(Constraint.regex(BAD)))
+    assert bad.accept_tokens("bad-1", TO_BAD_ADVANCE)
+    return mh.make_manager(mh.HarnessBackend(be), max_num_seqs=max_num_seqs), mh.make_request("bad-1", bad)
+
+
 def test_a_refused_token_logs_one_line(caplog):
     """A sampled token the failed grammar refuses used to log four lines: fail_grammar's warning, the
     bridge's error, the scheduler hook's error and vLLM's own. Now one, at WARNING (the request ends
     with its stop_reason naming the failure): the request, the token, why; the traceback at DEBUG
     only; vLLM's line for it dropped."""
-    mh = harness()
-    be = NativeBackend(VOCAB, max_dfa_states=20)
-    bad = bridge_grammar(be.compile(Constraint.regex(BAD)))
-    assert bad.accept_tokens("bad-1", TO_BAD_ADVANCE)
-    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=1)
-    req = mh.make_request("bad-1", bad)
+    mgr, req = _request_at_the_limit(max_num_seqs=1)
     with caplog.at_level(logging.DEBUG, logger="structgate"):
         assert mgr.accept_tokens(req, [A]) is False
     lines = [r for r in caplog.records if r.levelno >= logging.INFO]
@@ -217,11 +222,7 @@ def test_a_refused_token_schedules_no_prefetch(caplog):
     which for a grammar failing in that very advance redid the failed work in the background and
     logged a second DEBUG traceback. An accepted token still schedules one."""
     mh = harness()
-    be = NativeBackend(VOCAB, max_dfa_states=20)
-    bad = bridge_grammar(be.compile(Constraint.regex(BAD)))
-    assert bad.accept_tokens("bad-1", TO_BAD_ADVANCE)
-    mgr = mh.make_manager(mh.HarnessBackend(be), max_num_seqs=2)
-    req = mh.make_request("bad-1", bad)
+    mgr, req = _request_at_the_limit(max_num_seqs=2)
     with caplog.at_level(logging.DEBUG, logger="structgate"):
         assert mgr.accept_tokens(req, [A]) is False  # the grammar fails in this advance
         sound = bridge_grammar(NativeBackend(VOCAB).compile(Constraint.regex("(ab)+")))

@@ -650,36 +650,30 @@ class StructgateVllmGrammar(_VGrammar):
         only EOS once the grammar failed), so no vLLM line is dropped for it."""
         tok = self.matcher.vocab.describe(token)
         m = self.matcher
-        if draft:
-            if isinstance(m, FailedMatcher):
-                logger.log(logging.WARNING if failed_now is not None else logging.INFO,
-                           "structgate %s: request %s: draft token %s refused: its grammar failed during decoding "
-                           "(%s) and allows only EOS from this step on, so the request ends (its stop_reason names "
-                           "the failure); other requests are not affected", self.backend_name, request_id, tok,
-                           describe_failure(m.error))
-                if failed_now is not None:
-                    log_traceback(self, failed_now, request_id)
-            else:
-                logger.error("structgate %s: request %s: draft token %s refused by its grammar in the speculative "
-                             "bitmask fill (drafts are validated before they are scheduled); the later rows of this "
-                             "step repeat the last valid row", self.backend_name, request_id, tok)
-            return
         if isinstance(m, FailedMatcher):
             # the failure's one WARNING when it happened in this advance; INFO when it was warned
             # already (a mask fill failed, and this token was sampled without that row)
             level = logging.WARNING if failed_now is not None else logging.INFO
-            logger.log(level,
-                       "structgate %s: request %s: token %s refused: its grammar failed during decoding (%s) and "
-                       "allows only EOS, so the request ends here (finish_reason stop, its stop_reason names "
-                       "the failure); other requests are not affected", self.backend_name, request_id, tok,
-                       describe_failure(m.error))
+            logger.log(level, "structgate %s: request %s: %s %s refused: its grammar failed during decoding (%s) and "
+                       "%s; other requests are not affected", self.backend_name, request_id,
+                       "draft token" if draft else "token", tok, describe_failure(m.error),
+                       "allows only EOS from this step on, so the request ends (its stop_reason names the failure)"
+                       if draft else "allows only EOS, so the request ends here (finish_reason stop, its "
+                       "stop_reason names the failure)")
             if failed_now is not None:
                 log_traceback(self, failed_now, request_id)
+        elif draft:
+            level = logging.ERROR
+            logger.error("structgate %s: request %s: draft token %s refused by its grammar in the speculative "
+                         "bitmask fill (drafts are validated before they are scheduled); the later rows of this "
+                         "step repeat the last valid row", self.backend_name, request_id, tok)
         else:
             level = logging.ERROR
             logger.error("structgate %s: request %s: token %s refused by its grammar, so the request fails "
                          "(FINISHED_ERROR): the mask was not applied or left no legal token (another logits "
                          "processor forbade the grammar's only tokens?)", self.backend_name, request_id, tok)
+        if draft:
+            return  # a refused draft fails nothing: vLLM's line for a later sampled token stays its own
         # vLLM's ERROR line is dropped only for a line of ours that is as visible: under vLLM's default
         # logging structgate's INFO lines are not shown, so an INFO line (the failure warned already)
         # leaves vLLM's line alone
