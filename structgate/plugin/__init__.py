@@ -28,10 +28,6 @@ platform sets ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) unless the user set it
 (``STRUCTGATE_NO_CPU_DEFAULTS=1`` turns that off), so ``vllm serve MODEL
 --structured-output-backend native`` works as written on a small CPU machine.
 
-It also writes structgate's own log records (WARNING and above, unless the ``structgate`` logger's
-level is set) with the handlers vLLM configured, in vLLM's format, when the user has not configured
-logging (:class:`_ToVllmHandlers`).
-
 This module imports nothing from vLLM at import time.
 """
 from __future__ import annotations
@@ -55,54 +51,6 @@ _lock = threading.Lock()
 _registered = False
 
 
-class _ToVllmHandlers(logging.Handler):
-    """Attached to the ``structgate`` logger by :func:`register` (when it has no handler of its own):
-    writes structgate's records with the handlers vLLM configured on its ``vllm`` logger, so that
-    structgate's warnings and errors appear in the server's log in vLLM's format and stream
-    (``VLLM_LOGGING_STREAM``, stdout by default) rather than raw on stderr through Python's
-    last-resort handler. The levels are unchanged: the ``structgate`` logger's (the root logger's
-    WARNING unless set), then each vLLM handler's own.
-
-    Decided per record, so it follows vLLM's (re)configuration in each process: nothing when the
-    user configured logging (another handler on the record's way up, the root logger's included:
-    ``logging.basicConfig``, a dictConfig, pytest's capture); Python's last-resort handler, as
-    without this one, when vLLM's logging is not configured (``VLLM_CONFIGURE_LOGGING=0``, or the
-    ``vllm`` logger has no handler: offline use before vLLM configured it, a plain script)."""
-
-    def _elsewhere(self, record: logging.LogRecord) -> bool:
-        c: logging.Logger | None = logging.getLogger(record.name)
-        while c is not None:
-            if any(h is not self for h in c.handlers):
-                return True
-            if not c.propagate:
-                break
-            c = c.parent
-        return False
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            if self._elsewhere(record):
-                return
-            vllm_handlers = logging.getLogger("vllm").handlers
-            if os.environ.get("VLLM_CONFIGURE_LOGGING", "1").strip() == "0":
-                vllm_handlers = []
-            if vllm_handlers:
-                for h in vllm_handlers:
-                    if record.levelno >= h.level:
-                        h.handle(record)
-            elif logging.lastResort is not None and record.levelno >= logging.lastResort.level:
-                logging.lastResort.handle(record)
-        except Exception:  # noqa: BLE001 - as any handler: reported, never raised into the caller
-            self.handleError(record)
-
-
-def _route_logs_to_vllm() -> None:
-    """Add :class:`_ToVllmHandlers` to the ``structgate`` logger unless it has a handler already."""
-    lg = logging.getLogger("structgate")
-    if not lg.handlers:
-        lg.addHandler(_ToVllmHandlers())
-
-
 def register() -> None:
     """vLLM ``general_plugins`` entry point: apply (or schedule) every ledger patch. Idempotent.
 
@@ -118,7 +66,6 @@ def register() -> None:
         try:
             from . import ledger
 
-            _route_logs_to_vllm()
             ledger.apply_all(strict=False)  # includes cpu-env-defaults and metrics-dir (vllm.platforms)
         except Exception as e:  # noqa: BLE001 - never inside vLLM's plugin loader
             logger.error("structgate: the vLLM plugin could not be set up: %s: %s", type(e).__name__, e)
