@@ -255,6 +255,17 @@ def test_a_refusal_logged_at_info_leaves_vllms_line(caplog):
     assert _vllm_refusal_line_passes("bad")
 
 
+def test_a_refusal_held_back_by_structgates_level_leaves_vllms_line(monkeypatch):
+    """The ``structgate`` logger's level set above a refusal's WARNING (a user quieting structgate):
+    that line is not written, so vLLM's ERROR line for the refusal is not dropped either (it was:
+    no line at all; a break-it finding)."""
+    lg = logging.getLogger("structgate")
+    monkeypatch.setattr(lg, "level", logging.ERROR)
+    mgr, req = _request_at_the_limit(max_num_seqs=1)
+    assert mgr.accept_tokens(req, [A]) is False  # the grammar fails in this advance: a WARNING, held back
+    assert _vllm_refusal_line_passes("bad-1")
+
+
 def test_a_token_a_sound_grammar_refuses_logs_one_error(caplog):
     """A token refused by a grammar that has not failed (a mask not applied): one ERROR line naming
     the request and the token."""

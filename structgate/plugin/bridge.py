@@ -676,8 +676,8 @@ class StructgateVllmGrammar(_VGrammar):
             return  # a refused draft fails nothing: vLLM's line for a later sampled token stays its own
         # vLLM's ERROR line is dropped only for a line of ours that is as visible: under vLLM's default
         # logging structgate's INFO lines are not shown, so an INFO line (the failure warned already)
-        # leaves vLLM's line alone
-        if level >= logging.WARNING:
+        # leaves vLLM's line alone, as does a line the ``structgate`` logger's level holds back
+        if level >= logging.WARNING and logger.isEnabledFor(level):
             _refusal_filter.note(request_id)
         else:
             _refusal_filter.discard(request_id)
