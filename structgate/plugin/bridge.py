@@ -578,16 +578,15 @@ class StructgateVllmGrammar(_VGrammar):
         self.num_processed_tokens = 0
         self._warned = False
 
-    def accept_tokens(self, request_id: str, tokens: list[int], *, draft: bool = False) -> bool:
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         """Advance by ``tokens``; tokens after termination are ignored. False if one is rejected
         (the state then stays after the last accepted token, as in vLLM's xgrammar adapter).
 
-        ``draft``: the tokens are a draft the scheduler hook feeds in its speculative fill
-        (:func:`~structgate.plugin.scheduler_hook._accept_draft`), not sampled ones: a refusal is
-        still one line (:meth:`_log_refusal`), but it fails nothing, so vLLM's line for a later
-        sampled token is not dropped for it and that token still gets its own line. A call inside
-        the step's bitmask fill (:func:`in_mask_fill`: vLLM's own fill loop, with the hook off) is
-        a draft too.
+        Inside the step's bitmask fill (:func:`in_mask_fill`: the scheduler hook's speculative fill,
+        :func:`~structgate.plugin.scheduler_hook._accept_draft`, or vLLM's own fill loop with the
+        hook off) the tokens are drafts, not sampled ones: a refusal is still one line
+        (:meth:`_log_refusal`), but it fails nothing, so vLLM's line for a later sampled token is
+        not dropped for it and that token still gets its own line.
 
         An advance that raises a structgate error (a limit met the first time a transition is
         needed) fails this request's grammar (:mod:`structgate.plugin.grammar_failure`): that token
@@ -610,7 +609,7 @@ class StructgateVllmGrammar(_VGrammar):
                     failed_now = e
                     ok = m.advance(int(t))
                 if not ok:
-                    if draft or in_mask_fill():
+                    if in_mask_fill():
                         self._log_refusal(request_id, int(t), failed_now, draft=True)
                     elif not self._warned:
                         self._warned = True
@@ -631,8 +630,7 @@ class StructgateVllmGrammar(_VGrammar):
             failed_now = None
 
     #: the bridge's grammar logs its refused tokens itself (:meth:`_log_refusal`), the draft tokens
-    #: of the hook's speculative fill too (``accept_tokens(..., draft=True)``); the scheduler hook
-    #: logs those of other grammars
+    #: of a bitmask fill too (:func:`in_mask_fill`); the scheduler hook logs those of other grammars
     logs_refusals = True
 
     def _log_refusal(self, request_id: str, token: int, failed_now: BaseException | None,

@@ -568,12 +568,14 @@ def _spec_rows(self, plan: BatchFill, req_id: str, request: Any, grammar: Any, r
 
 
 def _accept_draft(grammar: Any, req_id: str, token: int) -> bool:
-    """``grammar.accept_tokens(req_id, [token])`` for a draft token of the speculative fill. A grammar
-    that logs its refusals itself (``logs_refusals``: the bridge's) is told it is a draft
-    (``draft=True``): its one line says so, and a refused draft fails nothing."""
-    if getattr(grammar, "logs_refusals", False):
-        return grammar.accept_tokens(req_id, [token], draft=True)
-    return grammar.accept_tokens(req_id, [token])
+    """``grammar.accept_tokens(req_id, [token])`` for a draft token of the speculative fill, inside
+    :class:`~structgate.plugin.bridge.mask_fill`, as vLLM's own fill loop runs under the ledger entry
+    metrics-mask-fill: the bridge's grammar takes it as a draft (its one line says so, and a refused
+    draft fails nothing)."""
+    from .bridge import mask_fill
+
+    with mask_fill():
+        return grammar.accept_tokens(req_id, [token])
 
 
 def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
