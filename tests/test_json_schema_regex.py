@@ -472,8 +472,12 @@ def test_allof_merge_and_refusal():
     rx = schema_to_regex({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
                                     {"properties": {"a": {"maxLength": 1}, "b": {"type": "null"}}}]})
     assert re.fullmatch(rx, '{"a": "x", "b": null}') and not re.fullmatch(rx, '{"a": "xy"}')
+    # two patterns: both apply (the product of their automata)
+    rx = schema_to_regex({"allOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]})
+    for s in ("ab", "ba", "xaxbx", "a", "b", ""):
+        assert bool(re.fullmatch(rx, json.dumps(s))) == ("a" in s and "b" in s), s
     with pytest.raises(UnsupportedFeatureError) as e:
-        schema_to_regex({"allOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]})
+        schema_to_regex({"allOf": [{"type": "array", "prefixItems": [{}]}, {"prefixItems": [{}, {"type": "null"}]}]})
     assert e.value.feature == "allOf"
 
 

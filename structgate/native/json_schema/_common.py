@@ -16,6 +16,9 @@ NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
 
 # internal keywords produced by `not` of an enum (never in user schemas)
 _NOT_STR = "\x00structgate:not-strings"
+#: every ``pattern`` of a merged ``allOf`` when its members have two or more different ones (the
+#: string emitter takes the product of their automata; ``pattern`` keeps the first)
+_PATTERNS = "\x00structgate:patterns"
 _NOT_BOOL = "\x00structgate:not-booleans"
 _NOT_INT = "\x00structgate:not-integers"
 # internal keyword of a merge: the (float) multipleOf beside it was also given as an equal int
@@ -89,7 +92,7 @@ GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneO
                         "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
     "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers",
-    "\x00structgate:multiple-of-int-too"}
+    "\x00structgate:multiple-of-int-too", "\x00structgate:patterns"}
 
 
 def _ptr(where: str, *parts) -> str:

@@ -7,7 +7,7 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import (_MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal,
+from ._common import (_MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, _PATTERNS, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal,
                       _json_key, _ptr)
 
 
@@ -127,14 +127,16 @@ class MergeMixin:
         if cont:
             m.update({k: cont[0][0][k] for k in ("contains", "minContains", "maxContains") if k in cont[0][0]})
         # strings
+        # patterns: every one applies (the string emitter intersects their automata)
         pats = []
         for s, _ in parts:
-            if "pattern" in s and s["pattern"] not in pats:
-                pats.append(s["pattern"])
-        if len(pats) > 1:
-            unsup("two different patterns cannot be intersected")
+            for p in s.get(_PATTERNS) or ([s["pattern"]] if "pattern" in s else []):
+                if p not in pats:
+                    pats.append(p)
         if pats:
             m["pattern"] = pats[0]
+        if len(pats) > 1:
+            m[_PATTERNS] = pats
         fmts = [s["format"] for s, _ in parts if "format" in s]
         if fmts:
             # asserted formats (self.formats) are constraints: two different ones would need the
@@ -158,6 +160,19 @@ class MergeMixin:
                                                        or any(s.get(_MULT_INT) for s, _ in parts)):
                 m[_MULT_INT] = True
         anyofs = [s["anyOf"] for s, _ in parts if "anyOf" in s]
+        # oneOf: the first member's is kept (compiled with every merged keyword beside it); each
+        # other member's becomes the anyOf of the same language (:meth:`._union.UnionMixin.oneof_as_anyof`,
+        # its branches proved disjoint beside that member's own keywords, or each minus the
+        # branches it may overlap), combined with the anyOfs below
+        oneofs = [(s, w) for s, w in parts if "oneOf" in s]
+        for s, w in oneofs[1:]:
+            rest = {k: v for k, v in s.items() if k != "oneOf" and k not in ANNOTATIONS}
+            branches = s["oneOf"]
+            if not isinstance(branches, list) or not branches:
+                raise GrammarSyntaxError("oneOf must be a non-empty array", json.dumps(branches), 0,
+                                         _ptr(w, "oneOf"))
+            anyofs.append([b for _, b, _ in self.oneof_as_anyof(branches, rest or None, _ptr(w, "oneOf"))]
+                          or [False])
         # if/then/else: a member's then/else apply under its own if only, and an if without them
         # constrains nothing (2020-12 Core §10.2.2), so members' conditionals are never combined
         # across members (an if of one with the then of another); one member's conditional is kept
@@ -175,11 +190,8 @@ class MergeMixin:
             if combos is None:
                 unsup("too many anyOf combinations")
             m["anyOf"] = [{"allOf": list(c)} for c in combos]
-        oneofs = [s["oneOf"] for s, _ in parts if "oneOf" in s]
-        if len(oneofs) > 1:
-            unsup("oneOf in several allOf members")
         if oneofs:
-            m["oneOf"] = oneofs[0]
+            m["oneOf"] = oneofs[0][0]["oneOf"]
         handled = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
                    "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
                    "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
@@ -192,7 +204,7 @@ class MergeMixin:
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
-        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT}
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS}
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

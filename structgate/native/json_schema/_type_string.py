@@ -9,7 +9,7 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ..regex.parser import parse_regex
 from ._automata import complement, from_ast, length_dfa, literals_ast, matches, minimize, product, trim
 from ._charset import ANY, STRING, json_char_regex, subtract
-from ._common import _NOT_STR, _is_num, _is_whole, _ptr
+from ._common import _NOT_STR, _PATTERNS, _is_num, _is_whole, _ptr
 from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, FORMAT_MAX_LENGTH, email_domain_subset,
                        email_subset_shape, format_length_implied, hostname_subset)
 from ._numeric import alt
@@ -49,6 +49,9 @@ class StringMixin:
             if lmin > cap:
                 return None
             lmax, length = cap, (lmin, cap)
+        if len(schema.get(_PATTERNS) or ()) > 1:
+            body = self._patterns_with(schema[_PATTERNS], fmt, lmin, lmax, _ptr(where, "pattern"))
+            return None if body is None else f'"{body}"'
         if "pattern" in schema:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
@@ -205,6 +208,48 @@ class StringMixin:
             out = self._length_product(d, lmin, lmax, _canonical_char, what, where)
         else:
             out = self._emit_dfa(trim(d), _canonical_char, what, where)
+        self._dfa_texts[key] = out
+        return out
+
+    def _patterns_with(self, patterns: list[str], fmt: str | None, lmin: int, lmax: int | None,
+                       where: str) -> str | None:
+        """String bodies matching every pattern of ``patterns`` (``allOf`` members with different
+        ``pattern``s, :meth:`._merge.MergeMixin.merge`), and format ``fmt`` (None: no asserted
+        format) and ``lmin``..``lmax`` code points: exact, the product of their code-point automata
+        (with the format's, and a counter), each symbol in every JSON spelling (canonical with a
+        format, as :meth:`_pattern_with_format`); over ``max_product_states`` /
+        ``max_automaton_rules``, :class:`~structgate.errors.CompileLimitError` naming the patterns
+        (``where`` = the merged schema's ``pattern`` pointer)."""
+        key = ("patterns", tuple(patterns), fmt, lmin, lmax)
+        if key in self._dfa_texts:
+            return self._dfa_texts[key]
+        what, cap = f"{len(patterns)} patterns of allOf members", self.max_product_states
+        # smallest automata first, each intermediate product trimmed and minimised (what is
+        # left of a product of unanchored patterns is often far smaller than the pairs it visits)
+        autos = []
+        for pat in patterns:
+            a = trim(from_ast(pattern_ast(parse_pattern(pat, where)), max_states=cap, what=what, where=where))
+            if a is None:
+                self._dfa_texts[key] = None
+                return None
+            autos.append(minimize(a))
+        autos.sort(key=lambda a: len(a.delta))
+        d = autos[0]
+        for a in autos[1:]:
+            d = trim(product(d, a, max_states=cap, what=what, where=where))
+            if d is None:
+                self._dfa_texts[key] = None
+                return None
+            d = minimize(d)
+        enc = json_char_regex
+        if fmt is not None:
+            d = product(d, self._format_dfa(fmt, what, where), max_states=cap, what=what, where=where)
+            enc = _canonical_char
+        if fmt is not None and format_length_implied(fmt, lmin, lmax):
+            t = trim(d)
+            out = None if t is None else self._emit_dfa(t, enc, what, where)
+        else:
+            out = self._length_product(d, lmin, lmax, enc, what, where)
         self._dfa_texts[key] = out
         return out
 
