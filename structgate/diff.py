@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ._text import escape_lone_surrogates
 from .backends.interface import Backend, Constraint
 from .bitmask import bitmask_to_bool
 from .errors import StructgateError
@@ -308,7 +309,9 @@ def load_maskbench_cases(paths: Iterable[str], *, limit: int | None = None, max_
                 if not line.strip():
                     continue
                 d = json.loads(line)
-                texts = [json.dumps(t["data"], ensure_ascii=False) for t in d.get("tests", [])
+                # a lone surrogate in the data (JSON's "\ud800") written as its escape: the same value,
+                # as text a tokenizer can encode
+                texts = [escape_lone_surrogates(json.dumps(t["data"], ensure_ascii=False)) for t in d.get("tests", [])
                          if t.get("valid") or not valid_only][:max_texts]
                 if not texts:
                     continue

@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ._text import describe_lone_surrogate, lone_surrogate
 from .errors import VocabularyError
 
 __all__ = ["Vocabulary", "load_vocabulary", "bundled_tokenizers", "clear_vocabulary_cache"]
@@ -118,9 +119,22 @@ class Vocabulary:
                           self.name, self.encoder, self.token_names)
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no BOS/EOS added). Raises VocabularyError without an encoder."""
+        """Token ids of ``text`` (no BOS/EOS added).
+
+        Raises
+        ------
+        VocabularyError
+            The vocabulary has no encoder.
+        ValueError
+            ``text`` holds a lone surrogate (``"\\ud800"``): it has no UTF-8 bytes, so no token
+            spells it (the message names the character and where it is).
+        """
         if self.encoder is None:
             raise VocabularyError(f"vocabulary {self.name!r} has no encoder (built from bytes only)")
+        i = lone_surrogate(text)
+        if i is not None:
+            raise ValueError(f"the text holds {describe_lone_surrogate(text, i)}: it has no UTF-8 bytes, "
+                             "so it cannot be tokenized")
         return list(self.encoder(text))
 
     def describe(self, token_id: int) -> str:

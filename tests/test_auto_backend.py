@@ -184,3 +184,22 @@ def test_requested_backend_reads_extra_args():
     for bad in ("nope", "xgrammar", 5):  # unknown, vLLM's own name, not a string
         with pytest.raises(ValueError, match=REQUEST_KEY):
             requested_backend(SimpleNamespace(extra_args={REQUEST_KEY: bad}))
+
+
+def test_refusal_of_a_one_engine_wrap_says_no_chain(vocab):
+    """A plain server's engine wrapped for per-request choice (AutoBackend.wrap) is no chain the user
+    configured: its refusal names the engine, not "the chain" (it read "no engine of the chain
+    (native) can enforce" on a --structured-output-backend native server). A configured chain, even
+    of one engine, keeps the chain wording."""
+    schema = {"type": "number", "multipleOf": 0.001}
+    native = get_backend("native", vocab)
+    with pytest.raises(UnsupportedFeatureError, match="multipleOf") as own:  # the oracle: native refuses it
+        native.compile(Constraint.json_schema(schema))
+    with pytest.raises(UnsupportedFeatureError) as ei:
+        AutoBackend.wrap(native).compile(Constraint.json_schema({**schema, "minimum": 0}))
+    msg = str(ei.value)
+    assert "chain" not in msg and msg.startswith("unsupported: json_schema constraint the native engine cannot "
+                                                 "enforce (native: UnsupportedFeatureError")
+    assert str(own.value).split(" (")[0] in msg
+    with pytest.raises(UnsupportedFeatureError, match=r"no engine of the chain \(native\) can enforce"):
+        get_backend("structgate-auto", vocab, auto_chain="native").compile(Constraint.json_schema(schema))

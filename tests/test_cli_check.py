@@ -3,6 +3,7 @@ time (any registered backend must work) and with the native backend."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -202,3 +203,79 @@ def test_options_reach_the_backend(capsys):
         assert main([*argv, "--options", bad]) == 2
         doc = json.loads(capsys.readouterr().out)
         assert doc["error"]["type"] in ("InvalidConstraintError", "ValueError"), doc
+
+
+# -- texts with a lone surrogate (no UTF-8 bytes: no tokenizer encodes them) -------------------------
+#: what the shell hands over for $'\xff' (Python decodes argv with surrogateescape) and JSON's "\ud800"
+ARGV_FF = os.fsdecode(b"\xff")
+SURROGATE_TEXTS = [ARGV_FF, "\ud800", "ab\udfff"]
+
+
+def _no_utf8(text):
+    """The oracle: the text has no UTF-8 encoding."""
+    with pytest.raises(UnicodeEncodeError):
+        text.encode("utf-8")
+    return True
+
+
+@pytest.mark.parametrize("text", SURROGATE_TEXTS)
+def test_check_text_with_a_lone_surrogate_is_a_usage_error(capsys, text):
+    assert _no_utf8(text)
+    i = next(k for k, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
+    rc = main(["check", "--regex", ".*", "--text", "a", "--text", text])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == ""
+    assert cap.err.count("\n") == 1 and cap.err.startswith("structgate check: error: --text 2 holds a lone surrogate "
+                                                           f"U+{ord(text[i]):04X} at character {i}")
+    rc = main(["check", "--regex", ".*", "--text", text, "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert rc == 2 and err["kind"] == "usage" and err["message"].startswith("--text 1 holds a lone surrogate")
+
+
+def test_jsonl_line_with_a_lone_surrogate_names_the_line(capsys, tmp_path):
+    f = tmp_path / "sur.jsonl"
+    f.write_text('{"text": "a"}\n{"text": "\\ud800"}\n')
+    texts = [json.loads(line)["text"] for line in f.read_text().splitlines()]
+    assert texts[0].encode() and _no_utf8(texts[1])
+    rc = main(["check", "--regex", ".*", "--jsonl", str(f)])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == "" and cap.err.count("\n") == 1
+    assert 'sur.jsonl:2: "text" holds a lone surrogate U+D800 at character 0' in cap.err
+    rc = main(["check", "--regex", ".*", "--jsonl", str(f), "--json"])
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert rc == 2 and doc["error"]["kind"] == "usage" and doc["error"]["message"].startswith(f"{f}:2: ")
+    rc = main(["diff", "--backends", "native,structgate-xgrammar", "--regex", ".*", "--jsonl", str(f)])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.err.count("\n") == 1
+    assert cap.err.startswith(f'structgate diff: error: {f}:2: "text" holds a lone surrogate U+D800')
+    rc = main(["diff", "--backends", "native,structgate-xgrammar", "--regex", ".*", "--text", "\ud83d"])
+    assert rc == 2 and "--text 1 holds a lone surrogate U+D83D" in capsys.readouterr().err
+
+
+def test_vocabulary_encode_names_a_lone_surrogate(llama3_vocab):
+    from structgate import Constraint
+    from structgate.diff import diff_masks
+
+    for text in SURROGATE_TEXTS:
+        assert _no_utf8(text)
+        with pytest.raises(ValueError, match="lone surrogate U\\+D[89A-F][0-9A-F]{2} at character"):
+            llama3_vocab.encode(text)
+        with pytest.raises(ValueError, match="lone surrogate"):
+            diff_masks(["native", "structgate-xgrammar"], llama3_vocab, Constraint.regex(".*"), text=text)
+
+
+def test_maskbench_data_with_a_lone_surrogate_is_driven_as_its_escape(llama3_vocab, tmp_path):
+    """A MaskBench instance holding "\\ud800" is the text of the same JSON value a tokenizer encodes
+    (it stopped the whole run with the tokenizer's TypeError)."""
+    from structgate.diff import load_maskbench_cases
+
+    data = ["\ud800x", {"k\udc00": ["\ud83d", "ok"]}]
+    f = tmp_path / "mb.jsonl"
+    f.write_text("".join(json.dumps({"id": f"s{i}", "schema": True, "tests": [{"data": d, "valid": True}]}) + "\n"
+                         for i, d in enumerate(data)))
+    cases = load_maskbench_cases([str(f)])
+    assert [json.loads(c.texts[0]) for c in cases] == data  # the same values
+    for c in cases:
+        c.texts[0].encode("utf-8")
+        assert llama3_vocab.encode(c.texts[0])

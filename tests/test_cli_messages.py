@@ -360,3 +360,19 @@ def test_llguidance_required_error_points_at_the_required_entry(vocab):
     # a name quoted in the message that occurs more than once, or not at all: no guessed caret
     assert _schema_position("something about 'b'", t) == (0, None)
     assert _schema_position("something about 'zz'", t) == (0, None)
+
+
+def test_backends_table_breaks_no_name_when_piped(capsys, monkeypatch):
+    """Piped (no terminal, no $COLUMNS) the table is as wide as it needs: every backend name, alias
+    and plugin name stands whole on one line (at Rich's default 80 columns it read 'structgate-aut|o')."""
+    from structgate.backends.registry import list_backends
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    infos = list_backends()
+    for i in infos:
+        for word in (i.name, *i.aliases, i.plugin):
+            assert re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", out), (word, out)
+        row = next(line for line in out.splitlines() if re.search(rf"│ {re.escape(i.name)} +│", line))
+        assert all(a in row for a in i.aliases) and i.plugin in row

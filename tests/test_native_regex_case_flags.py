@@ -48,3 +48,28 @@ def test_lark_empty_groups_are_the_empty_string(backend, llama3_vocab, grammar, 
     texts = ["ab", "abc", "aab", "b", "a", "ac", "abcc", "aaab"]
     wrong = [t for t in texts if accepts(g, llama3_vocab, t) != bool(re.fullmatch(regex, t))]
     assert not wrong, f"native differs from {regex!r} on {wrong!r}"
+
+
+# -- the u flag: Python's default for str patterns, accepted as the no-op it is there ---------------
+U_PATTERNS = [r"(?u)abc", r"(?u)[a-c]+", r"(?ui)é", r"(?iu)k", r"(?u)(?i)s", r"(?u:x)y", r"(?i:(?u:k))y",
+              r"(?a)(?i)(?u:é)", r"(?ai)(?u:k)y", r"(?ai)(?u:é)|k", r"(?u)(?a:(?i:é))", r"(?a)(?u:\s)",
+              r"(?#c)(?u)a|b", r"(?su)a.b", r"(?i)(?a:(?u-i:a))"]
+U_TEXTS = TEXTS + ["xy", "ky", "\u2003", " ", "a\nb", "axb", "b", "ÉY"]
+
+
+@pytest.mark.parametrize("pattern", U_PATTERNS)
+def test_u_flag_is_accepted_as_python_reads_it(backend, llama3_vocab, pattern):
+    re.compile(pattern)  # the oracle takes it
+    g = backend.compile(Constraint.regex(pattern))
+    wrong = [t for t in U_TEXTS if accepts(g, llama3_vocab, t) != bool(re.fullmatch(pattern, t))]
+    assert not wrong, f"native differs from re.fullmatch on {wrong!r}"
+
+
+@pytest.mark.parametrize("pattern", [r"(?-u:a)", r"(?u-u:a)", r"(?au)a", r"(?ua)a", r"(?u)(?a)x", r"(?a)(?u)x", r"a(?u)"])
+def test_u_flag_misuse_is_refused_as_python_refuses_it(backend, pattern):
+    from structgate.errors import GrammarSyntaxError
+
+    with pytest.raises((re.error, ValueError)):  # the oracle refuses it
+        re.compile(pattern)
+    with pytest.raises(GrammarSyntaxError):
+        backend.compile(Constraint.regex(pattern))

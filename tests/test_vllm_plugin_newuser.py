@@ -1,4 +1,4 @@
-"""The vLLM plugin: four problems a new user's break-it found, at unit level (no server).
+"""The vLLM plugin: problems a new user's break-it found, at unit level (no server).
 
 1. A request naming ``structgate-auto`` (or ``sg-auto``) in ``vllm_xargs`` on a server whose backend
    is not auto falls back along the full chain (it compiled with the server's engine alone).
@@ -7,6 +7,9 @@
    request encoder raised OverflowError: an empty HTTP 500).
 4. A typo in ``STRUCTGATE_BACKEND_OPTIONS`` stops startup naming the variable and the option (it
    failed every structured request with a 400 blaming the client).
+5. A lone surrogate in a constraint (``{"choice": ["\\ud800"]}``, ``{"json": {"enum": ["\\ud800"]}}``)
+   passed validation, then vLLM's msgpack request encoder raised UnicodeEncodeError (an empty HTTP
+   500): JSON text carries it as its escape, any other field is a 400 naming where it is.
 
 Oracles: jsonschema on the texts a grammar accepts, the engines compiled directly, vLLM's own
 ``MsgpackEncoder`` / ``MsgpackDecoder``.
@@ -303,3 +306,108 @@ def test_request_choice_checks_the_name_only(plugin, monkeypatch):
     assert requested_backend(types.SimpleNamespace(extra_args={REQUEST_KEY: "native"})) == "native"
     with pytest.raises(ValueError, match=REQUEST_KEY):
         requested_backend(types.SimpleNamespace(extra_args={REQUEST_KEY: "nope"}))
+
+
+# -- 5. lone surrogates msgpack cannot carry -------------------------------------------------------
+#: schemas holding a lone surrogate (JSON's "\ud800"): valid JSON Schemas the native engine enforces
+SURROGATE_SCHEMAS = [
+    ({"enum": ["\ud800", "b"]}, ['"\\ud800"', '"b"', '"\\ud801"', '"\\udc00"', '"a"']),
+    ({"const": "\ud83d"}, ['"\\ud83d"', '"\\ud83d\\ude00"', '"x"']),
+    ({"type": "object", "properties": {"k\udfff": {"type": "integer"}}, "required": ["k\udfff"]},
+     ['{"k\\udfff":1}', '{"k\\udfff":"1"}', '{"k":1}']),
+]
+
+
+def _msgpack_refuses(so):
+    """The oracle: vLLM's request encoder cannot write these params as they are."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.serial_utils import MsgpackEncoder
+
+    with pytest.raises(UnicodeEncodeError):
+        MsgpackEncoder().encode(SamplingParams(max_tokens=8, structured_outputs=so))
+    return True
+
+
+@pytest.mark.parametrize("as_text", [False, True], ids=["dict", "text"])
+@pytest.mark.parametrize("schema,texts", SURROGATE_SCHEMAS)
+def test_schema_with_a_lone_surrogate_reaches_the_engine(plugin, native_server, hf_tokenizer, model_config,
+                                                         schema, texts, as_text):
+    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.v1.structured_output.request import get_structured_output_key
+
+    given = json.dumps(schema, ensure_ascii=False) if as_text else schema
+    assert _msgpack_refuses(StructuredOutputsParams(json=given))
+    sp = _validated(StructuredOutputsParams(json=given), model_config, hf_tokenizer)
+    back = _roundtrip(sp)  # what the engine core receives (raised UnicodeEncodeError: an empty 500)
+    assert json.loads(back.structured_outputs.json) == schema  # the same schema, exactly
+    g = native_server.compile_grammar(*get_structured_output_key(back.structured_outputs))
+    assert _texts_accepted(g, native_server.sg_backend.vocab, texts) == _valid(schema, texts)
+
+
+@pytest.mark.parametrize("field,value,where,char", [
+    ("choice", ["\ud800", "b"], "structured_outputs.choice[0]", "U+D800 at character 0"),
+    ("choice", ["a", "x\udcff"], "structured_outputs.choice[1]", "U+DCFF at character 1"),
+    ("regex", "ab|c\ud83d", "structured_outputs.regex", "U+D83D at character 4"),
+    ("grammar", 'root ::= "a" | "\udc00"', "structured_outputs.grammar", "U+DC00 at character 16"),
+])
+def test_lone_surrogate_outside_json_text_is_a_400_naming_it(plugin, hf_tokenizer, model_config, field, value,
+                                                             where, char):
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import StructuredOutputsParams
+
+    assert _msgpack_refuses(StructuredOutputsParams(**{field: value}))
+    with pytest.raises(VLLMValidationError) as ei:
+        _validated(StructuredOutputsParams(**{field: value}), model_config, hf_tokenizer)
+    msg = str(ei.value)
+    assert f"{where} holds a lone surrogate {char}" in msg and "InvalidConstraintError" in msg
+    assert ei.value.parameter == f"structured_outputs.{field}"
+
+
+def test_lone_surrogate_in_whitespace_pattern_is_a_400(plugin, hf_tokenizer, model_config):
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import StructuredOutputsParams
+
+    so = StructuredOutputsParams(json={"type": "integer"}, whitespace_pattern="[ \ud800]*")
+    assert _msgpack_refuses(so)
+    with pytest.raises(VLLMValidationError, match=r"structured_outputs.whitespace_pattern holds a lone surrogate "
+                                                  r"U\+D800 at character 2"):
+        _validated(so, model_config, hf_tokenizer)
+
+
+def test_surrogate_pair_as_two_characters_is_refused(plugin, hf_tokenizer, model_config):
+    """Two characters U+D83D U+DE00 (a Python caller's str) cannot travel as JSON text exactly: the
+    escapes read back as one character (the oracle: json's round trip)."""
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import StructuredOutputsParams
+
+    schema = {"type": "object", "properties": {"a": {"const": "x\ud83d\ude00"}}}
+    assert json.loads(json.dumps(schema)) != schema
+    for given in (schema, json.dumps(schema, ensure_ascii=False)):
+        assert _msgpack_refuses(StructuredOutputsParams(json=given))
+        with pytest.raises(VLLMValidationError, match="surrogate pair as two characters") as ei:
+            _validated(StructuredOutputsParams(json=given), model_config, hf_tokenizer)
+        if isinstance(given, dict):
+            assert "structured_outputs.json at /properties/a/const" in str(ei.value)
+
+
+def test_structural_tag_text_with_a_lone_surrogate_reaches_the_engine(plugin, hf_tokenizer, model_config):
+    from vllm.sampling_params import StructuredOutputsParams
+
+    spec = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f>"], "tags": [
+        {"begin": "<f>", "content": {"type": "json_schema", "json_schema": {"const": "\ud800"}}, "end": "</f>"}]}}
+    text = json.dumps(spec, ensure_ascii=False)
+    assert _msgpack_refuses(StructuredOutputsParams(structural_tag=text))
+    sp = _validated(StructuredOutputsParams(structural_tag=text), model_config, hf_tokenizer)
+    assert json.loads(_roundtrip(sp).structured_outputs.structural_tag) == spec
+
+
+def test_params_without_lone_surrogates_are_left_alone(plugin, hf_tokenizer, model_config):
+    from vllm.sampling_params import StructuredOutputsParams
+
+    text = json.dumps({"const": "é\U0001f600"}, ensure_ascii=False)
+    for kw in ({"json": {"const": "é\U0001f600"}}, {"json": text}, {"choice": ["é", "\U0001f600"]},
+               {"regex": "[é\U0001f600]+"}):
+        sp = _validated(StructuredOutputsParams(**kw), model_config, hf_tokenizer)
+        (field, value), = kw.items()
+        assert getattr(sp.structured_outputs, field) == value and getattr(_roundtrip(sp).structured_outputs,
+                                                                          field) == value

@@ -338,8 +338,10 @@ class AutoBackend(Backend):
             return ConstraintKindError(self.name, constraint.kind,
                                        set().union(*(e.supported for _, e in refused)))  # type: ignore[attr-defined]
         detail = "; ".join(f"{n}: {type(e).__name__}: {e}" for n, e in refused)
-        err = UnsupportedFeatureError(f"{constraint.kind} constraint no engine of the chain "
-                                      f"({', '.join(self.chain)}) can enforce", detail)
+        # a wrap (one server engine, :meth:`wrap`) is no chain the user configured: name the engine
+        who = (f"the {self.chain[0]} engine cannot" if len(self.chain) == 1 and not self._configured
+               else f"no engine of the chain ({', '.join(self.chain)}) can")
+        err = UnsupportedFeatureError(f"{constraint.kind} constraint {who} enforce", detail)
         err.__cause__ = refused[0][1]
         return err
 

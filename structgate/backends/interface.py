@@ -65,10 +65,12 @@ class Constraint:
     ----------
     kind : {"regex", "json_schema", "json_object", "choice", "grammar", "structural_tag"}
     value : str | dict | tuple[str, ...] | None
-        The regex text; the JSON Schema (a dict; a JSON string is parsed); the choice strings; the
+        The regex text; the JSON Schema (a dict or a boolean; JSON text is parsed, once: text
+        holding a JSON string is refused); the choice strings; the
         grammar text (Lark for llguidance, GBNF/EBNF for xgrammar; the native engine has no
         ``grammar`` kind yet); ``None`` for json_object;
-        the structural-tag spec (dict) for structural_tag.
+        the structural-tag spec (dict; JSON text is parsed, once, as for a JSON Schema) for
+        structural_tag.
     grammar_format : str | None
         For ``grammar``: ``"lark"``, ``"ebnf"``/``"gbnf"`` or None (backend default).
     """
@@ -85,14 +87,33 @@ class Constraint:
         if self.kind in ("regex", "grammar") and not isinstance(self.value, str):
             raise InvalidConstraintError(f"a {self.kind} constraint needs a string, got {type(self.value).__name__}")
         if self.kind == "json_schema" and isinstance(self.value, (str, bytes)):
+            text = self.value
             try:
-                object.__setattr__(self, "value", _jsontext.loads(self.value))
+                object.__setattr__(self, "value", _jsontext.loads(text))
             except UnicodeDecodeError as e:
                 raise InvalidConstraintError(f"JSON Schema bytes are not UTF-8: {e.reason} at byte {e.start}") from None
             except json.JSONDecodeError as e:
                 raise GrammarSyntaxError(f"JSON Schema is not valid JSON: {e.msg}", str(self.value), e.pos)
             except RecursionError:
                 raise _too_deep(_text_depth(self.value), "JSON Schema") from None
+            if isinstance(self.value, str):
+                # the text held a JSON string: not a schema. It is decoded once, here: a backend given
+                # the string would read it as schema text again ('"true"' as the schema true)
+                text = text.decode("utf-8") if isinstance(text, bytes) else text
+                raise GrammarSyntaxError("a schema must be a JSON object or a boolean", text,
+                                         len(text) - len(text.lstrip()))
+        if self.kind == "structural_tag" and isinstance(self.value, (str, bytes)):
+            text = self.value.decode("utf-8", "replace") if isinstance(self.value, bytes) else self.value
+            try:
+                object.__setattr__(self, "value", _jsontext.loads(self.value))
+            except UnicodeDecodeError as e:
+                raise InvalidConstraintError(f"structural_tag bytes are not UTF-8: {e.reason} at byte {e.start}") from None
+            except json.JSONDecodeError as e:
+                raise GrammarSyntaxError(f"structural_tag is not valid JSON: {e.msg}", text, e.pos) from None
+            except RecursionError:
+                raise _too_deep(_text_depth(text), "structural_tag") from None
+            if isinstance(self.value, str):  # decoded once, here (as a JSON Schema's text, above)
+                raise InvalidConstraintError("structural_tag /: must be a JSON object, got a JSON string")
         if self.kind == "choice":
             if isinstance(self.value, (str, bytes)):
                 # tuple("yes") would be the three choices "y", "e", "s"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 
 def add_parser(sub) -> None:
@@ -22,9 +23,14 @@ def run(args) -> int:
 
     t = Table(title="structgate backends")
     for col in ("name", "version", "available", "aliases", "plugin", "note"):
-        t.add_column(col, overflow="fold")
+        # a backend's name is never broken (it is what --backend takes); other cells fold when narrow
+        t.add_column(col, overflow="fold", no_wrap=col == "name")
     for i in infos:
         note = "" if i.available else f"{i.reason}; {i.install_hint}"
         t.add_row(i.name, i.version or "-", "yes" if i.available else "no", ", ".join(i.aliases), i.plugin, note)
-    Console().print(t)
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        # a pipe or a file has no width: the whole table, no name broken (Rich would assume 80 columns)
+        console.width = max(console.width, console.measure(t, options=console.options.update_width(1 << 16)).maximum)
+    console.print(t)
     return 0

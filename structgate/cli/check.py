@@ -97,7 +97,12 @@ def _constraint(args):
 
 
 def _texts(args) -> list[str]:
-    texts = list(args.text)
+    """The texts of ``--text`` and ``--jsonl``; a usage error naming the text (``--text 2``) or the
+    line (``FILE:3``) for one that cannot be read or tokenized (a lone surrogate: no UTF-8 bytes)."""
+    texts = []
+    for n, text in enumerate(args.text, 1):
+        _tokenizable(text, f"--text {n}")
+        texts.append(text)
     if args.jsonl:
         with open(args.jsonl, "rb") as fb:
             raw = fb.read()
@@ -116,7 +121,19 @@ def _texts(args) -> list[str]:
                 raise _UsageError(f"{args.jsonl}:{n}: expected a JSON object with a \"text\" field ({e})")
             if not isinstance(texts[-1], str):
                 raise _UsageError(f"{args.jsonl}:{n}: \"text\" must be a string")
+            _tokenizable(texts[-1], f"{args.jsonl}:{n}: \"text\"")
     return texts
+
+
+def _tokenizable(text: str, label: str) -> None:
+    """A usage error ``LABEL holds a lone surrogate U+D800 at character 0 ...`` for a text no
+    tokenizer can encode."""
+    from .._text import describe_lone_surrogate, lone_surrogate
+
+    i = lone_surrogate(text)
+    if i is not None:
+        raise _UsageError(f"{label} holds {describe_lone_surrogate(text, i)}: a text with no UTF-8 bytes "
+                          "cannot be tokenized")
 
 
 from . import UsageError as _UsageError  # noqa: E402  (re-exported name used by diff)

@@ -135,17 +135,6 @@ def _grammar_format(text: str) -> str:
     return "lark" if grammar_is_likely_lark(text) else "gbnf"
 
 
-def _structural_tag(value: Any) -> Constraint:
-    from ..errors import GrammarSyntaxError
-
-    if isinstance(value, str):
-        try:
-            value = _jsontext.loads(value)
-        except json.JSONDecodeError as e:
-            raise GrammarSyntaxError(f"structural_tag is not valid JSON: {e.msg}", value, e.pos) from None
-    return Constraint("structural_tag", value)
-
-
 def constraint_from_params(so: Any) -> Constraint:
     """The :class:`~structgate.Constraint` of a vLLM ``StructuredOutputsParams``.
 
@@ -167,7 +156,7 @@ def constraint_from_params(so: Any) -> Constraint:
     if so.grammar is not None:
         return Constraint.grammar(so.grammar, _grammar_format(so.grammar))
     if so.structural_tag is not None:
-        return _structural_tag(so.structural_tag)
+        return Constraint("structural_tag", so.structural_tag)
     raise ValueError("no structured-output constraint set")
 
 
@@ -194,7 +183,7 @@ def constraint_from_key(request_type: Any, grammar_spec: str) -> Constraint:
     if kind == "GRAMMAR":
         return Constraint.grammar(grammar_spec, _grammar_format(grammar_spec))
     if kind == "STRUCTURAL_TAG":
-        return _structural_tag(grammar_spec)
+        return Constraint("structural_tag", grammar_spec)
     raise ValueError(f"unknown vLLM structured-output request type {request_type!r}")
 
 

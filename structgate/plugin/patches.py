@@ -304,17 +304,20 @@ def _apply_sampling(mod) -> None:
         # (b) route the request to the structgate backend
         so._backend = str(name)
         so._backend_was_auto = False
-        # (b2) a schema dict with an int msgpack cannot carry (|n| >= 2**63 / 2**64) goes to the engine
-        # as its JSON text (vLLM's request encoder would raise OverflowError: an empty HTTP 500)
-        from .validation import json_schema_for_engine
-
-        json_schema_for_engine(so)
         # (c) structgate's own validation -> VLLMValidationError (HTTP 400 naming the problem)
         from ..errors import StructgateError
         from .bridge import constraint_from_params
-        from .validation import budget_s as validation_budget_s, validate_bounded
+        from .validation import (budget_s as validation_budget_s, check_utf8_for_engine, json_schema_for_engine,
+                                 structural_tag_for_engine, validate_bounded)
 
         try:
+            # (c0) what msgpack (vLLM's request encoder) cannot carry: a schema dict with an int past
+            # int64/uint64 or a lone surrogate goes to the engine as its JSON text, a lone surrogate in
+            # JSON text as its \u escape; one in a regex, grammar or choice is refused here (it raised
+            # OverflowError / UnicodeEncodeError after validation: an empty HTTP 500)
+            json_schema_for_engine(so)
+            structural_tag_for_engine(so)
+            check_utf8_for_engine(so)
             constraint = constraint_from_params(so)
             backend = frontend_backend(str(name), tokenizer, model_config=model_config)
             # bounded: this runs on the API server's event loop; past the budget the request is
@@ -357,7 +360,9 @@ register_patch(Patch(
         "whose startswith() stops it) so every generic vLLM check still runs, set "
         "structured_outputs._backend to the name, replace a json schema dict holding an int msgpack "
         "cannot carry (outside int64/uint64: vLLM's request encoder raises OverflowError, an empty 500) "
-        "by its JSON text (validation.json_schema_for_engine), compile-check the constraint with the structgate "
+        "or a lone surrogate (UnicodeEncodeError) by its JSON text (validation.json_schema_for_engine; "
+        "a lone surrogate in json / structural_tag text as its \\u escape, in regex / grammar / choice "
+        "refused: check_utf8_for_engine), compile-check the constraint with the structgate "
         "backend (Backend.validate, within $STRUCTGATE_VALIDATE_BUDGET_S, default 50 ms, of the event "
         "loop; past it the engine's compile checks it: validation.py) and turn a StructgateError into "
         "VLLMValidationError (HTTP 400); "

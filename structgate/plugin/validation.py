@@ -27,19 +27,26 @@ Deferred validations are counted as ``structgate_fallbacks_total{reason="validat
 
 :func:`json_schema_for_engine` makes a JSON Schema given as a dict travel to the engine: vLLM sends
 each request to the engine core with msgpack, which refuses an int outside ``-2**63 .. 2**64 - 1``
-(``OverflowError``: an empty HTTP 500); such a schema is passed on as its JSON text instead, which
-vLLM accepts for ``json`` as well.
+(``OverflowError``: an empty HTTP 500) and a string holding a lone surrogate (``"\\ud800"``: msgpack
+strings are UTF-8, ``UnicodeEncodeError``); such a schema is passed on as its JSON text instead (a
+lone surrogate as its ``\\u`` escape), which vLLM accepts for ``json`` as well; a structural tag's
+text likewise (:func:`structural_tag_for_engine`). A lone surrogate in a field that is not JSON text
+(``regex``, ``grammar``, a ``choice``, ``whitespace_pattern``) has no such spelling: the request is
+refused naming the field (:func:`check_utf8_for_engine`, an HTTP 400).
 """
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Any, Callable
 
 from .._env import env_seconds
+from .._text import describe_lone_surrogate, escape_lone_surrogates, lone_surrogate
 
 __all__ = ["ENV_BUDGET", "DEFAULT_BUDGET_S", "budget_s", "run_with_deadline", "validate_bounded",
-           "json_schema_for_engine", "MSGPACK_INT_MIN", "MSGPACK_INT_MAX"]
+           "json_schema_for_engine", "structural_tag_for_engine", "check_utf8_for_engine", "MSGPACK_INT_MIN",
+           "MSGPACK_INT_MAX"]
 
 #: seconds one request's validation may hold the API server's event loop; 0, negative or ``inf``: no
 #: bound (read as the timeout options are, :func:`structgate._env.env_seconds`)
@@ -160,29 +167,49 @@ MSGPACK_INT_MIN = -(1 << 63)
 MSGPACK_INT_MAX = (1 << 64) - 1
 
 
-def _has_wide_int(value: Any) -> bool:
-    """True when ``value`` (JSON data: dicts, lists, scalars) holds an int msgpack cannot encode.
-    Iterative: a deeply nested schema never reaches the recursion limit here."""
-    stack = [value]
+def _first(value: Any, hit: Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """``(JSON pointer, item)`` of the first key or scalar of ``value`` (JSON data: dicts, lists,
+    scalars) for which ``hit`` is true; None when there is none. Iterative: a deeply nested schema
+    never reaches the recursion limit here."""
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
-        v = stack.pop()
-        if isinstance(v, int) and not isinstance(v, bool):
-            if not MSGPACK_INT_MIN <= v <= MSGPACK_INT_MAX:
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
+        v, at = stack.pop()
+        if isinstance(v, dict):
+            for k, x in reversed(v.items()):
+                p = f"{at}/{str(k).replace('~', '~0').replace('/', '~1')}"
+                if hit(k):
+                    return p, k
+                stack.append((x, p))
         elif isinstance(v, (list, tuple)):
-            stack.extend(v)
-    return False
+            stack.extend((x, f"{at}/{i}") for i, x in reversed(list(enumerate(v))))
+        elif hit(v):
+            return at, v
+    return None
+
+
+def _wide_int(v: Any) -> bool:
+    """An int msgpack cannot encode."""
+    return isinstance(v, int) and not isinstance(v, bool) and not MSGPACK_INT_MIN <= v <= MSGPACK_INT_MAX
+
+
+def _has_surrogate(v: Any) -> bool:
+    return isinstance(v, str) and lone_surrogate(v) is not None
+
+
+#: a high surrogate then a low one, two characters in a ``str``: JSON's escapes of the pair would read
+#: back as the one character they encode, so such a text cannot travel as JSON text exactly
+_SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def json_schema_for_engine(so: Any) -> bool:
     """Make ``so.json`` (a vLLM ``StructuredOutputsParams``) encodable for the engine core: a schema
     dict (or list) holding an int outside msgpack's range (``-2**63 .. 2**64 - 1``, e.g.
-    ``{"maximum": 10**30}``) is replaced by its JSON text, which is what vLLM sends for a schema
-    given as a string (the engine parses it back exactly; Python ints have no size limit). Other
-    schemas, and a ``json`` that is already a string, are left as they are.
+    ``{"maximum": 10**30}``) or a lone surrogate (``{"const": "\\ud800"}``: msgpack writes strings as
+    UTF-8, which has none) is replaced by its JSON text, which is what vLLM sends for a schema given
+    as a string (the engine parses it back exactly; Python ints have no size limit; a lone surrogate
+    is written as its ``\\u`` escape). A schema text holding a lone surrogate (inside a JSON string,
+    the only place JSON text may hold one) gets it as its escape: the same JSON. Other schemas are
+    left as they are.
 
     Returns
     -------
@@ -191,13 +218,80 @@ def json_schema_for_engine(so: Any) -> bool:
 
     Raises
     ------
+    InvalidConstraintError
+        A high and a low surrogate as two characters (only a Python caller can build them; the
+        escapes would read back as one character): named as :func:`check_utf8_for_engine` does.
     ValueError, TypeError
         ``so.json`` cannot be written as JSON (not JSON data: vLLM's request models never give one).
     """
     import json
 
     schema = getattr(so, "json", None)
-    if not isinstance(schema, (dict, list)) or not _has_wide_int(schema):
+    if isinstance(schema, str):
+        if lone_surrogate(schema) is None:
+            return False
+        _refuse_split_pair(schema, "structured_outputs.json")
+        so.json = escape_lone_surrogates(schema)
+        return True
+    if not isinstance(schema, (dict, list)):
         return False
+    found = _first(schema, lambda v: _wide_int(v) or _has_surrogate(v))
+    if found is None:
+        return False
+    split = _first(schema, lambda v: isinstance(v, str) and _SPLIT_PAIR.search(v) is not None)
+    if split is not None:
+        _refuse_split_pair(split[1], f"structured_outputs.json at {split[0] or '/'}")
     so.json = json.dumps(schema)  # as vLLM writes a dict schema for its structured_output_key
+    return True
+
+
+def _refuse_split_pair(text: str, where: str) -> None:
+    m = _SPLIT_PAIR.search(text)
+    if m is not None:
+        _refuse(f"{where} holds a surrogate pair as two characters (U+{ord(text[m.start()]):04X} "
+                f"U+{ord(text[m.start() + 1]):04X} at character {m.start()}; JSON's escapes of them would read "
+                "back as one character)")
+
+
+def _refuse(what: str) -> None:
+    from ..errors import InvalidConstraintError
+
+    raise InvalidConstraintError(f"{what}: a string with no UTF-8 encoding cannot be passed to vLLM's engine "
+                                 "(its requests travel as msgpack, whose strings are UTF-8)")
+
+
+def check_utf8_for_engine(so: Any) -> None:
+    """Refuse a constraint field of ``so`` (a vLLM ``StructuredOutputsParams``) that holds a lone
+    surrogate and is not JSON text: ``regex``, ``grammar``, a ``choice`` item, ``whitespace_pattern``.
+    vLLM's request encoder (msgpack, whose strings are UTF-8) would raise UnicodeEncodeError after
+    validation: an empty HTTP 500. (``json`` and ``structural_tag`` are JSON text: their lone
+    surrogates travel as ``\\u`` escapes, :func:`json_schema_for_engine`, :func:`structural_tag_for_engine`.)
+
+    Raises
+    ------
+    InvalidConstraintError
+        Naming the field (``structured_outputs.choice[1]``), the character and where it is.
+    """
+    fields = [(f"structured_outputs.{f}", getattr(so, f, None)) for f in ("regex", "grammar", "whitespace_pattern")]
+    fields += [(f"structured_outputs.choice[{i}]", c) for i, c in enumerate(getattr(so, "choice", None) or ())]
+    for where, text in fields:
+        if isinstance(text, str):
+            i = lone_surrogate(text)
+            if i is not None:
+                _refuse(f"{where} holds {describe_lone_surrogate(text, i)}")
+
+
+def structural_tag_for_engine(so: Any) -> bool:
+    """``so.structural_tag`` (JSON text) with each lone surrogate written as its ``\\u`` escape (the
+    same JSON; msgpack cannot carry the raw character). True when it was replaced.
+
+    Raises
+    ------
+    InvalidConstraintError
+        A high and a low surrogate as two characters (see :func:`json_schema_for_engine`)."""
+    text = getattr(so, "structural_tag", None)
+    if not isinstance(text, str) or lone_surrogate(text) is None:
+        return False
+    _refuse_split_pair(text, "structured_outputs.structural_tag")
+    so.structural_tag = escape_lone_surrogates(text)
     return True

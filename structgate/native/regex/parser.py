@@ -331,7 +331,8 @@ class _Parser:
         p, n = self.p, self.n
         flags = _Flags()
         i = 0
-        # leading global flags (?sxam), comments before or between them ignored as by Python's re
+        seen = ""  # the letters the leading global groups turned on
+        # leading global flags (?sxamu), comments before or between them ignored as by Python's re
         while p.startswith("(?#", i) or (p.startswith("(?", i) and i + 2 < n and p[i + 2] in _FLAG_LETTERS + "-"):
             if p.startswith("(?#", i):
                 m = _COMMENT_REST.match(p, i + 3)
@@ -343,6 +344,9 @@ class _Parser:
             if scoped:
                 break
             self._apply_flags(flags, on, off, i)
+            seen += on
+            if "a" in seen and "u" in seen:  # as Python's re, across the leading groups too
+                raise self.err("ASCII and UNICODE flags are incompatible", i)
             i = j
         frames: list[tuple] = []
         alts: list[Node] = []
@@ -642,6 +646,12 @@ class _Parser:
                 flags.ascii = True  # ASCII classes are the default; \\p{..} under it is refused, and i folds ASCII letters only
             elif letter == "i":
                 flags.ignorecase = value
+            elif letter == "u":  # str patterns are Unicode already (a no-op); a group's u undoes an outer a
+                if not value:
+                    raise self.err("cannot turn off flag 'u'", pos)
+                if "a" in on:
+                    raise self.err("bad inline flags: flags 'a' and 'u' are incompatible", pos)
+                flags.ascii = False
             else:
                 raise self.unsupported(f"regex flag {letter!r}", pos)
         if flags.ignorecase:
