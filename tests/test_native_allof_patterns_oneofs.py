@@ -123,3 +123,53 @@ def test_oneofs_of_several_allof_members_match_jsonschema(backend, llama3_vocab,
     wrong, n_valid = _disagreements(backend, llama3_vocab, schema, VALUES)
     assert not wrong, f"native disagrees with jsonschema on (text, valid): {wrong}"
     assert n_valid
+
+
+# -- patternProperties across allOf members --------------------------------------------------------
+#: a key's value must satisfy, in each member, its properties entry, every pattern of that member
+#: matching it, and, when neither, that member's additionalProperties (only for its own keys)
+PP_SCHEMAS = [
+    {"allOf": [{"patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False},
+               {"properties": {"ab": {"minimum": 2}, "b": {"type": "string"}}}]},
+    {"allOf": [{"patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+               {"patternProperties": {"b$": {"maximum": 5}}, "additionalProperties": {"type": ["string", "integer"]}}]},
+    {"allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+               {"patternProperties": {"^[ab]$": {"minimum": 0}}}]},
+    # one pattern in both members, a required key, and a member that is itself such a merge ($ref)
+    {"$defs": {"m": {"allOf": [{"patternProperties": {"^a": {"maximum": 3}}, "additionalProperties": {"type": "null"}},
+                               {"properties": {"c": {"type": "string"}}}]}},
+     "allOf": [{"$ref": "#/$defs/m"}, {"patternProperties": {"^a": {"type": "integer"}, "b": {"type": ["integer", "null"]}}}],
+     "required": ["ab"]},
+    # dependentRequired whose dependent only a member's additionalProperties: false forbids
+    {"allOf": [{"properties": {"a": {}}, "patternProperties": {"^c": {}}, "additionalProperties": False},
+               {"properties": {"b": {}}}], "dependentRequired": {"a": ["b"]}},
+]
+KEYS = ["a", "ab", "b", "ba", "c", "abb", "cb"]
+KEY_VALUES = [3, 7, "x", None]
+
+
+def _declared_order(schema) -> list[str]:
+    out = list(schema.get("properties", {}))
+    for m in schema.get("allOf", []):
+        out += list(m.get("properties", {}))
+    for d in schema.get("$defs", {}).values():
+        for m in d.get("allOf", []):
+            out += list(m.get("properties", {}))
+    return list(dict.fromkeys(out + schema.get("required", [])))  # (required ones not listed: after them)
+
+
+@pytest.mark.parametrize("schema", PP_SCHEMAS, ids=[json.dumps(s)[:60] for s in PP_SCHEMAS])
+def test_pattern_properties_of_allof_members_match_jsonschema(backend, llama3_vocab, schema):
+    """Every object of up to three of ``KEYS`` with values from ``KEY_VALUES`` (listed keys first,
+    in declared order: the documented ``property_order``), against ``jsonschema``."""
+    listed = _declared_order(schema)
+    texts = []
+    for r in range(4):
+        for ks in itertools.permutations(KEYS, r):
+            lk = [k for k in ks if k in listed]
+            if list(ks[:len(lk)]) != [k for k in listed if k in lk]:
+                continue
+            texts += [json.dumps(dict(zip(ks, vs))) for vs in itertools.product(KEY_VALUES, repeat=r)]
+    wrong, n_valid = _disagreements(backend, llama3_vocab, schema, texts)
+    assert not wrong, f"native disagrees with jsonschema on (text, valid): {wrong[:20]}"
+    assert n_valid

@@ -19,6 +19,10 @@ _NOT_STR = "\x00structgate:not-strings"
 #: every ``pattern`` of a merged ``allOf`` when its members have two or more different ones (the
 #: string emitter takes the product of their automata; ``pattern`` keeps the first)
 _PATTERNS = "\x00structgate:patterns"
+#: the ``additionalProperties`` of merged ``allOf`` members with ``patternProperties``: a list of
+#: ``(schema, that member's patterns, that member's property names)``; each applies to a key that
+#: is none of those names and that none of those patterns matches (the object emitter)
+_ADDL_UNLESS = "\x00structgate:additional-unless"
 _NOT_BOOL = "\x00structgate:not-booleans"
 _NOT_INT = "\x00structgate:not-integers"
 # internal keyword of a merge: the (float) multipleOf beside it was also given as an equal int
@@ -92,7 +96,7 @@ GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneO
                         "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
     "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers",
-    "\x00structgate:multiple-of-int-too", "\x00structgate:patterns"}
+    "\x00structgate:multiple-of-int-too", "\x00structgate:patterns", "\x00structgate:additional-unless"}
 
 
 def _ptr(where: str, *parts) -> str:

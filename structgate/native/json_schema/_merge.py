@@ -7,7 +7,7 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import (_MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, _PATTERNS, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal,
+from ._common import (_ADDL_UNLESS, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, _PATTERNS, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal,
                       _json_key, _ptr)
 
 
@@ -85,9 +85,9 @@ class MergeMixin:
                                           else any(_json_equal(v, x) for x in e))]
             m["enum"] = cur
         # properties
-        if any(k in s for s, _ in parts for k in ("properties", "additionalProperties", "patternProperties")):
-            if any("patternProperties" in s for s, _ in parts):
-                unsup("patternProperties across allOf members")
+        if any("patternProperties" in s or _ADDL_UNLESS in s for s, _ in parts):
+            self._merge_pattern_members(parts, m)
+        elif any(k in s for s, _ in parts for k in ("properties", "additionalProperties")):
             # key -> the indices of the members that list it; each key's value schemas are those
             # members' and, from each other member with additionalProperties, that (in member order)
             listed: dict = {}
@@ -192,7 +192,8 @@ class MergeMixin:
             m["anyOf"] = [{"allOf": list(c)} for c in combos]
         if oneofs:
             m["oneOf"] = oneofs[0][0]["oneOf"]
-        handled = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+        handled = {"patternProperties", _ADDL_UNLESS,
+                   "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
                    "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "required",
                    "const", "enum", "properties", "additionalProperties", "prefixItems", "items",
                    "pattern", "format", "multipleOf", "anyOf", "oneOf", "if", "then", "else",
@@ -213,6 +214,41 @@ class MergeMixin:
                     unsup(f"keyword {k!r} in several allOf members", _ptr(w, k))
                 m[k] = v
         return m
+
+    @staticmethod
+    def _merge_pattern_members(parts, m: dict) -> None:
+        """``properties``, ``patternProperties`` and ``additionalProperties`` of ``allOf`` members
+        some of which have ``patternProperties``, into ``m``. A key's value must satisfy, in each
+        member, that member's ``properties`` entry for it, every pattern of that member matching
+        it, and, when it is neither, that member's ``additionalProperties``. So: ``properties`` and
+        ``patternProperties`` are united (a name or pattern in several members: the ``allOf`` of
+        theirs); ``additionalProperties`` is the ``allOf`` of every member's (the keys no pattern
+        matches and no member lists); and each member's ``additionalProperties`` is also listed
+        under :data:`._common._ADDL_UNLESS` with its own patterns and names, for the object
+        emitter to apply to the other keys that member neither lists nor matches (another
+        member's listed names and pattern keys). A member that is itself such a merge brings its
+        own list."""
+        props: dict = {}
+        pats: dict = {}
+        entries: list = []
+        for s, _ in parts:
+            for k, v in s.get("properties", {}).items():
+                props.setdefault(k, []).append(v)
+            for p, v in (s.get("patternProperties") or {}).items():
+                pats.setdefault(p, []).append(v)
+            if _ADDL_UNLESS in s:
+                entries.extend(s[_ADDL_UNLESS])
+            elif "additionalProperties" in s:
+                entries.append((s["additionalProperties"], tuple(s.get("patternProperties") or ()),
+                                tuple(s.get("properties", {}))))
+        if props:
+            m["properties"] = {k: v[0] if len(v) == 1 else {"allOf": v} for k, v in props.items()}
+        if pats:
+            m["patternProperties"] = {p: v[0] if len(v) == 1 else {"allOf": v} for p, v in pats.items()}
+        if entries:
+            m[_ADDL_UNLESS] = entries
+            addl = [a for a, _, _ in entries]
+            m["additionalProperties"] = addl[0] if len(addl) == 1 else {"allOf": addl}
 
     def _bounds(self, s, where):
         """((lo, lo_excl) | None, (hi, hi_excl) | None) from a schema's numeric keywords."""

@@ -10,7 +10,7 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ._automata import CPDFA, complement, from_ast, length_dfa, literals_ast, product, trim
 from ._charset import _SPLIT_PAIR, json_char_regex, literal_string_regex
 from ._common import ANNOTATIONS
-from ._common import _ptr
+from ._common import _ADDL_UNLESS, _ptr
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
 
@@ -23,7 +23,7 @@ MAX_EXACT_COUNT_STATES = 512
 class ObjectMixin:
     """Objects (part of ``compiler._Compiler``)."""
 
-    def _pattern_extras(self, pprops, pkeys, matching, names, where) -> str | None:
+    def _pattern_extras(self, pprops, pkeys, matching, names, where, beside=None) -> str | None:
         """The extra members a ``patternProperties`` object may have: ``key : value`` for the keys
         of each pattern, the value being the ``allOf`` of exactly the patterns that key matches.
 
@@ -41,9 +41,12 @@ class ObjectMixin:
         its typed error. A pattern that may match listed property names generates its keys
         without those names (its automaton times their complement, :meth:`_pattern_keys`). Keys
         matched by no pattern are not generated here (see :meth:`object`). Nothing is left out
-        silently: every key is generated exactly, or the schema is refused."""
+        silently: every key is generated exactly, or the schema is refused. ``beside(patterns)``: the
+        schemas that also apply to a key matched by exactly ``patterns`` (merged ``allOf`` members'
+        ``additionalProperties``, :data:`._common._ADDL_UNLESS`)."""
         from ._overlap import Relations
 
+        beside = beside or (lambda pats: [])
         live = [p for p, kr in pkeys.items() if kr is not None]
         relation = Relations(pkeys)
         alts: list[str] = []
@@ -71,15 +74,15 @@ class ObjectMixin:
                 key = self._pattern_keys([p], [], taken, where)
                 if key is None:
                     continue  # no key but the listed names (exact)
-            subs = [pprops[x] for x in group]
+            subs = [pprops[x] for x in group] + beside(group)
             v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", p))
             if v is not None:  # an unsatisfiable combination: those keys can never appear (exact)
                 alts.append(f"{key}{self.colon}{v}")
         if skipped:
-            alts.extend(self._pattern_regions(skipped, live, pprops, matching, names, where))
+            alts.extend(self._pattern_regions(skipped, live, pprops, matching, names, where, beside))
         return alt(alts)
 
-    def _pattern_regions(self, skipped, live, pprops, matching, names, where) -> list[str]:
+    def _pattern_regions(self, skipped, live, pprops, matching, names, where, beside=None) -> list[str]:
         """``key : value`` alternatives for the keys that only ``skipped`` patterns match (those
         that overlap another pattern partially, or strictly contain one): for each non-empty set
         ``T`` of them, the keys every pattern of ``T`` matches and no other live pattern does
@@ -114,7 +117,7 @@ class ObjectMixin:
             key = self._pattern_keys(t, others, taken, where)
             if key is None:
                 continue
-            subs = [pprops[x] for x in t]
+            subs = [pprops[x] for x in t] + (beside(t) if beside is not None else [])
             v = self.value(subs[0] if len(subs) == 1 else {"allOf": subs}, _ptr(where, "patternProperties", t[0]))
             if v is not None:
                 out.append(f"{key}{self.colon}{v}")
@@ -231,6 +234,14 @@ class ObjectMixin:
                     out.append(pat)
             return out
 
+        # merged allOf members' additionalProperties, each for the keys its member neither lists
+        # nor matches (:data:`._common._ADDL_UNLESS`; the keys no member lists or matches have
+        # them all as additionalProperties)
+        unless = schema.get(_ADDL_UNLESS) or ()
+
+        def beside(pats, k: str | None = None) -> list:
+            return [a for a, mp, mn in unless if not set(pats).intersection(mp) and (k is None or k not in mn)]
+
         # dependentRequired {a: [b, ...]}: sound subset = b required whenever a can appear at all;
         # an unlisted trigger a is never generated as an extra key (it joins `names` below), so only
         # a listed or required a, or one a patternProperties pattern may match, counts
@@ -242,7 +253,13 @@ class ObjectMixin:
             required = list(required)
 
             def never(b: str) -> bool:
-                return props.get(b) is False or (b not in props and addl is False and not matching(b))
+                if props.get(b) is False:
+                    return True
+                # (merged allOf members: a member's additionalProperties false for a key it
+                # neither lists nor matches, whatever the other members list)
+                if unless and any(a is False for a in beside(matching(b), b)):
+                    return True
+                return b not in props and addl is False and not matching(b)
 
             changed = True
             while changed:  # triggers that cannot appear, through chains of them
@@ -266,7 +283,8 @@ class ObjectMixin:
                                 changed = True
         def member_schema(k: str, base):
             pats = matching(k)
-            return base if not pats else {"allOf": [base] + [pprops[p] for p in pats]}
+            subs = [pprops[p] for p in pats] + beside(pats, k)
+            return base if not subs else {"allOf": [base] + subs}
 
         listed: list[tuple[str, str | None, bool]] = []
         for k, s in props.items():
@@ -279,12 +297,13 @@ class ObjectMixin:
                 if pn_key is not None and not pn_ok(r):
                     listed.append((r, None, True))
                     continue
-                base = addl if not matching(r) else True
+                base = addl if not matching(r) and not unless else True  # (unless: beside() has them)
                 listed.append((r, self.value(member_schema(r, base), _ptr(where, "additionalProperties")), True))
         # extras policy
         if pprops:
             extra_v = None
-            pattern_extra = self._pattern_extras(pprops, pkeys, matching, list(props) + list(required), where)
+            pattern_extra = self._pattern_extras(pprops, pkeys, matching, list(props) + list(required), where,
+                                                 beside if unless else None)
         if pprops:
             pass
         elif has_addl:
