@@ -152,10 +152,11 @@ REF_BASES = [
      ["{}", '{"x": 1}', '{"c": 1}', '{"b": 1}', '{"a": 1}'], ["{}", '{"x": 1}']),
     ({"$schema": D7, "patternProperties": {"x": {}}, "dependencies": {"b": ["a"]}},
      ["{}", '{"x": 1}', '{"b": 1}'], ["{}", '{"x": 1}']),
-    # a pattern that matches the trigger: the dependent is required wherever the trigger may appear
-    # (the documented sound subset: then always)
+    # a pattern that matches the trigger: exact (an object without b, or with b and a; the
+    # required keys after the others, in the order the dependency gives)
     ({"type": "object", "patternProperties": {"^b": {}}, "dependentRequired": {"b": ["a"]}},
-     ["{}", '{"b": 1}', '{"a": 1, "b": 1}', '{"bb": 1}', '{"a": 1}'], ['{"a": 1}']),
+     ["{}", '{"b": 1}', '{"a": 1, "b": 1}', '{"b": 1, "a": 1}', '{"bb": 1}', '{"a": 1}'],
+     ["{}", '{"bb": 1}', '{"b": 1, "a": 1}']),
 ]
 
 

@@ -560,6 +560,10 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             # finitely many values: each kept iff jsonschema validates it against the whole schema
             # (exact whatever the siblings: `not`, `allOf`, `$ref`, ...)
             return self.enum(schema, where)
+        if _has_dependent_schemas(schema):
+            rewritten = self._dependent_schemas(schema, where)
+            if rewritten is not None:
+                return self.value(rewritten, where)
         if isinstance(schema.get("allOf"), list):
             fin = next((m for m in schema["allOf"] if isinstance(m, dict) and ("const" in m or "enum" in m)), None)
             if fin is not None:  # allOf with a finite member: its values that the whole schema accepts
@@ -600,6 +604,70 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             if "then" in schema or "else" in schema:
                 return self.value(self._if_then_else(schema, where), where)
         return self.typed(schema, where)
+
+    #: most dependencies (``dependentSchemas``, ``dependentRequired``, draft 4-7 ``dependencies``)
+    #: one schema object has written exactly (each doubles the alternatives the ``allOf`` merge
+    #: distributes: ``2**n`` of them, within its 256)
+    MAX_DEPENDENCIES = 8
+
+    def _dependent_schemas(self, schema, where):
+        """The dependencies of ``schema`` (``dependentSchemas``, ``dependentRequired``, draft 4-7
+        ``dependencies``: a schema or a list of names per key) as ``allOf [the other keywords,
+        anyOf [{properties: {k: false}}, {required: [k], allOf: [S]}] ...]`` (for names ``N``:
+        ``{required: [k, *N]}``, names required anyway left out): an object without key ``k``, or
+        with it and what depends on it.
+        The two branches are disjoint on objects and a non-object passes both, as it passes the
+        dependency: exact. ``S`` true (or no names) adds nothing, false forbids ``k``.
+
+        At most :attr:`MAX_DEPENDENCIES` in all; past it, the lists of names stay for the object
+        emitter's sound subset (docs/json-schema.md) and only the schemas are written this way,
+        more than that many of them being ``UnsupportedFeatureError`` at the keyword. Each ``S``
+        is compiled once at its own pointer first, so that an error inside it names
+        ``/dependentSchemas/k`` (``/dependencies/k``), not the rewrite's. None when nothing is
+        rewritten (only lists of names, past the bound)."""
+        schemas, lists = [], []
+        for kw in ("dependentSchemas", "dependentRequired", "dependencies"):
+            v = schema.get(kw)
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    (lists if isinstance(x, list) else schemas).append((k, x, _ptr(where, kw, k)))
+        exact_lists = len(schemas) + len(lists) <= self.MAX_DEPENDENCIES
+        rest = {k: v for k, v in schema.items() if k != "dependentSchemas"}
+        for kw in ("dependentRequired", "dependencies"):
+            if isinstance(rest.get(kw), dict):
+                kept = {} if exact_lists else {k: x for k, x in rest[kw].items() if isinstance(x, list)}
+                if kept:
+                    rest[kw] = kept
+                else:
+                    del rest[kw]
+        members = [rest]
+        for k, s, w in schemas:
+            self._check_schema(s, w)
+            if s is True or (isinstance(s, dict) and not (s.keys() - ANNOTATIONS)):
+                continue
+            if s is False:
+                members.append({"properties": {k: False}})
+                continue
+            members.append({"anyOf": [{"properties": {k: False}}, {"required": [k], "allOf": [s]}]})
+        if len(members) - 1 > self.MAX_DEPENDENCIES:
+            kw = "dependentSchemas" if "dependentSchemas" in schema else "dependencies"
+            raise UnsupportedFeatureError(kw, f"{len(members) - 1} dependent schemas (at most "
+                                          f"{self.MAX_DEPENDENCIES}: 2**n alternatives)", _ptr(where, kw))
+        if exact_lists:
+            req = schema.get("required") if isinstance(schema.get("required"), list) else []
+            for k, names, w in lists:
+                if not all(isinstance(n, str) for n in names):
+                    raise GrammarSyntaxError("a dependency must list property names", json.dumps(names), 0, w)
+                # (dependents required anyway: the trigger constrains nothing, an ordinary key)
+                need = [n for n in dict.fromkeys(names) if n != k and n not in req]
+                if need:
+                    members.append({"anyOf": [{"properties": {k: False}}, {"required": [k, *need]}]})
+        for k, s, w in schemas:
+            if isinstance(s, dict) and (s.keys() - ANNOTATIONS):
+                self.value(s, w)  # (its own errors at its own pointer; the text is not kept)
+        if len(members) == 1 and not exact_lists:
+            return None  # only lists of names, too many: the object emitter's subset
+        return {"allOf": members} if len(members) > 1 else rest
 
     def _if_then_else(self, schema, where):
         """``if``/``then``/``else`` as ``allOf [the other keywords, anyOf`` :meth:`conditional_branches` ``]``."""
@@ -822,6 +890,19 @@ def json_value_regex(options: CompileOptions | None = None, depth: int | None = 
 # -- grammar mode ------------------------------------------------------------------------------------
 #: a keyword with at least this many members is named as the cause of a ``max_regex_size`` error
 WIDE_KEYWORD = 100
+
+
+def _has_dependent_schemas(schema) -> bool:
+    """Whether ``schema`` (a dict) has a dependency (:meth:`_Compiler._dependent_schemas`): a
+    ``dependentSchemas``, ``dependentRequired`` or ``dependencies`` entry other than a list of
+    names that holds at most the key itself."""
+    if not isinstance(schema, dict):
+        return False
+    for kw in ("dependentSchemas", "dependentRequired", "dependencies"):
+        v = schema.get(kw)
+        if isinstance(v, dict) and any(not isinstance(x, list) or any(n != k for n in x) for k, x in v.items()):
+            return True
+    return False
 
 
 def _size_hint(schema, where: str) -> str:
