@@ -68,6 +68,22 @@ def test_an_object_without_the_trigger_needs_no_dependents(backend, llama3_vocab
     assert accepts(g, llama3_vocab, '{"a": 1, "b": 2}') and not accepts(g, llama3_vocab, '{"b": 2}')
 
 
+@pytest.mark.parametrize("schema", [
+    {"properties": {"a": {}}, "dependentRequired": {"a": ["a"]}},
+    {"dependentRequired": {"a": ["a"]}},
+    {"$schema": D7, "properties": {"c": {"type": "null"}}, "dependencies": {"b": ["b", "b"], "c": []}},
+    # past MAX_DEPENDENCIES: the object emitter's subset reads a key among its own dependents alike
+    {"properties": {f"k{i}": {} for i in range(10)}, "dependentRequired": {f"k{i}": [f"k{i}"] for i in range(10)}},
+])
+def test_a_key_among_its_own_dependents_asks_nothing(backend, llama3_vocab, schema):
+    """A break-it finding: ``{a: [a]}`` made ``a`` required where listed (``{}`` rejected) and
+    never generated where not (``{"a": 0}`` rejected)."""
+    g = backend.compile(Constraint.json_schema(schema))
+    check = jsonschema.validators.validator_for(schema)(schema)
+    for doc in ({}, {"a": 0}, {"b": 0}, {"c": None}, {"k0": 1}, {"k0": 1, "k5": 2}):
+        assert accepts(g, llama3_vocab, json.dumps(doc)) == check.is_valid(doc), doc
+
+
 @pytest.mark.parametrize("kw", ["dependentSchemas", "dependencies"])
 def test_an_error_inside_a_dependent_schema_names_its_own_pointer(backend, kw):
     schema = {kw: {"a": {"properties": {"x": {"pattern": "(?<=a)b"}}}}}

@@ -247,7 +247,9 @@ class ObjectMixin:
         # a listed or required a, or one a patternProperties pattern may match, counts
         # ... except that a trigger with a dependent that can never appear (its schema is false, or it
         # is not listed under additionalProperties: false) cannot appear itself: exactly that
-        deps = {**schema.get("dependencies", {}), **schema.get("dependentRequired", {})}
+        # (a key's own name among its dependents asks nothing: it is there whenever the key is)
+        deps = {a: [b for b in bs if b != a]
+                for a, bs in {**schema.get("dependencies", {}), **schema.get("dependentRequired", {})}.items()}
         dep_names: list[str] = []
         if deps:
             required = list(required)

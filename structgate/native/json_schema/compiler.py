@@ -894,13 +894,13 @@ WIDE_KEYWORD = 100
 
 def _has_dependent_schemas(schema) -> bool:
     """Whether ``schema`` (a dict) has a dependency (:meth:`_Compiler._dependent_schemas`): a
-    ``dependentSchemas``, ``dependentRequired`` or ``dependencies`` entry other than a list of
-    names that holds at most the key itself."""
+    ``dependentSchemas``, ``dependentRequired`` or ``dependencies`` entry other than an empty list
+    of names (a list of the key itself is one, written as nothing there)."""
     if not isinstance(schema, dict):
         return False
     for kw in ("dependentSchemas", "dependentRequired", "dependencies"):
         v = schema.get(kw)
-        if isinstance(v, dict) and any(not isinstance(x, list) or any(n != k for n in x) for k, x in v.items()):
+        if isinstance(v, dict) and any(not isinstance(x, list) or x for x in v.values()):
             return True
     return False
 
