@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["lone_surrogate", "describe_lone_surrogate", "escape_lone_surrogates"]
+__all__ = ["lone_surrogate", "describe_lone_surrogate", "escape_lone_surrogates", "SPLIT_PAIR"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: a high surrogate code point followed by a low one, as two characters of a ``str``: no JSON text
+#: decodes to it (the escapes of the pair read back as the one character they encode)
+SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def lone_surrogate(text: str) -> int | None:

@@ -36,13 +36,12 @@ refused naming the field (:func:`check_utf8_for_engine`, an HTTP 400).
 """
 from __future__ import annotations
 
-import re
 import sys
 import time
 from typing import Any, Callable
 
 from .._env import env_seconds
-from .._text import describe_lone_surrogate, escape_lone_surrogates, lone_surrogate
+from .._text import SPLIT_PAIR as _SPLIT_PAIR, describe_lone_surrogate, escape_lone_surrogates, lone_surrogate
 
 __all__ = ["ENV_BUDGET", "DEFAULT_BUDGET_S", "budget_s", "run_with_deadline", "validate_bounded",
            "json_schema_for_engine", "structural_tag_for_engine", "check_utf8_for_engine", "MSGPACK_INT_MIN",
@@ -196,9 +195,6 @@ def _has_surrogate(v: Any) -> bool:
     return isinstance(v, str) and lone_surrogate(v) is not None
 
 
-#: a high surrogate then a low one, two characters in a ``str``: JSON's escapes of the pair would read
-#: back as the one character they encode, so such a text cannot travel as JSON text exactly
-_SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def json_schema_for_engine(so: Any) -> bool:

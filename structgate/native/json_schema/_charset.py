@@ -19,6 +19,7 @@ import re
 
 from functools import lru_cache
 
+from ..._text import SPLIT_PAIR as _SPLIT_PAIR  # (a name the emitters import from here)
 from ._numeric import alt, fixed_width_range
 
 __all__ = ["CharSet", "normalize", "union", "complement", "intersect", "subtract", "ANY",
@@ -216,8 +217,6 @@ JSON_CHAR: str = json_char_regex(ANY)
 STRING: str = r'"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 
 
-#: a high surrogate code point followed by a low one, as two characters of a Python ``str``
-_SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _literal_char_regex(cp: int) -> str:

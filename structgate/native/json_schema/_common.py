@@ -95,8 +95,7 @@ ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains"
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
                         "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
-    "\x00structgate:not-strings", "\x00structgate:not-booleans", "\x00structgate:not-integers",
-    "\x00structgate:multiple-of-int-too", "\x00structgate:patterns", "\x00structgate:additional-unless"}
+    _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _ADDL_UNLESS}
 
 
 def _ptr(where: str, *parts) -> str:
