@@ -35,7 +35,7 @@ from ..regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Repeat
 from ._charset import ANY, CharSet, normalize
 
 __all__ = ["CPDFA", "LengthProduct", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
-           "minimize", "to_regex", "emit", "matches"]
+           "minimize", "length_shape", "to_regex", "emit", "matches"]
 
 
 @dataclass
@@ -364,6 +364,52 @@ def minimize(d: CPDFA) -> CPDFA:
     new, acc = _minimize(table, accepting)
     delta = (new[1:, :k].astype(np.int64) - 1).tolist()
     return CPDFA(list(d.atoms), delta, [bool(x) for x in acc[1:]])
+
+
+def length_shape(d: CPDFA) -> tuple[CPDFA, int, int | None] | None:
+    """``(alphabet, lmin, lmax)`` when a trimmed, minimal ``d`` accepts exactly the strings of
+    ``lmin``..``lmax`` (``None``: unbounded) code points of one atom set (``^.{60}$``,
+    ``^[0-9]{3,5}$``), ``alphabet`` the one-state automaton of that set's strings; None for any
+    other language (and for a one-state automaton, which is its own alphabet). The states of such a
+    ``d`` are one chain from the start, each moving on the same atoms to the next, the last without
+    moves (bounded) or looping on itself (unbounded), accepting from ``lmin`` on. A pattern of this
+    shape intersected with others is a length bound (:class:`LengthProduct`, generated lazily)
+    instead of a factor ``lmax + 1`` on the product's states."""
+    n = len(d.delta)
+    if n <= 1:
+        return None
+    moves = None
+    order: list[int] = []
+    on: set[int] = set()
+    s, loops = 0, False
+    while True:
+        order.append(s)
+        on.add(s)
+        row = d.delta[s]
+        ms = [a for a, t in enumerate(row) if t >= 0]
+        if not ms:
+            break
+        targets = {row[a] for a in ms}
+        if len(targets) != 1 or (moves is not None and ms != moves):
+            return None
+        moves = ms
+        (t,) = targets
+        if t == s:
+            loops = True
+            break
+        if t in on:
+            return None
+        s = t
+    if len(order) != n or moves is None:
+        return None
+    acc = [d.accept[q] for q in order]
+    if True not in acc:
+        return None
+    lmin = acc.index(True)
+    if any(not x for x in acc[lmin:]):
+        return None
+    alphabet = CPDFA([d.atoms[a] for a in moves], [[0] * len(moves)], [True])
+    return alphabet, lmin, (None if loops else n - 1)
 
 
 def matches(d: CPDFA, text: str) -> bool:

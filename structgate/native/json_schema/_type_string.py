@@ -7,7 +7,8 @@ from functools import lru_cache
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
-from ._automata import complement, from_ast, length_dfa, literals_ast, matches, minimize, product, trim
+from ._automata import (complement, from_ast, length_dfa, length_shape, literals_ast, matches, minimize, product,
+                        trim)
 from ._charset import ANY, STRING, json_char_regex, subtract
 from ._common import _NOT_STR, _PATTERNS, _is_num, _is_whole, _ptr
 from ._formats import (EMAIL_LOCAL, ENCODED_FORMATS, FORMAT_LENGTH, FORMAT_MAX_LENGTH, email_domain_subset,
@@ -56,14 +57,14 @@ class StringMixin:
             w = _ptr(where, "pattern")
             branches = parse_pattern(schema["pattern"], w)
             if fmt is not None:
-                body = self._pattern_with_format(schema["pattern"], branches, fmt, lmin, lmax, w)
+                body = self._patterns_with([schema["pattern"]], fmt, lmin, lmax, w)
                 return None if body is None else f'"{body}"'
             try:
                 body = pattern_body_regex(branches, length, w)
             except UnsupportedFeatureError as e:
                 if e.feature != "pattern with minLength/maxLength":
                     raise
-                body = self._pattern_with_length(schema["pattern"], branches, lmin, lmax, w)
+                body = self._patterns_with([schema["pattern"]], None, lmin, lmax, w)
             return None if body is None else f'"{body}"'
         if fmt is not None:
             wf = _ptr(where, "format")
@@ -117,7 +118,7 @@ class StringMixin:
         ``format`` keyword's pointer (the bound is not implied by :data:`._formats.FORMAT_LENGTH`).
 
         Exact where it fits: the product of the format regex's code-point automaton with a counter
-        (as :meth:`_pattern_with_length`; bounded by ``max_product_states``, written inline or as
+        (as :meth:`_patterns_with`; bounded by ``max_product_states``, written inline or as
         at most ``max_automaton_rules`` rules), in canonical spelling like the unbounded format.
         Beyond those limits, ``email`` and ``hostname`` with ``minLength`` at most their shortest
         string (5, 1) become a documented **sound subset** whose longest string meets ``maxLength``
@@ -190,40 +191,31 @@ class StringMixin:
         body = self._dfa_texts[key]
         return None if body is None else f'"{body}"'
 
-    def _pattern_with_format(self, pattern: str, branches, fmt: str, lmin: int, lmax: int | None,
-                             where: str) -> str | None:
-        """String bodies matching both ``pattern`` and ``format`` ``fmt`` (and ``lmin``..``lmax``
-        code points unless the format implies them): exact, the product of the two code-point
-        automata (and a counter), canonical spelling; over ``max_product_states`` /
-        ``max_automaton_rules``, :class:`~structgate.errors.CompileLimitError` naming both keywords
-        (``where`` = the ``pattern`` pointer)."""
-        key = ("pattern-format", pattern, fmt, lmin, lmax)
-        if key in self._dfa_texts:
-            return self._dfa_texts[key]
-        what, cap = f"pattern with format {fmt!r}", self.max_product_states
-        d = from_ast(pattern_ast(branches), max_states=cap, what=what, where=where)
-        d = product(d, self._format_dfa(fmt, what, where),
-                    max_states=cap, what=what, where=where)
-        if not format_length_implied(fmt, lmin, lmax):
-            out = self._length_product(d, lmin, lmax, _canonical_char, what, where)
-        else:
-            out = self._emit_dfa(trim(d), _canonical_char, what, where)
-        self._dfa_texts[key] = out
-        return out
-
     def _patterns_with(self, patterns: list[str], fmt: str | None, lmin: int, lmax: int | None,
                        where: str) -> str | None:
-        """String bodies matching every pattern of ``patterns`` (``allOf`` members with different
-        ``pattern``s, :meth:`._merge.MergeMixin.merge`), and format ``fmt`` (None: no asserted
-        format) and ``lmin``..``lmax`` code points: exact, the product of their code-point automata
-        (with the format's, and a counter), each symbol in every JSON spelling (canonical with a
-        format, as :meth:`_pattern_with_format`); over ``max_product_states`` /
-        ``max_automaton_rules``, :class:`~structgate.errors.CompileLimitError` naming the patterns
-        (``where`` = the merged schema's ``pattern`` pointer)."""
+        """String bodies (between the quotes) matching every pattern of ``patterns`` (one, or
+        ``allOf`` members with different ``pattern``s, :meth:`._merge.MergeMixin.merge`), format
+        ``fmt`` (None: no asserted format) and ``lmin``..``lmax`` code points — what
+        :func:`._pattern.pattern_body_regex` cannot write as one regex. Exact: the product of their
+        code-point automata (smallest first, each step trimmed and minimised), the format's, and a
+        counter (:meth:`_length_product`); a pattern that is only a length bound over one set
+        (``^.{60}$``, :func:`._automata.length_shape`) joins the counter instead of multiplying the
+        states. Each symbol in every JSON spelling, canonical with a format (as the unbounded
+        format regexes are). ``where`` = the (merged) schema's ``pattern`` pointer.
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_product_states`` / ``max_automaton_rules``, its hint naming the patterns (and
+            the format) and ``where``."""
         key = ("patterns", tuple(patterns), fmt, lmin, lmax)
         if key in self._dfa_texts:
             return self._dfa_texts[key]
-        what, cap = f"{len(patterns)} patterns of allOf members", self.max_product_states
+        what = (f"{len(patterns)} patterns of allOf members" if len(patterns) > 1
+                else f"pattern with format {fmt!r}" if fmt is not None else "pattern with minLength/maxLength")
+        if len(patterns) > 1 and fmt is not None:
+            what += f" with format {fmt!r}"
+        cap = self.max_product_states
         # smallest automata first, each intermediate product trimmed and minimised (what is
         # left of a product of unanchored patterns is often far smaller than the pairs it visits)
         autos = []
@@ -232,7 +224,16 @@ class StringMixin:
             if a is None:
                 self._dfa_texts[key] = None
                 return None
-            autos.append(minimize(a))
+            a = minimize(a)
+            shape = length_shape(a)
+            if shape is not None:  # a length bound spelled as a pattern: the counter, never a factor
+                a, plmin, plmax = shape
+                lmin = max(lmin, plmin)
+                lmax = plmax if lmax is None else (lmax if plmax is None else min(lmax, plmax))
+                if lmax is not None and lmin > lmax:
+                    self._dfa_texts[key] = None
+                    return None
+            autos.append(a)
         autos.sort(key=lambda a: len(a.delta))
         d = autos[0]
         for a in autos[1:]:
@@ -250,20 +251,6 @@ class StringMixin:
             out = None if t is None else self._emit_dfa(t, enc, what, where)
         else:
             out = self._length_product(d, lmin, lmax, enc, what, where)
-        self._dfa_texts[key] = out
-        return out
-
-    def _pattern_with_length(self, pattern: str, branches, lmin: int, lmax: int | None, where: str) -> str | None:
-        """String bodies whose decoded value matches ``pattern`` and has ``lmin``..``lmax`` code
-        points (exact): the product of the pattern's code-point automaton with a counter
-        (:func:`._automata.length_dfa`), bounded by ``options.extra["max_product_states"]``, each
-        symbol written in every JSON spelling (lone surrogates excluded, as under any length bound)."""
-        key = ("pattern-length", pattern, lmin, lmax)
-        if key in self._dfa_texts:
-            return self._dfa_texts[key]
-        what, cap = "pattern with minLength/maxLength", self.max_product_states
-        d = from_ast(pattern_ast(branches), max_states=cap, what=what, where=where)
-        out = self._length_product(d, lmin, lmax, json_char_regex, what, where)
         self._dfa_texts[key] = out
         return out
 
