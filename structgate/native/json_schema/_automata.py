@@ -35,7 +35,7 @@ from ..regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Repeat
 from ._charset import ANY, CharSet, normalize
 
 __all__ = ["CPDFA", "LengthProduct", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
-           "minimize", "length_shape", "to_regex", "emit", "matches"]
+           "minimize", "length_shape", "limit_error", "to_regex", "emit", "matches"]
 
 
 @dataclass
@@ -60,7 +60,8 @@ class CPDFA:
         return len(self.delta)
 
 
-def _limit(name: str, given: int, limit: int, what: str, where: str) -> CompileLimitError:
+def limit_error(name: str, given: int, limit: int, what: str, where: str) -> CompileLimitError:
+    """The typed error for an automaton over its limit ``name``, naming ``what`` and ``where``."""
     return CompileLimitError(name, given, limit, f"{what} at {where or 'the root'} needs a larger automaton; "
                              f"raise CompileOptions.extra[{name!r}] or simplify the schema")
 
@@ -114,7 +115,7 @@ def from_ast(node, *, max_states: int, what: str, where: str) -> CPDFA:
 
     def new() -> int:
         if len(eps) > nfa_cap:
-            raise _limit("max_product_states", len(eps), nfa_cap, what, where)
+            raise limit_error("max_product_states", len(eps), nfa_cap, what, where)
         eps.append([])
         edges.append([])
         return len(eps) - 1
@@ -200,7 +201,7 @@ def from_ast(node, *, max_states: int, what: str, where: str) -> CPDFA:
             if j is None:
                 j = index[c] = len(index)
                 if j >= max_states:
-                    raise _limit("max_product_states", j + 1, max_states, what, where)
+                    raise limit_error("max_product_states", j + 1, max_states, what, where)
                 todo.append(c)
             row.append(j)
         delta.append(row)
@@ -248,7 +249,7 @@ def product(a: CPDFA, b: CPDFA, *, max_states: int, what: str, where: str) -> CP
             if j is None:
                 j = index[(p2, q2)] = len(todo)
                 if j >= max_states:
-                    raise _limit("max_product_states", j + 1, max_states, what, where)
+                    raise limit_error("max_product_states", j + 1, max_states, what, where)
                 todo.append((p2, q2))
             row.append(j)
         delta.append(row)
@@ -286,7 +287,7 @@ def length_dfa(lmin: int, lmax: int | None, alphabet: CharSet = ANY, *, max_stat
     anything is allocated: ``maxLength: 10**30`` must not exhaust memory)."""
     top = lmax if lmax is not None else lmin
     if max_states is not None and top + 1 > max_states:
-        raise _limit("max_product_states", top + 1, max_states, what, where)
+        raise limit_error("max_product_states", top + 1, max_states, what, where)
     delta = [[i + 1] if i < top else ([top] if lmax is None else [-1]) for i in range(top + 1)]
     accept = [lmin <= i and (lmax is None or i <= lmax) for i in range(top + 1)]
     return CPDFA([normalize(alphabet)], delta, accept)
@@ -615,7 +616,7 @@ class LengthProduct(LazyAutomaton):
             if k in seen:
                 break
             if len(sets) >= max_period:
-                raise _limit("max_product_states", len(sets), max_period, what or "length product", where)
+                raise limit_error("max_product_states", len(sets), max_period, what or "length product", where)
             seen[k] = len(sets)
             sets.append(cur)
             cur = pred[cur].any(axis=0) if cur.any() else cur

@@ -16,6 +16,9 @@ NEVER = "[^\\u0000-\\uffff" + "\U00010000" + "-" + "\U0010ffff" + "]"
 
 # internal keywords produced by `not` of an enum (never in user schemas)
 _NOT_STR = "\x00structgate:not-strings"
+#: patterns a string must not match (a folded ``not {pattern: P}``; the string emitter intersects
+#: the complements of their automata)
+_NOT_PATTERNS = "\x00structgate:not-patterns"
 #: every ``pattern`` of a merged ``allOf`` when its members have two or more different ones (the
 #: string emitter takes the product of their automata; ``pattern`` keeps the first)
 _PATTERNS = "\x00structgate:patterns"
@@ -28,6 +31,9 @@ _NOT_INT = "\x00structgate:not-integers"
 # internal keyword of a merge: the (float) multipleOf beside it was also given as an equal int
 # (``allOf [{multipleOf: 3}, {multipleOf: 3.0}]``), tested exactly (``n % 3``) by validators
 _MULT_INT = "\x00structgate:multiple-of-int-too"
+#: the keyword each internal one was folded from, as error messages name it
+SOURCE_KEYWORD = {_NOT_STR: "not", _NOT_BOOL: "not", _NOT_INT: "not", _NOT_PATTERNS: "not", _PATTERNS: "pattern",
+                  _MULT_INT: "multipleOf", _ADDL_UNLESS: "additionalProperties"}
 
 #: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
 DEFAULT_MAX_REGEX_SIZE = 4_000_000
@@ -95,7 +101,7 @@ ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains"
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
                         "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
-    _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _ADDL_UNLESS}
+    _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _ADDL_UNLESS, _NOT_PATTERNS}
 
 
 def _ptr(where: str, *parts) -> str:

@@ -7,8 +7,8 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import (_ADDL_UNLESS, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_STR, _PATTERNS, ANNOTATIONS, KNOWN, TYPES, _is_num, _json_equal,
-                      _json_key, _ptr)
+from ._common import (_ADDL_UNLESS, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, _PATTERNS, ANNOTATIONS,
+                      KNOWN, TYPES, _is_num, _json_equal, _json_key, _ptr)
 
 
 class MergeMixin:
@@ -201,11 +201,11 @@ class MergeMixin:
         nots = [s["not"] for s, _ in parts if "not" in s]
         if nots:
             m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)
-        for key in (_NOT_STR, _NOT_BOOL, _NOT_INT):
+        for key in (_NOT_STR, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS):
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
-        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS}
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS}
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

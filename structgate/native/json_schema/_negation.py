@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
+from ._common import _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
 
 
 class NegationMixin:
@@ -220,7 +220,7 @@ class NegationMixin:
                            "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems",
                            "minProperties", "maxProperties", "enum", "const", "not", "anyOf", "oneOf",
                            "additionalProperties", "dependentRequired", "dependencies", "items",
-                           "prefixItems", "contains", "if", "then", "else"})
+                           "prefixItems", "contains", "if", "then", "else", "pattern"})
 
     def _negated_keywords(self, inner, keys, w, rest=None) -> list | None:
         """``not inner`` as anyOf branches, one per keyword (a value fails ``inner`` iff it fails one
@@ -247,7 +247,9 @@ class NegationMixin:
         ``maxContains``) = an array whose ``items`` are all ``not S``, ``not {prefixItems: [S0,
         ...]}`` = an array with an item ``i`` failing ``Si``. ``not oneOf [B...]`` = ``not anyOf
         [B...]`` or ``allOf [Bi, Bj]`` for each pair not proven disjoint; ``not {if: I, then: T,
-        else: E}`` = ``allOf [I, not T]`` or ``allOf [not I, not E]``."""
+        else: E}`` = ``allOf [I, not T]`` or ``allOf [not I, not E]``; ``not {pattern: P}`` = the
+        strings ``P`` does not match (``_NOT_PATTERNS``: the string emitter intersects the
+        complement of ``P``'s automaton)."""
         if not keys <= self.NEGATABLE:
             return None
         if "patternProperties" in inner:
@@ -272,6 +274,12 @@ class NegationMixin:
             elif k == "not":
                 if v is not False:
                     out.append(v)
+            elif k == "pattern":
+                if not isinstance(v, str):
+                    return None
+                # strings the pattern does not match (the string emitter intersects the complement
+                # of its automaton with the rest)
+                out.append({"type": "string", _NOT_PATTERNS: [v]})
             elif k == "anyOf":
                 out.append({"not": {"anyOf": v}})
             elif k == "dependencies":

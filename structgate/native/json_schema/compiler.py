@@ -31,18 +31,19 @@ from typing import Any
 from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
-from ._common import (_NOT_BOOL, _NOT_INT, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS, _with_twins,
-                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES, DEFAULT_MAX_REGEX_SIZE,
-                      DEFAULT_REGEX_UNROLL_DEPTH,
-                      DEFAULT_RULE_INLINE_MAX_CHARS, DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER,
-                      REPEAT_COUNT_KW, TYPES,
-                      _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr)
+from ._automata import from_ast, matches
+from ._common import (_NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
+                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES,
+                      DEFAULT_MAX_REGEX_SIZE, DEFAULT_REGEX_UNROLL_DEPTH, DEFAULT_RULE_INLINE_MAX_CHARS,
+                      DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER, REPEAT_COUNT_KW,
+                      SOURCE_KEYWORD, TYPES, _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr, _with_twins)
 from ._formats import FORMAT_MAX_LENGTH, FORMAT_REGEX, LENIENT_ANNOTATIONS, UNASSERTED_FORMATS
 from ._grammar import KEY_TAIL_RULE, STRING_RULE, _grammar, key_not_in_ir, shared_rule_ir
 from ._merge import MergeMixin
 from ._negation import NegationMixin
 from ._normalize import normalize
 from ._numeric import JSON_NUMBER, alt, number_literal_regex
+from ._pattern import parse_pattern, pattern_ast
 from ._refs import RefsMixin
 from ._shape import check_shapes
 from ._type_array import ArrayMixin
@@ -508,7 +509,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         r = self._value(schema, where)
         if r is None and not self.cut:
             self.empty.append((where, ("false",) if schema is False else
-                               tuple(sorted(k for k in schema if k not in ANNOTATIONS)) if isinstance(schema, dict)
+                               tuple(sorted({SOURCE_KEYWORD.get(k, k) for k in schema if k not in ANNOTATIONS}))
+                               if isinstance(schema, dict)
                                else ()))
         if r is not None and len(r) > self.max_size:
             raise CompileLimitError("max_regex_size", len(r), self.max_size, _size_hint(schema, where))
@@ -763,6 +765,10 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         cands = [c for c in cands if not (isinstance(c, str) and c in nstr)
                  and not (isinstance(c, bool) and c in nbool)
                  and not (_is_num(c) and c in nint)]
+        for p in schema.get(_NOT_PATTERNS, ()):  # (as either dialect reads it, as the string emitter)
+            d = from_ast(pattern_ast(parse_pattern(p, _ptr(where, "not"), upper=True), upper=True),
+                         max_states=self.max_product_states, what="not pattern", where=_ptr(where, "not"))
+            cands = [c for c in cands if not (isinstance(c, str) and matches(d, c))]
         if rest:
             # the candidates come from the enum (or the const): checked against the other keywords
             # only (jsonschema's enum check scans the whole list per value: a 416-name time-zone
