@@ -7,7 +7,7 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import (_ADDL_UNLESS, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, _PATTERNS, ANNOTATIONS,
+from ._common import (_ADDL_UNLESS, _CONTAINS_ALL, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, _PATTERNS, ANNOTATIONS,
                       KNOWN, TYPES, _is_num, _json_equal, _json_key, _ptr)
 
 
@@ -120,12 +120,17 @@ class MergeMixin:
         # contains: minContains/maxContains bound their own member's contains only, and have no
         # effect in a member without one (2020-12 Validation §6.4.4-5), so they never combine with
         # another member's contains
-        cont = [(s, w) for s, w in parts if "contains" in s]
-        for s, w in cont[1:]:
-            if any(s.get(k) != cont[0][0].get(k) for k in ("contains", "minContains", "maxContains")):
-                unsup("keyword 'contains' in several allOf members", _ptr(w, "contains"))
+        # (several different ones: each counted on its own, :meth:`._type_array.ArrayMixin._contains`)
+        cont = []
+        for s, _ in parts:
+            for c in s.get(_CONTAINS_ALL) or ([[s["contains"], s.get("minContains"), s.get("maxContains")]]
+                                              if "contains" in s else []):
+                if c not in cont:
+                    cont.append(c)
         if cont:
-            m.update({k: cont[0][0][k] for k in ("contains", "minContains", "maxContains") if k in cont[0][0]})
+            m.update({k: v for k, v in zip(("contains", "minContains", "maxContains"), cont[0]) if v is not None})
+        if len(cont) > 1:
+            m[_CONTAINS_ALL] = cont
         # strings
         # patterns: every one applies (the string emitter intersects their automata)
         pats = []
@@ -205,7 +210,7 @@ class MergeMixin:
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
-        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS}
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS, _CONTAINS_ALL}
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

@@ -2,24 +2,28 @@
 finite item set."""
 from __future__ import annotations
 
+import itertools
 import json
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ._automata import CPDFA, trim
-from ._common import ANNOTATIONS, _json_equal, _ptr
+from ._common import _CONTAINS_ALL, ANNOTATIONS, _json_equal, _ptr
 from ._numeric import alt
 
 
 #: in grammar mode, the optional ``prefixItems`` positions nest in the regex text at most this deep
 #: before the rest becomes a rule (1,000 positions nested 1,000 deep: ``nesting_depth``)
 PREFIX_CHUNK = 64
+#: most different ``contains`` of merged ``allOf`` members counted together (each element is in one
+#: of ``2**n`` classes, each a schema compiled on its own)
+MAX_CONTAINS = 4
 
 
 class ArrayMixin:
     """Arrays (part of ``compiler._Compiler``)."""
 
     def array(self, schema, where):
-        if "contains" in schema:
+        if "contains" in schema or _CONTAINS_ALL in schema:
             return self._contains(schema, where)
         for kw, ok in (("uniqueItems", lambda v: v is False), ("contains", None), ("minContains", None),
                        ("maxContains", None), ("unevaluatedItems", None)):
@@ -158,14 +162,16 @@ class ArrayMixin:
 
     def _contains(self, schema, where):
         """``contains`` with ``minContains``/``maxContains`` (and ``items``, ``minItems``,
-        ``maxItems``), exact. Each element is either *A* = ``items`` ∧ ``contains`` or *B* =
-        ``items`` ∧ ``not contains`` (disjoint, so the count of matching elements is known): an
-        automaton over the symbols A/B whose state is (elements matching, elements), bounded by
-        ``options.extra["max_product_states"]``. When ``not contains`` has no positive form (see
-        :meth:`_negate`) and there is no maximum (``maxContains``, ``maxItems``), the exact form
-        ``I* A I* A ... I*`` (``minContains`` times A, I = ``items``) is used; otherwise
-        ``UnsupportedFeatureError("contains")``. With ``prefixItems``, ``uniqueItems: true`` or
-        ``unevaluatedItems``: ``UnsupportedFeatureError``."""
+        ``maxItems``), exact; also several different ``contains`` of merged ``allOf`` members
+        (``_CONTAINS_ALL``, at most :data:`MAX_CONTAINS`), each bounding its own count. Each element
+        is in exactly one class ``items`` ∧ (``C_i`` or ``not C_i`` for every ``contains`` ``C_i``)
+        (disjoint, so every count is known): an automaton over those classes whose state is
+        (elements matching each ``C_i``, saturating; elements), bounded by
+        ``options.extra["max_product_states"]``. When a ``not C`` has no positive form (see
+        :meth:`_negate`), one ``contains`` and no maximum (``maxContains``, ``maxItems``), the
+        exact form ``I* A I* A ... I*`` (``minContains`` times A, I = ``items``) is used;
+        otherwise ``UnsupportedFeatureError("contains")``. With ``prefixItems``, ``uniqueItems:
+        true`` or ``unevaluatedItems``: ``UnsupportedFeatureError``."""
         cw = _ptr(where, "contains")
         for kw in ("prefixItems", "unevaluatedItems"):
             if schema.get(kw) not in (None, [], True):
@@ -174,59 +180,76 @@ class ArrayMixin:
         mx = self._count(schema, "maxItems", where) if "maxItems" in schema else None
         if schema.get("uniqueItems") is True and not (mx is not None and mx <= 1):
             raise UnsupportedFeatureError("contains", "together with uniqueItems", cw)
-        kmin = self._count(schema, "minContains", where) if "minContains" in schema else 1
-        kmax = self._count(schema, "maxContains", where) if "maxContains" in schema else None
-        rest = {k: v for k, v in schema.items() if k not in ("contains", "minContains", "maxContains")}
-        if kmin == 0 and kmax is None:
-            return self.array(rest, where)  # contains is then always satisfied
-        if (kmax is not None and kmin > kmax) or (mx is not None and kmin > mx):
-            return None
+        conts = []  # (contains, minimum, maximum or None)
+        for c, lo, hi in (schema.get(_CONTAINS_ALL) or
+                          [[schema["contains"], schema.get("minContains"), schema.get("maxContains")]]):
+            kmin = 1 if lo is None else self._count({"minContains": lo}, "minContains", where)
+            kmax = None if hi is None else self._count({"maxContains": hi}, "maxContains", where)
+            if kmax is not None and kmin > kmax or mx is not None and kmin > mx:
+                return None
+            if kmin > 0 or kmax is not None:  # (else always satisfied)
+                conts.append((c, kmin, kmax))
+        rest = {k: v for k, v in schema.items() if k not in ("contains", "minContains", "maxContains", _CONTAINS_ALL)}
+        if not conts:
+            return self.array(rest, where)
+        if len(conts) > MAX_CONTAINS:
+            raise UnsupportedFeatureError("contains", f"{len(conts)} different contains in allOf members (at most "
+                                          f"{MAX_CONTAINS}: every element is in one of 2**n classes)", cw)
         items = schema.get("items", True)
-        c = schema["contains"]
-        a_text = self.value({"allOf": [items, c]}, cw)
-        try:
-            b_text = self.value({"allOf": [items, {"not": c}]}, cw)
-        except UnsupportedFeatureError as e:
-            if kmax is not None or mx is not None or mn > kmin:
-                raise UnsupportedFeatureError("contains", "an exact count needs the negation of contains, "
-                                              f"which is not supported here ({e.feature}: {e.detail})", cw) from None
-            return self._contains_at_least(items, a_text, kmin, where)
-        if a_text is None and kmin > 0:
-            return None
-        top_c = kmax if kmax is not None else kmin  # saturating counters
-        top_n = mx if mx is not None else max(mn, kmin, 1)
-        syms = [a_text, b_text, None if a_text is None else self.comma + a_text,
-                None if b_text is None else self.comma + b_text]
-        index = {(0, 0): 0}
-        todo = [(0, 0)]
+        signs = list(itertools.product((True, False), repeat=len(conts)))  # (all matching first)
+        texts = []
+        for sv in signs:
+            cls = {"allOf": [items] + [c if m else {"not": c} for m, (c, _, _) in zip(sv, conts)]}
+            if all(sv):  # (no negation: its errors are the schema's own)
+                texts.append(self.value(cls, cw))
+                continue
+            try:
+                texts.append(self.value(cls, cw))
+            except UnsupportedFeatureError as e:
+                _, kmin, kmax = conts[0]
+                if len(conts) > 1 or kmax is not None or mx is not None or mn > kmin:
+                    raise UnsupportedFeatureError("contains", "an exact count needs the negation of contains, "
+                                                  f"which is not supported here ({e.feature}: {e.detail})", cw) from None
+                return self._contains_at_least(items, texts[0], kmin, where)
+        tops = [kmax if kmax is not None else kmin for _, kmin, kmax in conts]  # saturating counters
+        top_n = mx if mx is not None else max([mn, 1] + [kmin for _, kmin, _ in conts])
+        nv = len(signs)
+        syms = texts + [None if t is None else self.comma + t for t in texts]
+        start = (tuple(0 for _ in conts), 0)
+        index = {start: 0}
+        todo = [start]
         delta, accept = [], []
         i = 0
         while i < len(todo):
-            cc, nn = todo[i]
+            cs, nn = todo[i]
             i += 1
-            row = [-1] * 4
+            row = [-1] * (2 * nv)
             if mx is None or nn < mx:
                 n2 = nn + 1 if mx is not None else min(nn + 1, top_n)
-                for is_a, text in ((True, a_text), (False, b_text)):
+                for v, (sv, text) in enumerate(zip(signs, texts)):
                     if text is None:
                         continue
-                    c2 = cc + 1 if is_a else cc
-                    if kmax is None:
-                        c2 = min(c2, top_c)
-                    elif c2 > kmax:
-                        continue
-                    tgt = (c2, n2)
-                    j = index.get(tgt)
-                    if j is None:
-                        j = index[tgt] = len(todo)
-                        if j >= self.max_product_states:
-                            raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
-                                                    f"contains counting at {cw} needs a larger automaton")
-                        todo.append(tgt)
-                    row[(0 if is_a else 1) + (0 if nn == 0 else 2)] = j
+                    c2 = []
+                    for m, cc, (_, _, kmax), top in zip(sv, cs, conts, tops):
+                        cc = cc + 1 if m else cc
+                        if kmax is None:
+                            cc = min(cc, top)
+                        elif cc > kmax:
+                            break
+                        c2.append(cc)
+                    else:
+                        tgt = (tuple(c2), n2)
+                        j = index.get(tgt)
+                        if j is None:
+                            j = index[tgt] = len(todo)
+                            if j >= self.max_product_states:
+                                raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
+                                                        f"contains counting at {cw} needs a larger automaton")
+                            todo.append(tgt)
+                        row[v + (0 if nn == 0 else nv)] = j
             delta.append(row)
-            accept.append(cc >= kmin and nn >= mn)
-        d = trim(CPDFA([((s, s),) for s in range(4)], delta, accept))
+            accept.append(nn >= mn and all(cc >= kmin for cc, (_, kmin, _) in zip(cs, conts)))
+        d = trim(CPDFA([((s, s),) for s in range(2 * nv)], delta, accept))
 
         def enc(cs):
             return alt(syms[s] for a, b in cs for s in range(a, b + 1) if syms[s] is not None)
