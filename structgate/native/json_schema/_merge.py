@@ -7,7 +7,7 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import (_ADDL_UNLESS, _CONTAINS_ALL, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, _PATTERNS, ANNOTATIONS,
+from ._common import (_ADDL_UNLESS, _CONTAINS_ALL, _FRACTIONAL, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, _PATTERNS, ANNOTATIONS,
                       KNOWN, TYPES, _is_num, _json_equal, _json_key, _ptr)
 
 
@@ -210,7 +210,9 @@ class MergeMixin:
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
-        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS, _CONTAINS_ALL}
+        if any(s.get(_FRACTIONAL) for s, _ in parts):
+            m[_FRACTIONAL] = True
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS, _CONTAINS_ALL, _FRACTIONAL}
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
+from ._common import _FRACTIONAL, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
 
 
 class NegationMixin:
@@ -79,10 +79,10 @@ class NegationMixin:
             banned = {t} if isinstance(t, str) else set(t)
             cur = _ctx_types(rest)  # through allOf members: the fold of other branches wraps rest
             keep = [x for x in TYPES if x in cur and x not in banned and not (x == "integer" and "number" in banned)]
-            if "integer" in banned and "number" in keep:
-                raise UnsupportedFeatureError("not", "not integer of a number", w)
             if not keep:
                 return False
+            if "integer" in banned and "number" in keep:
+                return {**rest, "type": keep, _FRACTIONAL: True}  # numbers that are not integers
             return {**rest, "type": keep}
         if keys in ({"enum"}, {"const"}):
             vals = [inner["const"]] if "const" in inner else inner["enum"]

@@ -6,13 +6,14 @@ import math
 import os
 import sys
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from functools import lru_cache
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
-from ._automata import from_ast, product, remainder_dfa, trim
+from ._automata import from_ast, minimize, product, remainder_dfa, trim
 from ._charset import class_text
-from ._common import (_MULT_INT, _NOT_INT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
-                      _decimal_bound, _ptr)
+from ._common import (_FRACTIONAL, _MULT_INT, _NOT_INT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
+                      _decimal_bound, _is_num, _ptr)
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
 #: most fraction digits of a decimal bound of the range construction (it recurses once per digit):
@@ -23,10 +24,25 @@ MAX_FRACTION_DIGITS = 200
 ROUNDED_FRACTION_DIGITS = 31
 
 
+#: most digits of a number :meth:`NumberMixin._fractional` writes, from its first integer digit on
+FRACTIONAL_DIGITS = 15
+
+
+@lru_cache(maxsize=1)
+def _fractional_dfa():
+    """Code-point automaton of the decimals :meth:`NumberMixin._fractional` writes (built once)."""
+    n = FRACTIONAL_DIGITS
+    parts = [r"0\.[0-9]{0,299}[1-9]"] + [rf"[1-9][0-9]{{{k - 1}}}\.[0-9]{{0,{n - k - 1}}}[1-9]" for k in range(1, n)]
+    d = from_ast(parse_regex(rf"-?(?:{'|'.join(parts)})"), max_states=100_000, what="not integer", where="")
+    return minimize(trim(d))
+
+
 class NumberMixin:
     """Numbers (part of ``compiler._Compiler``)."""
 
     def number(self, schema, where, integer: bool):
+        if schema.get(_FRACTIONAL):
+            return None if integer else self._fractional(schema, where)
         lo, hi = self._bounds(schema, where)
         if integer and schema.get(_NOT_INT):
             # integers but the excluded values (a folded `not`): the range split around them
@@ -194,6 +210,39 @@ class NumberMixin:
                                               f"the integers in range lie where their rounding decides "
                                               f"(here from {a} to {b}), which is not compiled", w)
         return out
+
+    def _fractional(self, schema, where: str) -> str | None:
+        """Numbers in the schema's bounds whose value is not an integer (a folded ``not {type:
+        integer}``): a **sound subset**, the decimals (no exponent) whose last fraction digit is not
+        0 and that have at most :data:`FRACTIONAL_DIGITS` digits from the first integer digit on
+        (``12.5``, ``-0.25``; below 1, up to 300 fraction digits). Validators read such a literal as a
+        binary double, and a double rounds to an integer only when the fraction is below its
+        spacing: 15 significant digits keep every one of them off the integers (``1.0000000000000001``
+        is the integer 1.0 to ``jsonschema``, and is not generated). An integer ``multipleOf`` allows
+        none of them (``None``).
+
+        Raises
+        ------
+        UnsupportedFeatureError
+            ``not``: a non-integer ``multipleOf`` beside it."""
+        if "multipleOf" in schema:
+            mo = schema["multipleOf"]
+            if _is_num(mo) and mo > 0 and _dec(mo) == _dec(mo).to_integral_value():
+                return None  # a multiple of an integer is an integer
+            raise UnsupportedFeatureError("not", "not integer of a number with a non-integer multipleOf",
+                                          _ptr(where, "multipleOf"))
+        lo, hi = self._bounds(schema, where)
+        lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
+        hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
+        lo_d, hi_d = _fit_fraction_digits(lo_d, hi_d, schema, where)
+        rng = number_range(lo_d, False, hi_d, False, fraction_required=True)
+        if rng is None:
+            return None
+        what, cap = "not integer", self.max_product_states
+        d = product(from_ast(parse_regex(rng), max_states=cap * 8, what=what, where=where), _fractional_dfa(),
+                    max_states=cap * 8, what=what, where=where)
+        t = trim(d)
+        return None if t is None else self._emit_dfa(minimize(t), class_text, what, where)
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
