@@ -62,7 +62,7 @@ class CPDFA:
 
 def _limit(name: str, given: int, limit: int, what: str, where: str) -> CompileLimitError:
     return CompileLimitError(name, given, limit, f"{what} at {where or 'the root'} needs a larger automaton; "
-                             f"raise CompileOptions.extra[{name!r}] or simplify the schema")
+                             f"raise CompileOptions.extra[{name!r}] or simplify the schema", where=where or "#")
 
 
 def _refine(sets: list[CharSet]) -> tuple[list[CharSet], list[list[int]]]:

@@ -102,12 +102,13 @@ class ObjectMixin:
         """
         cap = self.max_pattern_regions  # (_common.DEFAULT_MAX_PATTERN_REGIONS)
         if len(skipped) > cap:
+            w = _ptr(where, "patternProperties")
             raise CompileLimitError(
                 "max_pattern_regions", len(skipped), cap,
-                f"patternProperties at {where or 'the root'}: {len(skipped)} patterns whose keys overlap other "
+                f"patternProperties at {w}: {len(skipped)} patterns whose keys overlap other "
                 f"patterns' partially ({', '.join(map(repr, skipped[:8]))}{', ...' if len(skipped) > 8 else ''}) "
                 f"split into up to 2**{len(skipped)} - 1 key regions; raise "
-                "CompileOptions.extra['max_pattern_regions'] or simplify the schema")
+                "CompileOptions.extra['max_pattern_regions'] or simplify the schema", where=w)
         out: list[str] = []
         matched = {k: set(matching(k)) for k in names}  # (once: matching runs every pattern on k)
         for bits in range(1, 1 << len(skipped)):
@@ -664,6 +665,7 @@ class ObjectMixin:
             if j >= self.max_product_states:
                 raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
                                         f"member counting at {where} needs a larger automaton; raise "
-                                        "CompileOptions.extra['max_product_states'] or simplify the schema")
+                                        "CompileOptions.extra['max_product_states'] or simplify the schema",
+                                        where=where)
             todo.append(target)
         row[sym] = j

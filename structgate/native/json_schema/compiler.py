@@ -551,7 +551,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 v = schema.get(kw)
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > MAX_COUNT:
                     raise CompileLimitError("max_count", v, MAX_COUNT, f"{kw} at {_ptr(where, kw)}: counts are "
-                                            f"repetitions of at most {MAX_COUNT}")
+                                            f"repetitions of at most {MAX_COUNT}", where=_ptr(where, kw))
         if schema is True or (isinstance(schema, dict) and not (schema.keys() - ANNOTATIONS)):
             return self.any_value()
         if schema is False:
