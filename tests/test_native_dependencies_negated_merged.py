@@ -46,6 +46,24 @@ NEGATED = [
     (S, {"oneOf": [{"dependentSchemas": {"a": {"required": ["b"]}}}, {"required": ["c"]}]}),
 ]
 
+MERGED = [
+    (S, {"allOf": [{"dependentRequired": {"a": ["b"]}}, {"dependentRequired": {"c": ["d"]}}]}),
+    (S, {"allOf": [{"dependentRequired": {"a": ["b"]}}, {"dependentRequired": {"a": ["c"]}}]}),
+    (S, {"allOf": [{"dependentSchemas": {"a": {"required": ["b"]}}},
+                   {"dependentSchemas": {"a": {"properties": {"c": {"type": "integer"}}}}},
+                   {"dependentSchemas": {"c": {"required": ["d"]}}}]}),
+    (D7, {"allOf": [{"dependencies": {"a": ["b"]}}, {"dependencies": {"a": {"required": ["c"]}, "d": ["a"]}}]}),
+    (S, {"$defs": {"x": {"dependentRequired": {"b": ["c"]}}}, "$ref": "#/$defs/x",
+         "dependentRequired": {"a": ["b"]}}),
+    (S, {"allOf": [{"dependentRequired": {"a": ["b"]}, "properties": {"a": {"type": "integer"}}},
+                   {"dependentSchemas": {"b": {"required": ["d"]}}}, {"dependentSchemas": {"b": {"required": ["c"]}}}]}),
+    (S, {"not": {"allOf": [{"dependentRequired": {"a": ["b"]}}, {"dependentRequired": {"c": ["d"]}}]}}),
+    (S, {"allOf": [{"dependentRequired": {"a": ["b"]}}, {"dependentRequired": {"c": ["d"]}}],
+         "properties": {"o": {"allOf": [{"dependentSchemas": {"x": {"required": ["y"]}}},
+                                        {"dependentSchemas": {"y": False}}]}}}),
+]
+
+
 def _instances():
     out = []
     for n in range(5):
@@ -78,6 +96,11 @@ def _walk(backend, vocab, draft, schema):
 
 @pytest.mark.parametrize("draft, schema", NEGATED, ids=[json.dumps(s)[:80] for _, s in NEGATED])
 def test_negated_dependencies_are_exact(backend, llama3_vocab, draft, schema):
+    _walk(backend, llama3_vocab, draft, schema)
+
+
+@pytest.mark.parametrize("draft, schema", MERGED, ids=[json.dumps(s)[:80] for _, s in MERGED])
+def test_dependencies_of_several_allof_members_all_apply(backend, llama3_vocab, draft, schema):
     _walk(backend, llama3_vocab, draft, schema)
 
 
