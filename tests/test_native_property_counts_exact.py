@@ -119,3 +119,28 @@ def test_a_minimum_that_may_need_two_extra_keys_is_refused(backend, schema):
     with pytest.raises(UnsupportedFeatureError) as e:
         backend.compile(Constraint.json_schema(schema))
     assert e.value.feature == "minProperties" and e.value.where.endswith("/minProperties"), e.value.where
+
+
+def test_minimum_one_in_any_order_and_in_regex_mode(llama3_vocab):
+    """``minProperties: 1`` with nothing required is the plain object form without its empty
+    object (linear text, so the flat regex of 30 optional keys stays small), in every key order
+    under ``property_order="any"``, and in ``schema_to_regex``."""
+    import re
+
+    from structgate.backends.interface import CompileOptions
+    from structgate.native.json_schema import schema_to_regex
+
+    schema = {"$schema": S, "properties": {"a": {"type": "integer"}, "b": {}}, "minProperties": 1,
+              "additionalProperties": {"type": "integer"}}
+    check = jsonschema.Draft202012Validator(schema)
+    insts = [{}, {"a": 1}, {"b": "s"}, {"x": 2}, {"x": "s"}, {"b": 1, "a": 2}, {"x": 1, "a": 2}, {"a": "s"},
+             {"a": 1, "b": 2, "x": 3}, {"y": 1, "b": 2}, 1, []]
+    g = get_backend("native", llama3_vocab, property_order="any").compile(Constraint.json_schema(schema))
+    rx = re.compile(schema_to_regex(schema, CompileOptions(additional_properties=True)))
+    for i in insts:
+        assert accepts(g, llama3_vocab, json.dumps(i)) == check.is_valid(i), i
+    for i in insts[:5] + insts[8:9]:  # (declared order in regex mode)
+        assert (rx.fullmatch(json.dumps(i)) is not None) == check.is_valid(i), i
+    wide = {"properties": {f"k{i}": {"type": "integer"} for i in range(30)}, "minProperties": 1,
+            "additionalProperties": {"type": "integer"}}
+    assert len(schema_to_regex(wide, CompileOptions(additional_properties=True))) < 100_000

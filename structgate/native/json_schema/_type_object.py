@@ -352,9 +352,12 @@ class ObjectMixin:
         # does not already satisfy is an automaton over the members (:meth:`_counted_members`),
         # except a minimum of every listed key with no extra possible (they are all required)
         counted = None  # (minProperties, maxProperties | None): exact member-counting automaton
+        nonempty = False  # minProperties 1, nothing required: the plain form without its empty object
         need_max = mx is not None and (extra is not None or mx < len(listed))
         if mn > n_req and extra is None and mn == len(listed) and not need_max:
             listed = [(k, v, True) for k, v, _ in listed]
+        elif mn == 1 and n_req == 0 and not need_max and (listed or extra is not None):
+            nonempty = True  # (linear text; the automaton's, state-eliminated, grows with the keys)
         elif mn > n_req or need_max:
             counted = (mn, mx)
         if counted is not None:
@@ -371,8 +374,8 @@ class ObjectMixin:
         if self.grammar and n:
             reqs = [req for _, _, req in listed]
             if self.opt.property_order == "any" and n <= self.opt.max_any_order_properties:
-                return self._members_any_order(kvs, reqs, extra, where)
-            return self._members_linear(kvs, reqs, extra, where)
+                return self._members_any_order(kvs, reqs, extra, where, nonempty)
+            return self._members_linear(kvs, reqs, extra, where, nonempty)
         # N[i]: non-empty comma-joined subsequences of members i.. (declared order) that contain
         # every required member. Linear size: N_i = (?:(?:kv_i,)?N_{i+1}|kv_i) for optional i with
         # no required member after it; kv_i(?:,N_{i+1})? / kv_i,N_{i+1} for required i;
@@ -402,7 +405,7 @@ class ObjectMixin:
                 nxt = f"(?:{nxt}|{extra}){extras}"
         if nxt is None:
             return rf"\{{{ws}\}}"
-        if not req_after:
+        if not req_after and not nonempty:
             return rf"\{{{ws}(?:{nxt}{ws})?\}}"
         return rf"\{{{ws}{nxt}{ws}\}}"
 
@@ -425,7 +428,8 @@ class ObjectMixin:
             self.keep_calls.add(name)
         return f"(?&{name})"
 
-    def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
+    def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str,
+                        nonempty: bool = False) -> str:
         """Grammar mode: the members of an object, listed ones in declared order (each optional one
         may be left out), then any number of ``extra`` members. Two families, one text each:
         ``A_i`` = what may follow once a member was written (``(?:,kv_i)?A_(i+1)``, or ``,kv_i
@@ -434,6 +438,8 @@ class ObjectMixin:
         rules, so each is written once and, as both places it appears continue the same way
         (``A_(i+1)``), its automaton is built once: linear in the members and in the nesting
         depth (writing ``kv_i`` twice per object doubles nested values at every level).
+
+        With ``nonempty``, at least one member (``minProperties: 1``, nothing required).
 
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
@@ -450,11 +456,12 @@ class ObjectMixin:
             first = f"{kv[i]}{ai1}"
             f = first if req[i] or f is None else f"(?:{first}|{f})"
             a = f"{comma}{kv[i]}{ai1}" if req[i] else f"(?:{comma}{kv[i]})?{ai1}"
-        if any(req):
+        if any(req) or nonempty:
             return rf"\{{{ws}{f}{ws}\}}"
         return rf"\{{{ws}(?:{f}{ws})?\}}"
 
-    def _members_any_order(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
+    def _members_any_order(self, kvs: list[str], req: list[bool], extra: str | None, where: str,
+                           nonempty: bool = False) -> str:
         """Grammar mode, ``CompileOptions.property_order="any"``: the listed members in any order
         (each at most once, every required one present), extra members anywhere between them.
         One rule ``R_S`` per set ``S`` of listed members already written (a subset construction
@@ -465,6 +472,8 @@ class ObjectMixin:
         alternative survives a key's closing quote. The ``R_S`` stay calls (:attr:`keep_calls`):
         inlined, the DAG would grow into ``n!`` paths; each call is in tail position, so it takes
         no stack frame.
+
+        With ``nonempty``, at least one member (``minProperties: 1``, nothing required).
 
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
@@ -501,7 +510,7 @@ class ObjectMixin:
         finally:
             after = None  # (recursive: no reference cycle left for the collector, returned or raised)
         f = f"(?:{'|'.join(firsts)})"
-        if need:
+        if need or nonempty:
             return rf"\{{{ws}{f}{ws}\}}"
         return rf"\{{{ws}(?:{f}{ws})?\}}"
 
