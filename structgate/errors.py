@@ -224,14 +224,18 @@ class CompileLimitError(StructgateError, ValueError):
         The value reached when compilation stopped.
     limit : int | float
         The configured limit.
+    where : str | None
+        JSON pointer of the schema keyword that needed more (``/properties/q/patternProperties``),
+        where the compiler knows it; None otherwise. The hint names it too.
     """
 
     kind = "limit"
 
-    def __init__(self, limit_name: str, given, limit, hint: str = ""):
+    def __init__(self, limit_name: str, given, limit, hint: str = "", where: str | None = None):
         self.limit_name = limit_name
         self.given = given
         self.limit = limit
+        self.where = clip(where)
         msg = f"compile limit exceeded: {limit_name} reached {given} (limit {limit})"
         if hint:
             msg += f"; {hint}"
@@ -357,9 +361,13 @@ def nested_error(e: StructgateError, outer: str) -> StructgateError:
         A copy of the same type (:func:`rebuilt`): its ``where`` is ``outer`` followed by
         ``e.where`` (a JSON pointer is appended, ``/format/json_schema/properties/a/pattern``;
         another location, such as a grammar's ``line 3, column 7``, follows a comma); an error
-        without a ``where`` attribute gets ``outer`` in front of its message.
+        whose message is not derived from ``where`` (:class:`CompileLimitError`), or that has no
+        ``where`` attribute, gets ``outer`` in front of its message.
     """
     if "where" in e.__dict__:
         inner = e.where
-        return rebuilt(e, where=outer if not inner else (outer + inner if inner.startswith("/") else f"{outer}, {inner}"))
+        where = outer if not inner else (outer + inner if inner.startswith("/") else f"{outer}, {inner}")
+        if isinstance(e, (UnsupportedFeatureError, GrammarSyntaxError)):
+            return rebuilt(e, where=where)  # (their message is derived from ``where``)
+        return rebuilt(e, args=(f"{outer}: {e}",), where=where)
     return rebuilt(e, args=(f"{outer}: {e}",))

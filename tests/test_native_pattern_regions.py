@@ -111,3 +111,39 @@ def test_undecidable_overlap_of_a_search_pattern_is_a_typed_error(native, vocab,
         for v in [0, 3, "s", 2.5]:
             inst = {k: v}
             assert accepts(g, vocab, json.dumps(inst)) == val.is_valid(inst), inst
+
+
+@pytest.mark.parametrize("outer, ptr", [({}, "/patternProperties"),
+                                        ({"x": None}, "/properties/x/patternProperties")])
+def test_the_region_limit_names_its_pointer(native, outer, ptr):
+    """``CompileLimitError("max_pattern_regions")`` carries the JSON pointer of the
+    ``patternProperties`` keyword (``.where``, and in the message), as the product-state limits
+    do (a break-it finding: it named the object only in prose, ``at the root``)."""
+    import pickle
+
+    from structgate.errors import CompileLimitError, nested_error
+
+    pp = {f"{c}": {"type": "integer"} for c in "abcdefg"}
+    schema = {"type": "object", "patternProperties": pp}
+    if outer:
+        schema = {"type": "object", "properties": {"x": schema}, "required": ["x"]}
+    with pytest.raises(CompileLimitError) as e:
+        native.compile(Constraint("json_schema", json.dumps(schema)))
+    assert e.value.limit_name == "max_pattern_regions" and e.value.where == ptr, e.value.where
+    assert f"at {ptr}:" in str(e.value), str(e.value)
+    assert pickle.loads(pickle.dumps(e.value)).where == ptr
+    n = nested_error(e.value, "structural_tag /format/json_schema")
+    assert n.where == "structural_tag /format/json_schema" + ptr
+    assert str(n).startswith("structural_tag /format/json_schema: ") and ptr in str(n)
+
+
+def test_product_limits_name_their_pointer(native):
+    """The product-state limit carries the pointer of its keyword as ``.where`` too."""
+    from structgate.errors import CompileLimitError
+
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "a{250}1",
+                                                      "maxLength": 10 ** 6}}, "required": ["s"]}
+    with pytest.raises(CompileLimitError) as e:
+        get_backend("native", tiny_vocabulary(), extra={"max_product_states": 50, "automaton_inline_max_chars": 0}
+                    ).compile(Constraint("json_schema", json.dumps(schema)))
+    assert e.value.where and e.value.where.startswith("/properties/s"), (e.value.where, str(e.value))

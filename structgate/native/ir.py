@@ -483,6 +483,26 @@ class Grammar:
         """Rules that match at least one string (least fixpoint)."""
         return self._fixpoint(_productive, self._free_rules(_productive, _FREE_PRODUCTIVE))
 
+    def unproductive_report(self, prod: set[str] | None = None) -> str:
+        """Why the root produces no string, naming the rules: the reachable unproductive rules on
+        a reference cycle (a recursion that never bottoms out: every alternative of each needs one
+        of them again), else the reachable unproductive rules (each needs an empty set or one of
+        them). At most 5 names, in breadth-first order from the root. ``prod``: the productive
+        rules (:meth:`productive_rules` when None)."""
+        prod = self.productive_rules() if prod is None else prod
+        dead = [r for r in self.reachable() if r not in prod]
+        rec = self.recursive_rules()
+        cyc = [r for r in dead if r in rec]
+
+        def names(rs):
+            shown = ", ".join(repr(r) for r in rs[:5]) + (f" and {len(rs) - 5} more" if len(rs) > 5 else "")
+            return ("rule " if len(rs) == 1 else "rules ") + shown
+
+        if cyc:
+            return (f"{names(cyc)} never finish{'es' if len(cyc) == 1 else ''}: every alternative needs "
+                    f"{'itself' if len(cyc) == 1 else 'one of them'} again (a recursion with no base case)")
+        return f"{names(dead)}: every alternative needs an unproductive rule or an empty set"
+
     def all_productive(self) -> bool:
         """Whether every reachable rule matches at least one string (the productive rules found by
         :meth:`check` are reused while :attr:`rules` is the same mapping)."""
@@ -545,7 +565,10 @@ class Grammar:
         ------
         GrammarSyntaxError
             The root or a referenced rule is undefined, a rule is left-recursive (it can reach a
-            reference to itself without consuming input), or the root matches nothing.
+            reference to itself without consuming input).
+        InvalidConstraintError
+            The root matches nothing: :attr:`empty_reason` when a front end set it, else a
+            message naming the unproductive rules (:meth:`unproductive_report`).
         """
         if self.root not in self.rules:
             raise GrammarSyntaxError(f"the root rule {self.root!r} is not defined", self.source, 0)
@@ -585,7 +608,7 @@ class Grammar:
             if self.empty_reason:
                 raise InvalidConstraintError(self.empty_reason)
             raise InvalidConstraintError(f"the grammar matches nothing: rule {self.root!r} cannot produce any "
-                                         "string (every alternative needs an unproductive rule or an empty set)")
+                                         f"string; {self.unproductive_report(prod)}")
         return self
 
 

@@ -63,7 +63,7 @@ class CPDFA:
 def limit_error(name: str, given: int, limit: int, what: str, where: str) -> CompileLimitError:
     """The typed error for an automaton over its limit ``name``, naming ``what`` and ``where``."""
     return CompileLimitError(name, given, limit, f"{what} at {where or 'the root'} needs a larger automaton; "
-                             f"raise CompileOptions.extra[{name!r}] or simplify the schema")
+                             f"raise CompileOptions.extra[{name!r}] or simplify the schema", where=where or "#")
 
 
 def _refine(sets: list[CharSet]) -> tuple[list[CharSet], list[list[int]]]:

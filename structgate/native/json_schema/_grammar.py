@@ -224,15 +224,17 @@ def _grammar(c: _Compiler, root_text: str | None, root_where: str):
 
 def _prune(g, why):
     """Drop rules that produce no string (their calls become NOTHING, simplified away) and rules
-    the root no longer reaches; a root that produces none becomes NOTHING with ``why()`` as its
-    :attr:`~structgate.native.ir.Grammar.empty_reason`."""
+    the root no longer reaches; a root that produces none becomes NOTHING with ``why(cycles)`` as
+    its :attr:`~structgate.native.ir.Grammar.empty_reason` (``cycles``: the reachable rules on a
+    reference cycle that produce nothing, root-first)."""
     from ..ir import NOTHING, Grammar, Ref
     from ..regex.parser import EMPTY, Alt, Concat, Repeat, repeat_node
 
     prod = g.productive_rules()
     if g.root not in prod:
         out = Grammar({g.root: NOTHING}, g.root, origin={g.root: g.origin.get(g.root, "")})
-        out.empty_reason = why()
+        rec = g.recursive_rules()
+        out.empty_reason = why([r for r in g.reachable() if r not in prod and r in rec])
         return out
     reach = g.reachable()
     if all(r in prod for r in reach):

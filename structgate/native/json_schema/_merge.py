@@ -213,6 +213,35 @@ class MergeMixin:
         if any(s.get(_FRACTIONAL) for s, _ in parts):
             m[_FRACTIONAL] = True
         handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS, _CONTAINS_ALL, _FRACTIONAL}
+        # dependencies: every member's apply, so their maps are united per key (names: the union
+        # of the lists; schemas, or names beside a schema under draft 4-7 dependencies, where
+        # names [d, ...] mean {required: [d, ...]}: the allOf); the compiler then writes them
+        # exactly (compiler._Compiler._dependent_schemas)
+        for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+            maps = [(s[kw], w) for s, w in parts if kw in s]
+            if len(maps) < 2 or not all(isinstance(v, dict) for v, _ in maps):
+                continue  # (one, or a malformed one: the generic merge below, the emitters' errors)
+            united: dict = {}
+            for v, _ in maps:
+                for k, x in v.items():
+                    united.setdefault(k, []).append(x)
+            out: dict = {}
+            for k, xs in united.items():
+                if kw != "dependentSchemas" and all(isinstance(x, list) and all(isinstance(n, str) for n in x)
+                                                    for x in xs):
+                    out[k] = list(dict.fromkeys(n for x in xs for n in x))
+                    continue
+                if kw == "dependentRequired":
+                    continue  # (not lists of names: the generic merge below refuses the conflict)
+                subs: list = []
+                for x in xs:
+                    x = {"required": x} if isinstance(x, list) else x
+                    if x not in subs:
+                        subs.append(x)
+                out[k] = subs[0] if len(subs) == 1 else {"allOf": subs}
+            if len(out) == len(united):
+                m[kw] = out
+                handled.add(kw)
         for s, w in parts:
             for k, v in s.items():
                 if k in handled or k in ANNOTATIONS or k not in KNOWN:

@@ -96,7 +96,7 @@ class NegationMixin:
             return {"allOf": [rest, {"anyOf": branches}]}
         raise UnsupportedFeatureError("not", "supported: not of a type list, enum/const of strings/"
                                       "booleans/null, anyOf, not, required, true/false, numeric bounds, "
-                                      "length/count bounds, properties, dependentRequired, additionalProperties "
+                                      "length/count bounds, properties, dependencies, additionalProperties "
                                       "inside an object whose keys are listed, and schemas made of these", w)
 
     def _negate_values(self, rest, groups):
@@ -219,8 +219,52 @@ class NegationMixin:
     NEGATABLE = frozenset({"type", "required", "properties", "minimum", "maximum", "exclusiveMinimum",
                            "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems",
                            "minProperties", "maxProperties", "enum", "const", "not", "anyOf", "oneOf",
-                           "additionalProperties", "dependentRequired", "dependencies", "items",
-                           "prefixItems", "contains", "if", "then", "else", "pattern"})
+                           "additionalProperties", "dependentRequired", "dependentSchemas", "dependencies",
+                           "items", "prefixItems", "contains", "if", "then", "else", "pattern"})
+
+    def _negated_dependencies(self, kw: str, v, w) -> list | None:
+        """``not {kw: v}`` for a dependency keyword (``dependentRequired``, ``dependentSchemas``,
+        draft 4-7 ``dependencies``) as ``anyOf`` branches: an object that has a key ``k`` and
+        fails what depends on it. Names ``[d, ...]``: ``{type: object, required: [k],
+        properties: {d: false}}`` per name (``k`` itself asks nothing); a schema ``S``: ``{type:
+        object, required: [k], not: S}`` (``S`` true: no branch; false: every object with ``k``).
+        Exact: the compiler writes a dependency as ``anyOf [without k, with k and its
+        dependents]``, whose negation this is. None for a shape other than these.
+
+        Raises
+        ------
+        UnsupportedFeatureError
+            ``not``, at the dependent schema's pointer (``/not/dependentSchemas/k``), when the
+            branch of ``S`` cannot be compiled (``not S`` has no positive form, say), the inner
+            refusal named in its detail.
+        """
+        if not isinstance(v, dict):
+            return None
+        out: list = []
+        for key, dep in v.items():
+            if isinstance(dep, list):
+                if kw == "dependentSchemas" or not all(isinstance(d, str) for d in dep):
+                    return None
+                out += [{"type": "object", "required": [key], "properties": {d: False}}
+                        for d in dict.fromkeys(dep) if d != key]
+            elif kw == "dependentRequired":
+                return None
+            elif dep is True or (isinstance(dep, dict) and not (set(dep) - ANNOTATIONS)):
+                continue
+            elif dep is False:
+                out.append({"type": "object", "required": [key]})
+            elif isinstance(dep, dict):
+                dw = _ptr(w, kw, key)
+                branch = {"type": "object", "required": [key], "not": dep}
+                try:  # compiled once here, so that a refusal names the dependent schema's pointer
+                    self.value(branch, dw)  # (the text is not kept; its rules, unreached, are pruned)
+                except UnsupportedFeatureError as e:
+                    raise UnsupportedFeatureError("not", f"not of the dependent schema at {dw} "
+                                                  f"({e.feature} at {e.where}: {e.detail})", dw) from None
+                out.append(branch)
+            else:
+                return None
+        return out
 
     def _negated_keywords(self, inner, keys, w, rest=None) -> list | None:
         """``not inner`` as anyOf branches, one per keyword (a value fails ``inner`` iff it fails one
@@ -235,8 +279,8 @@ class NegationMixin:
 
         Also: ``enum``/``const`` (the values' negation as above, a branch), ``not X`` (the branch
         ``X``), ``anyOf`` (the branch ``not anyOf``), ``dependentRequired {k: [d, ...]}`` = objects
-        with ``k`` missing some ``d``, draft-4 ``dependencies`` no branch (2020-12 ignores it: the
-        negation stays inside both readings, sound but not exact), and ``additionalProperties``
+        with ``k`` missing some ``d``, ``dependentSchemas {k: S}`` = objects with ``k`` that fail
+        ``S``, draft 4-7 ``dependencies`` either way (:meth:`_negated_dependencies`), and ``additionalProperties``
         when the context ``rest`` lists every key an object may have (its own
         ``additionalProperties: false``, no ``patternProperties``): ``not {properties: P,
         additionalProperties: A}`` there = an object with a listed key outside ``P`` whose value
@@ -282,17 +326,14 @@ class NegationMixin:
                 out.append({"type": "string", _NOT_PATTERNS: [v]})
             elif k == "anyOf":
                 out.append({"not": {"anyOf": v}})
-            elif k == "dependencies":
-                # draft-4..7 only: 2020-12 validators ignore it, so it adds no way to fail that both
-                # readings share; leaving it out keeps the negation inside both (sound, not exact)
-                continue
-            elif k == "dependentRequired":
-                if not isinstance(v, dict):
+            elif k in ("dependentRequired", "dependentSchemas", "dependencies"):
+                # (``dependencies`` reaches here only where it is a keyword: a draft 4-7 resource,
+                # or an undeclared document, where the compiler enforces it: _normalize removes it
+                # elsewhere) an object fails {key: D} iff it has key and fails D
+                dep_branches = self._negated_dependencies(k, v, w)
+                if dep_branches is None:
                     return None
-                for key, dep in v.items():
-                    if not (isinstance(dep, list) and all(isinstance(d, str) for d in dep)):
-                        return None
-                    out += [{"type": "object", "required": [key], "properties": {d: False}} for d in dep]
+                out += dep_branches
             elif k == "additionalProperties":
                 listed = _listed_keys(rest)
                 props = inner.get("properties", {})

@@ -178,6 +178,7 @@ class RefsMixin:
         while name in self.rules or name in self._progress.values() or name == ROOT_RULE:
             i += 1
             name = f"{base}.{i}"
+        self.rule_ref[name] = refs[-1]
         return name
 
     def _ref_value(self, merged, where: str, refs: list[str]) -> str | None:

@@ -244,7 +244,7 @@ class ArrayMixin:
                             j = index[tgt] = len(todo)
                             if j >= self.max_product_states:
                                 raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
-                                                        f"contains counting at {cw} needs a larger automaton")
+                                                        f"contains counting at {cw} needs a larger automaton", where=cw)
                             todo.append(tgt)
                         row[v + (0 if nn == 0 else nv)] = j
             delta.append(row)

@@ -272,7 +272,8 @@ class NumberMixin:
             if few is None:
                 raise CompileLimitError("max_multiple_of", m, limit, f"multipleOf at {where or 'the root'}: the "
                                         "remainder automaton has one state per residue; raise "
-                                        "CompileOptions.extra['max_multiple_of'] to allow it")
+                                        "CompileOptions.extra['max_multiple_of'] to allow it",
+                                        where=_ptr(where, "multipleOf"))
             out = _literals_text(few)
         else:
             try:

@@ -10,14 +10,9 @@ from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureE
 from ._automata import CPDFA, complement, from_ast, length_dfa, literals_ast, product, trim
 from ._charset import _SPLIT_PAIR, json_char_regex, literal_string_regex
 from ._common import ANNOTATIONS
-from ._common import _ADDL_UNLESS, _ptr
+from ._common import _ADDL_UNLESS, MAX_COUNT, _ptr
 from ._numeric import alt
 from ._pattern import parse_pattern, pattern_ast, pattern_body_regex
-
-
-#: with ``maxProperties`` and possible extra keys, the count is exact (extras kept) when the
-#: counting automaton has at most this many states; beyond, only listed keys are generated
-MAX_EXACT_COUNT_STATES = 512
 
 
 class ObjectMixin:
@@ -102,12 +97,13 @@ class ObjectMixin:
         """
         cap = self.max_pattern_regions  # (_common.DEFAULT_MAX_PATTERN_REGIONS)
         if len(skipped) > cap:
+            w = _ptr(where, "patternProperties")
             raise CompileLimitError(
                 "max_pattern_regions", len(skipped), cap,
-                f"patternProperties at {where or 'the root'}: {len(skipped)} patterns whose keys overlap other "
+                f"patternProperties at {w}: {len(skipped)} patterns whose keys overlap other "
                 f"patterns' partially ({', '.join(map(repr, skipped[:8]))}{', ...' if len(skipped) > 8 else ''}) "
                 f"split into up to 2**{len(skipped)} - 1 key regions; raise "
-                "CompileOptions.extra['max_pattern_regions'] or simplify the schema")
+                "CompileOptions.extra['max_pattern_regions'] or simplify the schema", where=w)
         out: list[str] = []
         matched = {k: set(matching(k)) for k in names}  # (once: matching runs every pattern on k)
         for bits in range(1, 1 << len(skipped)):
@@ -331,23 +327,6 @@ class ObjectMixin:
         mn = self._count(schema, "minProperties", where) if "minProperties" in schema else 0
         if mx is not None and (mx < n_req or mn > mx):
             return None  # no object has that many properties: the subschema admits no object
-        n_opt = len(listed) - n_req
-        counted = None  # (minProperties, maxProperties | None): exact member-counting automaton
-        extras_possible = extra_v is not None or bool(pprops)
-        if (mx is not None and mx < len(listed)) or mn > n_req + n_opt or (
-                mx is not None and extras_possible and (len(listed) + 2) * (mx + 1) <= MAX_EXACT_COUNT_STATES):
-            counted = (mn, mx)  # extras kept: they may make up the count
-        else:
-            if mx is not None:
-                extra_v = None  # sound: only listed keys, at most len(listed) <= maxProperties
-                pprops = {}
-                pattern_extra = None
-            if mn > n_req:
-                # sound subset: make the first optional listed properties required
-                opt_idx = [i for i, (_, _, req) in enumerate(listed) if not req]
-                for i in opt_idx[:mn - n_req]:
-                    k, v, _ = listed[i]
-                    listed[i] = (k, v, True)
         extra = None
         if pprops:
             extra = pattern_extra
@@ -368,6 +347,19 @@ class ObjectMixin:
                 key = self.any_string if not names else self.key_not_in(names)
             if key is not None:
                 extra = f"{key}{self.colon}{extra_v}"
+        # minProperties / maxProperties: exact. Without counting, every required listed key is
+        # present, each optional one may be and any number of extras follow; a count that this
+        # does not already satisfy is an automaton over the members (:meth:`_counted_members`),
+        # except a minimum of every listed key with no extra possible (they are all required)
+        counted = None  # (minProperties, maxProperties | None): exact member-counting automaton
+        nonempty = False  # minProperties 1, nothing required: the plain form without its empty object
+        need_max = mx is not None and (extra is not None or mx < len(listed))
+        if mn > n_req and extra is None and mn == len(listed) and not need_max:
+            listed = [(k, v, True) for k, v, _ in listed]
+        elif mn == 1 and n_req == 0 and not need_max and (listed or extra is not None):
+            nonempty = True  # (linear text; the automaton's, state-eliminated, grows with the keys)
+        elif mn > n_req or need_max:
+            counted = (mn, mx)
         if counted is not None:
             out = self._counted_members(listed, extra, counted, where)
             if out is None and extra is None and not has_addl and not pprops and counted[0] > len(listed):
@@ -382,8 +374,8 @@ class ObjectMixin:
         if self.grammar and n:
             reqs = [req for _, _, req in listed]
             if self.opt.property_order == "any" and n <= self.opt.max_any_order_properties:
-                return self._members_any_order(kvs, reqs, extra, where)
-            return self._members_linear(kvs, reqs, extra, where)
+                return self._members_any_order(kvs, reqs, extra, where, nonempty)
+            return self._members_linear(kvs, reqs, extra, where, nonempty)
         # N[i]: non-empty comma-joined subsequences of members i.. (declared order) that contain
         # every required member. Linear size: N_i = (?:(?:kv_i,)?N_{i+1}|kv_i) for optional i with
         # no required member after it; kv_i(?:,N_{i+1})? / kv_i,N_{i+1} for required i;
@@ -413,7 +405,7 @@ class ObjectMixin:
                 nxt = f"(?:{nxt}|{extra}){extras}"
         if nxt is None:
             return rf"\{{{ws}\}}"
-        if not req_after:
+        if not req_after and not nonempty:
             return rf"\{{{ws}(?:{nxt}{ws})?\}}"
         return rf"\{{{ws}{nxt}{ws}\}}"
 
@@ -436,7 +428,8 @@ class ObjectMixin:
             self.keep_calls.add(name)
         return f"(?&{name})"
 
-    def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
+    def _members_linear(self, kvs: list[str], req: list[bool], extra: str | None, where: str,
+                        nonempty: bool = False) -> str:
         """Grammar mode: the members of an object, listed ones in declared order (each optional one
         may be left out), then any number of ``extra`` members. Two families, one text each:
         ``A_i`` = what may follow once a member was written (``(?:,kv_i)?A_(i+1)``, or ``,kv_i
@@ -445,6 +438,8 @@ class ObjectMixin:
         rules, so each is written once and, as both places it appears continue the same way
         (``A_(i+1)``), its automaton is built once: linear in the members and in the nesting
         depth (writing ``kv_i`` twice per object doubles nested values at every level).
+
+        With ``nonempty``, at least one member (``minProperties: 1``, nothing required).
 
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
@@ -461,11 +456,12 @@ class ObjectMixin:
             first = f"{kv[i]}{ai1}"
             f = first if req[i] or f is None else f"(?:{first}|{f})"
             a = f"{comma}{kv[i]}{ai1}" if req[i] else f"(?:{comma}{kv[i]})?{ai1}"
-        if any(req):
+        if any(req) or nonempty:
             return rf"\{{{ws}{f}{ws}\}}"
         return rf"\{{{ws}(?:{f}{ws})?\}}"
 
-    def _members_any_order(self, kvs: list[str], req: list[bool], extra: str | None, where: str) -> str:
+    def _members_any_order(self, kvs: list[str], req: list[bool], extra: str | None, where: str,
+                           nonempty: bool = False) -> str:
         """Grammar mode, ``CompileOptions.property_order="any"``: the listed members in any order
         (each at most once, every required one present), extra members anywhere between them.
         One rule ``R_S`` per set ``S`` of listed members already written (a subset construction
@@ -476,6 +472,8 @@ class ObjectMixin:
         alternative survives a key's closing quote. The ``R_S`` stay calls (:attr:`keep_calls`):
         inlined, the DAG would grow into ``n!`` paths; each call is in tail position, so it takes
         no stack frame.
+
+        With ``nonempty``, at least one member (``minProperties: 1``, nothing required).
 
         Returns the object's regex text, ``{`` to ``}``."""
         comma, ws = self.comma, self.ws
@@ -512,7 +510,7 @@ class ObjectMixin:
         finally:
             after = None  # (recursive: no reference cycle left for the collector, returned or raised)
         f = f"(?:{'|'.join(firsts)})"
-        if need:
+        if need or nonempty:
             return rf"\{{{ws}{f}{ws}\}}"
         return rf"\{{{ws}(?:{f}{ws})?\}}"
 
@@ -585,19 +583,40 @@ class ObjectMixin:
     def _counted_members(self, listed, extra, counted, where) -> str | None:
         """Object text with between ``counted[0]`` and ``counted[1]`` (None: no maximum) members:
         the listed members in declared order (each required one present), then any number of
-        ``extra`` members, as an automaton over member symbols (state = next listed index,
-        members so far) emitted by :meth:`_emit_dfa`. Exact for these orders (the key-order
-        policy); bounded by ``options.extra["max_product_states"]``."""
+        ``extra`` members, as an automaton over member symbols emitted by :meth:`_emit_dfa`. A
+        state is (next listed index, members so far); the extra members after the last listed
+        one are one symbol per number of them still allowed (``x(?:,x){0,r-1}``: a counted
+        repeat, so a large ``maxProperties`` costs no state per member), leading to a final
+        state. Exact for these orders (the key-order policy).
+
+        Extra keys may repeat each other (``{"b": 2, "b": 3}`` is one property once parsed): at
+        most one extra member counts toward the minimum (an extra key is never a listed one), so
+        a minimum above the required count plus one, with extras possible, would leave out valid
+        objects (two extras and fewer listed keys) and is refused; every member counts toward the
+        maximum (a repeated key only narrows).
+
+        Raises
+        ------
+        UnsupportedFeatureError
+            ``minProperties`` above the number of required listed keys plus one while extra keys
+            are possible.
+        CompileLimitError
+            ``max_product_states``: the automaton has more states; ``max_count``: a
+            ``maxProperties`` whose extras' repeat bound is beyond ``MAX_COUNT``.
+        """
         pmin, pmax = counted
         n = len(listed)
+        n_req = sum(1 for _, _, req in listed if req)
         what = "maxProperties" if pmax is not None else "minProperties"
         w = _ptr(where, what)
-        if extra is not None and pmin > n + 1:
-            # at most one extra member counts toward the minimum (see below): a minimum that needs
-            # two or more would give an empty or narrowed object language without saying so
-            raise UnsupportedFeatureError("minProperties", f"{pmin} properties need {pmin - n} keys beyond the "
-                                          f"{n} listed ones; an automaton cannot tell a repeated key "
-                                          '({"b": 2, "b": 3} is one property) from two', _ptr(where, "minProperties"))
+        if extra is not None and pmin > n_req + 1:
+            # at most one extra member counts toward the minimum (see above): a minimum that may
+            # need two or more would give an empty or narrowed object language without saying so
+            raise UnsupportedFeatureError("minProperties", f"{pmin} properties with {n_req} required listed "
+                                          f"key(s) and extra keys possible: a valid object may have {pmin - n_req} "
+                                          "keys beyond the required ones, and an automaton cannot tell a repeated "
+                                          'extra key ({"b": 2, "b": 3} is one property) from two',
+                                          _ptr(where, "minProperties"))
         kvs = [literal_string_regex(k) + self.colon + v for k, v, _ in listed]
         if extra is not None:
             kvs.append(extra)
@@ -614,56 +633,91 @@ class ObjectMixin:
                 self.rule_where[name] = w
                 kv = f"(?&{name})"
             texts.append(kv)
-        m = len(texts)
-        sym_text = texts + [self.comma + x for x in texts]  # symbol j: first member; m + j: after a comma
-        top = pmax if pmax is not None else max(pmin, 1)
-        req_from = [False] * (n + 2)  # a required listed member at index >= i
+        comma = self.comma
+        sym_text = texts[:n] + [comma + x for x in texts[:n]]  # symbol j: first member; n + j: after a comma
+        tails: dict[tuple[bool, int | None], int] = {}  # (first member?, extras allowed) -> symbol
+
+        def tail(first: bool, r: int | None) -> int:
+            """The symbol of 1 to ``r`` (None: any number of) extra members."""
+            sym = tails.get((first, r))
+            if sym is None:
+                if r is not None and r - 1 > MAX_COUNT:
+                    raise CompileLimitError("max_count", pmax, MAX_COUNT, f"maxProperties at {w}: the extra "
+                                            f"members are a repetition of at most {MAX_COUNT}", where=w)
+                x = texts[n]
+                more = f"(?:{comma}{x})" + ("*" if r is None else "" if r == 1 else "?" if r == 2 else f"{{0,{r - 1}}}")
+                sym = tails[(first, r)] = len(sym_text)
+                sym_text.append(("" if first else comma) + x + (more if r != 1 else ""))
+            return sym
+
+        top = pmax if pmax is not None else max(pmin, 1)  # no maximum: counts past pmin are one
+        req_from = [False] * (n + 1)  # a required listed member at index >= i
         for i in range(n - 1, -1, -1):
             req_from[i] = req_from[i + 1] or listed[i][2]
-        # state (next listed index | n + 1 after an extra member, members so far, members that
-        # count toward minProperties): extra keys may repeat each other ({"b": 2, "b": 3} is one
-        # property once parsed), so at most one extra member counts toward the minimum (an extra
-        # key is never a listed one); every member counts toward the maximum (sound: a repeated
-        # key only narrows)
-        index = {(0, 0, 0): 0}
-        todo = [(0, 0, 0)]
-        delta, accept = [], []
+        end = (n + 1, 0)  # after the extra members: nothing more
+        index = {(0, 0): 0}
+        todo = [(0, 0)]
+        rows: list[dict[int, int]] = []
+        accept = []
         i = 0
         while i < len(todo):
-            at, k, km = todo[i]
+            at, k = todo[i]
             i += 1
-            row = [-1] * (2 * m)
-            k2 = k + 1 if pmax is not None else min(k + 1, top)
-            km2 = min(km + 1, pmin)
-            if pmax is None or k + 1 <= pmax:
-                for j in range(at, n):
-                    self._count_step(row, index, todo, j + (0 if k == 0 else m), (j + 1, k2, km2), w)
-                    if listed[j][2]:
-                        break  # a required member cannot be skipped
-                if extra is not None and not req_from[min(at, n)]:
-                    self._count_step(row, index, todo, n + (0 if k == 0 else m),
-                                     (n + 1, k2, km2 if at <= n else km), w)
-            delta.append(row)
-            accept.append(not req_from[min(at, n)] and km >= pmin)
-        atoms = [((s, s),) for s in range(2 * m)]
+            row: dict[int, int] = {}
+            if at <= n:
+                if pmax is None or k + 1 <= pmax:
+                    k2 = k + 1 if pmax is not None else min(k + 1, top)
+                    for j in range(at, n):
+                        self._count_step(row, index, todo, j + (0 if k == 0 else n), (j + 1, k2), w)
+                        if listed[j][2]:
+                            break  # a required member cannot be skipped
+                r = None if pmax is None else pmax - k
+                if extra is not None and not req_from[at] and (r is None or r >= 1) and min(k, pmin) + 1 >= pmin:
+                    self._count_step(row, index, todo, tail(k == 0, r), end, w)
+                accept.append(not req_from[at] and k >= pmin)
+            else:
+                accept.append(True)
+            rows.append(row)
+        nsym = len(sym_text)
+        delta = []
+        for row in rows:
+            full = [-1] * nsym
+            for sym, j in row.items():
+                full[sym] = j
+            delta.append(full)
+        # the empty object (the start accepting: no minimum, nothing required) is written apart,
+        # `{ ws (members ws)? }`, so its whitespace is one gap as in the other object forms (the
+        # start state has no way back into it)
+        empty_ok, accept[0] = accept[0], False
+        atoms = [((s, s),) for s in range(nsym)]
         d = trim(CPDFA(atoms, delta, accept))
 
         def enc(cs):
             return alt(sym_text[s] for a, b in cs for s in range(a, b + 1))
 
-        body = self._emit_dfa(d, enc, what, w, lazy=False)
-        if body is None:
-            return None
+        body = self._emit_dfa(d, enc, what, w, lazy=False) if d is not None else None
         ws = self.ws
+        if body is None:
+            return rf"\{{{ws}\}}" if empty_ok else None
+        if empty_ok:
+            return rf"\{{{ws}(?:{body}{ws})?\}}"
         return rf"\{{{ws}{body}{ws}\}}"
 
     def _count_step(self, row, index, todo, sym, target, where):
+        """``row[sym]`` = the state of ``target`` (a new one queued on ``todo``).
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_product_states``: more states than that.
+        """
         j = index.get(target)
         if j is None:
             j = index[target] = len(todo)
             if j >= self.max_product_states:
                 raise CompileLimitError("max_product_states", j + 1, self.max_product_states,
                                         f"member counting at {where} needs a larger automaton; raise "
-                                        "CompileOptions.extra['max_product_states'] or simplify the schema")
+                                        "CompileOptions.extra['max_product_states'] or simplify the schema",
+                                        where=where)
             todo.append(target)
         row[sym] = j

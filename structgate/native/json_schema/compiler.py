@@ -345,6 +345,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         #: grammar mode: rule name -> regex text (with ``(?&name)`` calls), and its JSON pointer
         self.rules: dict[str, str] = {}
         self.rule_where: dict[str, str] = {}
+        #: grammar mode: rule name -> the ``$ref`` it stands for (rules named by :meth:`_new_rule_name`)
+        self.rule_ref: dict[str, str] = {}
         #: grammar mode: rules whose IR is built directly (no text): the shared JSON string and
         #: key-tail rules, key exclusions
         self.ir_rules: dict = {}
@@ -530,10 +532,12 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
             self.rule_where[name] = where or "#"
         return f"(?&{name})"
 
-    def empty_reason(self) -> str:
+    def empty_reason(self, cycles=()) -> str:
         """Why the schema admits no value, for :class:`~structgate.errors.InvalidConstraintError`:
         the smallest subschemas found to admit none (no recorded subschema below them), by JSON
-        pointer with their keywords."""
+        pointer with their keywords; else, with ``cycles`` (grammar rules on a reference cycle that
+        produce nothing: a recursion that never bottoms out), the ``$ref``s they stand for and the
+        JSON pointers of the schemas using them."""
         pts = [w for w, _ in self.empty]
         leaves = [(w, k) for w, k in self.empty if not any(q.startswith(w + "/") for q in pts if q != w)]
         seen, parts = set(), []
@@ -542,8 +546,19 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 seen.add(w)
                 parts.append(clip(f"{w or '/'}" + (f" ({', '.join(k)})" if k else "")))
         more = f" and {len(parts) - 3} more" if len(parts) > 3 else ""
-        found = (f"; subschemas that admit no value: {'; '.join(parts[:3])}{more}" if parts else
-                 ": no finite JSON value satisfies it (a $ref cycle that every value must follow)")
+        if parts:
+            found = f"; subschemas that admit no value: {'; '.join(parts[:3])}{more}"
+        else:
+            found = ": no finite JSON value satisfies it (a $ref cycle that every value must follow"
+            sites = []
+            for r in cycles:
+                ref, w = self.rule_ref.get(r), self.rule_where.get(r)
+                sites.append(clip(f"$ref {ref!r} at {w or '#'}" if ref is not None else f"the schema at {w or '#'}"))
+            if sites:
+                found += (f": the recursion through {', '.join(sites[:3])}"
+                          f"{f' and {len(sites) - 3} more' if len(sites) > 3 else ''} never bottoms out, "
+                          "every value there needs another such value inside")
+            found += ")"
         return f"the JSON Schema matches nothing (no JSON value is valid against it){found}"
 
     def _value(self, schema, where: str) -> str | None:
@@ -553,7 +568,7 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                 v = schema.get(kw)
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > MAX_COUNT:
                     raise CompileLimitError("max_count", v, MAX_COUNT, f"{kw} at {_ptr(where, kw)}: counts are "
-                                            f"repetitions of at most {MAX_COUNT}")
+                                            f"repetitions of at most {MAX_COUNT}", where=_ptr(where, kw))
         if schema is True or (isinstance(schema, dict) and not (schema.keys() - ANNOTATIONS)):
             return self.any_value()
         if schema is False:
