@@ -2,7 +2,7 @@
 number}]``, whose second branch minus the first is that): a sound subset of the non-integral
 numbers, where native used to refuse it (``UnsupportedFeatureError("not", "not integer of a
 number")``; 6 MaskBench development schemas). Written: decimals without exponent whose last fraction
-digit is not 0, at most 15 digits from the first integer digit (below 1: up to 300 fraction digits),
+digit is not 0, at most 15 digits from the first integer digit (below 1: up to 30 fraction digits),
 so no literal ``jsonschema`` reads as an integral double (``1.0000000000000001`` is 1.0 to it) is
 ever generated. Oracle: ``jsonschema`` on every literal, walked through the native engine's token
 path; the literals outside the subset are asserted rejected, not silently accepted."""

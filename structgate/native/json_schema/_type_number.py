@@ -26,13 +26,16 @@ ROUNDED_FRACTION_DIGITS = 31
 
 #: most digits of a number :meth:`NumberMixin._fractional` writes, from its first integer digit on
 FRACTIONAL_DIGITS = 15
+#: most fraction digits it writes for a number below 1 (``0.000001``): any would do (no double that
+#: small is an integer but 0, reached past 323 digits); the bound keeps the automaton small
+FRACTIONAL_BELOW_ONE = 30
 
 
 @lru_cache(maxsize=1)
 def _fractional_dfa():
     """Code-point automaton of the decimals :meth:`NumberMixin._fractional` writes (built once)."""
     n = FRACTIONAL_DIGITS
-    parts = [r"0\.[0-9]{0,299}[1-9]"] + [rf"[1-9][0-9]{{{k - 1}}}\.[0-9]{{0,{n - k - 1}}}[1-9]" for k in range(1, n)]
+    parts = [rf"0\.[0-9]{{0,{FRACTIONAL_BELOW_ONE - 1}}}[1-9]"] + [rf"[1-9][0-9]{{{k - 1}}}\.[0-9]{{0,{n - k - 1}}}[1-9]" for k in range(1, n)]
     d = from_ast(parse_regex(rf"-?(?:{'|'.join(parts)})"), max_states=100_000, what="not integer", where="")
     return minimize(trim(d))
 
@@ -215,7 +218,7 @@ class NumberMixin:
         """Numbers in the schema's bounds whose value is not an integer (a folded ``not {type:
         integer}``): a **sound subset**, the decimals (no exponent) whose last fraction digit is not
         0 and that have at most :data:`FRACTIONAL_DIGITS` digits from the first integer digit on
-        (``12.5``, ``-0.25``; below 1, up to 300 fraction digits). Validators read such a literal as a
+        (``12.5``, ``-0.25``; below 1, up to :data:`FRACTIONAL_BELOW_ONE` fraction digits). Validators read such a literal as a
         binary double, and a double rounds to an integer only when the fraction is below its
         spacing: 15 significant digits keep every one of them off the integers (``1.0000000000000001``
         is the integer 1.0 to ``jsonschema``, and is not generated). An integer ``multipleOf`` allows
@@ -235,14 +238,17 @@ class NumberMixin:
         lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
         hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
         lo_d, hi_d = _fit_fraction_digits(lo_d, hi_d, schema, where)
-        rng = number_range(lo_d, False, hi_d, False, fraction_required=True)
-        if rng is None:
-            return None
-        what, cap = "not integer", self.max_product_states
-        d = product(from_ast(parse_regex(rng), max_states=cap * 8, what=what, where=where), _fractional_dfa(),
-                    max_states=cap * 8, what=what, where=where)
-        t = trim(d)
-        return None if t is None else self._emit_dfa(minimize(t), class_text, what, where)
+        key = ("fractional", lo_d, hi_d)  # (a oneOf expansion reaches the same one many times)
+        if key not in self._dfa_texts:
+            what, cap = "not integer", self.max_product_states
+            d = _fractional_dfa()
+            if lo_d is not None or hi_d is not None:
+                rng = number_range(lo_d, False, hi_d, False, fraction_required=True)
+                d = None if rng is None else trim(product(
+                    from_ast(parse_regex(rng), max_states=cap * 8, what=what, where=where), d,
+                    max_states=cap * 8, what=what, where=where))
+            self._dfa_texts[key] = None if d is None else self._emit_dfa(minimize(d), class_text, what, where)
+        return self._dfa_texts[key]
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
