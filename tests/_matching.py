@@ -41,3 +41,19 @@ def assert_same_masks(a, b, vocab, texts, label="") -> None:
         assert ok_a == ok_b and len(rows_a) == len(rows_b), (label, t)
         for i, (ra, rb) in enumerate(zip(rows_a, rows_b)):
             assert np.array_equal(ra, rb), (label, len(t), i)
+
+
+def jsonschema_disagreements(backend, vocab, schema, values) -> list:
+    """``(value, valid)`` for each of ``values`` on which ``backend``'s grammar for ``schema``
+    (draft 2020-12 unless it says otherwise) disagrees with ``jsonschema``: the text ``json.dumps(v)``
+    walked through the token path (:func:`accepts`) against ``Draft202012Validator.is_valid``."""
+    import json
+
+    import jsonschema
+
+    from structgate import Constraint
+
+    full = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    g = backend.compile(Constraint.json_schema(full))
+    check = jsonschema.Draft202012Validator(full)
+    return [(v, check.is_valid(v)) for v in values if accepts(g, vocab, json.dumps(v)) != check.is_valid(v)]

@@ -17,8 +17,7 @@ import re
 import jsonschema
 import pytest
 
-from _matching import accepts
-from structgate import Constraint
+from _matching import jsonschema_disagreements
 from structgate.native.backend import NativeBackend
 from structgate.native.json_schema._automata import from_ast, length_shape, matches, minimize, trim
 from structgate.native.json_schema._pattern import parse_pattern, pattern_ast
@@ -68,12 +67,6 @@ def backend(llama3_vocab):
     return NativeBackend(llama3_vocab)
 
 
-def _wrong(backend, vocab, schema, values):
-    full = {"$schema": S, **schema}
-    g = backend.compile(Constraint.json_schema(full))
-    check = jsonschema.Draft202012Validator(full)
-    texts = [json.dumps(v) for v in values]
-    return [(t, check.is_valid(json.loads(t))) for t in texts if accepts(g, vocab, t) != check.is_valid(json.loads(t))]
 
 
 SCHEMAS = [
@@ -88,7 +81,7 @@ SCHEMAS = [
 @pytest.mark.parametrize("schema", SCHEMAS, ids=[json.dumps(s)[:70] for s in SCHEMAS])
 def test_length_patterns_among_others_are_exact(backend, llama3_vocab, schema):
     values = ["".join(p) for n in range(7) for p in itertools.product("ab-", repeat=n)] + [1, None]
-    wrong = _wrong(backend, llama3_vocab, schema, values)
+    wrong = jsonschema_disagreements(backend, llama3_vocab, schema, values)
     assert not wrong, f"native disagrees with jsonschema on (text, valid): {wrong[:20]}"
 
 
@@ -123,5 +116,5 @@ def test_maskbench_allany17_compiles_under_the_default_limits_and_is_exact(backe
                for piece in ("ab1", "bc1", "ca1", "ac", "a2", "z")]
     check = jsonschema.Draft202012Validator({"$schema": S, **ALLANY17})
     assert check.is_valid(valid) and sum(map(check.is_valid, values)) > 1
-    wrong = _wrong(backend, llama3_vocab, ALLANY17, values)
+    wrong = jsonschema_disagreements(backend, llama3_vocab, ALLANY17, values)
     assert not wrong, f"native disagrees with jsonschema on (text, valid): {wrong[:20]}"

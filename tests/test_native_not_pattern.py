@@ -16,7 +16,7 @@ import json
 import jsonschema
 import pytest
 
-from _matching import accepts
+from _matching import accepts, jsonschema_disagreements
 from structgate import Constraint
 from structgate.errors import CompileLimitError, InvalidConstraintError
 from structgate.native.backend import NativeBackend
@@ -65,11 +65,6 @@ def backend(llama3_vocab):
     return NativeBackend(llama3_vocab)
 
 
-def _wrong(backend, vocab, schema, values):
-    full = {"$schema": S, **schema}
-    g = backend.compile(Constraint.json_schema(full))
-    check = jsonschema.Draft202012Validator(full)
-    return [(v, check.is_valid(v)) for v in values if accepts(g, vocab, json.dumps(v)) != check.is_valid(v)]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=[json.dumps(s)[:70] for s in SCHEMAS])
@@ -77,7 +72,7 @@ def test_not_pattern_and_not_names_beside_bounds_are_exact(backend, llama3_vocab
     values = STRINGS + OTHERS
     if schema.get("type") == "array" or "contains" in schema:
         values = [[s] for s in STRINGS[:40]] + [STRINGS[:8]] + OTHERS
-    wrong = _wrong(backend, llama3_vocab, schema, values)
+    wrong = jsonschema_disagreements(backend, llama3_vocab, schema, values)
     assert not wrong, f"native disagrees with jsonschema on (value, valid): {wrong[:20]}"
 
 
@@ -116,5 +111,5 @@ STRING5 = {"allOf": [
 
 def test_maskbench_string5_compiles_under_the_default_limits(backend, llama3_vocab):
     values = ["z9" + "a1" * 50 + "z9", "z9" + "c1d3g3a1" * 12 + "t8t8t8t8t8" + "z9", 7, 14.0, "ab"]
-    wrong = _wrong(backend, llama3_vocab, STRING5, values)
+    wrong = jsonschema_disagreements(backend, llama3_vocab, STRING5, values)
     assert not wrong, wrong
