@@ -24,7 +24,12 @@ class ArrayMixin:
 
     def array(self, schema, where):
         if "contains" in schema or _CONTAINS_ALL in schema:
-            return self._contains(schema, where)
+            # (a oneOf expansion reaches the same array many times: Github_trivial---o25751 73
+            # times, 11 different ones; each compiles 2**n element classes)
+            key = ("contains", self.depth, json.dumps(schema, sort_keys=True, default=repr))
+            if key not in self._dfa_texts:
+                self._dfa_texts[key] = self._contains(schema, where)
+            return self._dfa_texts[key]
         for kw, ok in (("uniqueItems", lambda v: v is False), ("contains", None), ("minContains", None),
                        ("maxContains", None), ("unevaluatedItems", None)):
             if kw in schema:
