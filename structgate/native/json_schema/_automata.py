@@ -438,8 +438,17 @@ def _grouped(d: CPDFA, s: int) -> list[tuple[int, CharSet]]:
     out: dict[int, list] = {}
     for a, t in enumerate(d.delta[s]):
         if t >= 0:
-            out.setdefault(t, []).extend(d.atoms[a])
-    return [(t, normalize(r)) for t, r in out.items()]
+            out.setdefault(t, []).append(a)
+    # the same atoms lead together from many states (a product's): each union normalised once
+    memo = d.__dict__.setdefault("_unions", {})
+    res = []
+    for t, atoms in out.items():
+        k = tuple(atoms)
+        cs = memo.get(k)
+        if cs is None:
+            cs = memo[k] = normalize([r for a in atoms for r in d.atoms[a]])
+        res.append((t, cs))
+    return res
 
 
 def _alt_text(alts: list[str]) -> str:
@@ -591,6 +600,7 @@ class LengthProduct(LazyAutomaton):
         n = len(d.delta)
         self._groups: list = [None] * n  # per pattern state: [(target, expr)] (spelled symbols)
         self._enc = enc
+        self._spelled: dict = {}  # charset -> its spelled symbol (None: no spelling)
         self._symbols = CalledRules(name + ".sym")
         self._live: dict = {}
         self._rep_k: dict[int, list] = {}  # depth -> per pattern state its class representative
@@ -751,14 +761,16 @@ class LengthProduct(LazyAutomaton):
         if g is None:
             g = []
             for t, cs in _grouped(self.d, q):
-                e = self._enc(cs)
-                if e is None:
-                    continue
-                if not (isinstance(e, Chars) and e.ranges and e.ranges[-1][1] <= 0x7F):
-                    # a multi-byte or escaped spelling: one called rule per symbol, so its byte
-                    # states are built once, not once per (state, count) that consumes it
-                    e = self._symbols.call(e)
-                g.append((t, e))
+                e = self._spelled.get(cs, False)
+                if e is False:
+                    e = self._enc(cs)
+                    if e is not None and not (isinstance(e, Chars) and e.ranges and e.ranges[-1][1] <= 0x7F):
+                        # a multi-byte or escaped spelling: one called rule per symbol, so its byte
+                        # states are built once, not once per (state, count) that consumes it
+                        e = self._symbols.call(e)
+                    self._spelled[cs] = e
+                if e is not None:
+                    g.append((t, e))
             self._groups[q] = g
         return g
 

@@ -228,9 +228,15 @@ class StringMixin:
         # at PRODUCT_VISIT_FACTOR x the limit, each automaton kept at the limit
         visit = cap * PRODUCT_VISIT_FACTOR
 
-        def minimal(node):
-            a = trim(from_ast(node, max_states=visit, what=what, where=where))
-            return None if a is None else minimize(a)
+        # each pattern's minimal automaton once per compile (the branches of a oneOf or an anyOf
+        # of not patterns meet the same ones: MaskBench Handwritten---string5 built 15 for 7)
+        memo = self.__dict__.setdefault("_minimal_patterns", {})
+
+        def minimal(key, node):
+            if key not in memo:
+                a = trim(from_ast(node(), max_states=visit, what=what, where=where))
+                memo[key] = None if a is None else minimize(a)
+            return memo[key]
 
         def held(a):
             if len(a.delta) > cap:
@@ -239,7 +245,7 @@ class StringMixin:
 
         autos = []
         for pat in patterns:
-            a = minimal(pattern_ast(parse_pattern(pat, where)))
+            a = minimal((pat, False, visit), lambda: pattern_ast(parse_pattern(pat, where)))
             if a is None:
                 self._dfa_texts[key] = None
                 return None
@@ -252,10 +258,11 @@ class StringMixin:
                     self._dfa_texts[key] = None
                     return None
             autos.append(held(a))
-        excluded = [minimal(literals_ast(list(not_names)))] if not_names else []
+        excluded = [minimal(("names", tuple(not_names), visit), lambda: literals_ast(list(not_names)))] if not_names else []
         # an excluded pattern is read as what either ECMA-262 or Python's re matches (a superset;
         # ``$`` also before a final newline): no string either reading excludes is generated
-        excluded += [minimal(pattern_ast(parse_pattern(pat, where, upper=True), upper=True)) for pat in not_patterns]
+        excluded += [minimal((pat, True, visit), lambda: pattern_ast(parse_pattern(pat, where, upper=True), upper=True))
+                     for pat in not_patterns]
         for a in excluded:
             if a is None:  # (a pattern that matches nothing excludes nothing)
                 continue
