@@ -22,6 +22,9 @@ _NOT_PATTERNS = "\x00structgate:not-patterns"
 #: numbers whose value is not an integer (a folded ``not {type: integer}`` where numbers are
 #: allowed; the number emitter writes a sound subset of them, :meth:`._type_number.NumberMixin._fractional`)
 _FRACTIONAL = "\x00structgate:fractional"
+#: positive integers a number must not be a multiple of (a folded ``not {multipleOf: m}``; the
+#: number emitter writes the integer literals outside them and the non-integral numbers)
+_NOT_MULT = "\x00structgate:not-multiples"
 #: every ``contains`` of merged ``allOf`` members when they differ: a list of ``[contains,
 #: minContains, maxContains]`` (``None``: absent), each bounding its own count (the array emitter
 #: counts them together; ``contains`` keeps the first)
@@ -41,7 +44,7 @@ _MULT_INT = "\x00structgate:multiple-of-int-too"
 #: the keyword each internal one was folded from, as error messages name it
 SOURCE_KEYWORD = {_NOT_STR: "not", _NOT_BOOL: "not", _NOT_INT: "not", _NOT_PATTERNS: "not", _PATTERNS: "pattern",
                   _MULT_INT: "multipleOf", _ADDL_UNLESS: "additionalProperties",
-                  _CONTAINS_ALL: "contains", _FRACTIONAL: "not"}
+                  _CONTAINS_ALL: "contains", _FRACTIONAL: "not", _NOT_MULT: "not"}
 
 #: default bound on the regex text, characters (CompileOptions.extra["max_regex_size"])
 DEFAULT_MAX_REGEX_SIZE = 4_000_000
@@ -109,7 +112,7 @@ ARRAY_KW = frozenset({"items", "prefixItems", "minItems", "maxItems", "contains"
 GENERIC_KW = frozenset({"type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if",
                         "then", "else", "$dynamicRef", "$recursiveRef"})
 KNOWN = ANNOTATIONS | STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW | {
-    _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _ADDL_UNLESS, _NOT_PATTERNS, _CONTAINS_ALL, _FRACTIONAL}
+    _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _ADDL_UNLESS, _NOT_PATTERNS, _CONTAINS_ALL, _FRACTIONAL, _NOT_MULT}
 
 
 def _ptr(where: str, *parts) -> str:

@@ -7,7 +7,8 @@ import math
 from itertools import product
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import (_ADDL_UNLESS, _CONTAINS_ALL, _FRACTIONAL, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, _PATTERNS, ANNOTATIONS,
+from ._common import (_ADDL_UNLESS, _CONTAINS_ALL, _FRACTIONAL, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_MULT, _NOT_PATTERNS,
+                      _NOT_STR, _PATTERNS, ANNOTATIONS,
                       KNOWN, TYPES, _is_num, _json_equal, _json_key, _ptr)
 
 
@@ -206,13 +207,14 @@ class MergeMixin:
         nots = [s["not"] for s, _ in parts if "not" in s]
         if nots:
             m["not"] = nots[0] if len(nots) == 1 else {"anyOf": nots}  # ¬A ∧ ¬B = ¬(A ∨ B)
-        for key in (_NOT_STR, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS):
+        for key in (_NOT_STR, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_MULT):
             vals = [v for s, _ in parts for v in s.get(key, [])]
             if vals:
                 m[key] = list(dict.fromkeys(vals))
         if any(s.get(_FRACTIONAL) for s, _ in parts):
             m[_FRACTIONAL] = True
-        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS, _CONTAINS_ALL, _FRACTIONAL}
+        handled |= {"not", _NOT_STR, _NOT_BOOL, _NOT_INT, _MULT_INT, _PATTERNS, _NOT_PATTERNS, _CONTAINS_ALL, _FRACTIONAL,
+                    _NOT_MULT}
         # dependencies: every member's apply, so their maps are united per key (names: the union
         # of the lists; schemas, or names beside a schema under draft 4-7 dependencies, where
         # names [d, ...] mean {required: [d, ...]}: the allOf); the compiler then writes them

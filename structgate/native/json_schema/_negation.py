@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ...errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._common import _FRACTIONAL, _NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
+from ._common import _FRACTIONAL, _NOT_BOOL, _NOT_INT, _NOT_MULT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, KNOWN, TYPES, _is_num, _is_whole, _ptr
 
 
 class NegationMixin:
@@ -220,7 +220,7 @@ class NegationMixin:
                            "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems",
                            "minProperties", "maxProperties", "enum", "const", "not", "anyOf", "oneOf",
                            "additionalProperties", "dependentRequired", "dependentSchemas", "dependencies",
-                           "items", "prefixItems", "contains", "if", "then", "else", "pattern"})
+                           "items", "prefixItems", "contains", "if", "then", "else", "pattern", "multipleOf"})
 
     def _negated_dependencies(self, kw: str, v, w) -> list | None:
         """``not {kw: v}`` for a dependency keyword (``dependentRequired``, ``dependentSchemas``,
@@ -318,6 +318,12 @@ class NegationMixin:
             elif k == "not":
                 if v is not False:
                     out.append(v)
+            elif k == "multipleOf":
+                if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+                    return None  # (a float multipleOf: validators divide in floating point)
+                # numbers that are not multiples of v (an integer): the other integer literals and
+                # the non-integral numbers (the number emitter)
+                out.append({"type": "number", _NOT_MULT: [v]})
             elif k == "pattern":
                 if not isinstance(v, str):
                     return None

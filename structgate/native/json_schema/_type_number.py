@@ -10,9 +10,9 @@ from functools import lru_cache
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
-from ._automata import from_ast, minimize, product, remainder_dfa, trim
+from ._automata import CPDFA, from_ast, minimize, product, remainder_dfa, trim
 from ._charset import class_text
-from ._common import (_FRACTIONAL, _MULT_INT, _NOT_INT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
+from ._common import (_FRACTIONAL, _MULT_INT, _NOT_INT, _NOT_MULT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
                       _decimal_bound, _is_num, _ptr)
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
 
@@ -31,6 +31,13 @@ FRACTIONAL_DIGITS = 15
 FRACTIONAL_BELOW_ONE = 30
 
 
+def _non_multiples_dfa(m: int) -> CPDFA:
+    """JSON integer literals whose value is not a multiple of ``m`` (:func:`._automata.remainder_dfa`
+    with the non-zero remainders accepting; ``0`` is a multiple of every ``m``)."""
+    d = remainder_dfa(m)
+    return CPDFA(d.atoms, d.delta, [False, False, False] + [r != 0 for r in range(m)])
+
+
 @lru_cache(maxsize=1)
 def _fractional_dfa():
     """Code-point automaton of the decimals :meth:`NumberMixin._fractional` writes (built once)."""
@@ -44,8 +51,10 @@ class NumberMixin:
     """Numbers (part of ``compiler._Compiler``)."""
 
     def number(self, schema, where, integer: bool):
-        if schema.get(_FRACTIONAL):
+        if schema.get(_FRACTIONAL):  # (a non-integral number is a multiple of no integer)
             return None if integer else self._fractional(schema, where)
+        if schema.get(_NOT_MULT):
+            return self._not_multiples(schema, where, integer)
         lo, hi = self._bounds(schema, where)
         if integer and schema.get(_NOT_INT):
             # integers but the excluded values (a folded `not`): the range split around them
@@ -248,6 +257,56 @@ class NumberMixin:
                     from_ast(parse_regex(rng), max_states=cap * 8, what=what, where=where), d,
                     max_states=cap * 8, what=what, where=where))
             self._dfa_texts[key] = None if d is None else self._emit_dfa(minimize(d), class_text, what, where)
+        return self._dfa_texts[key]
+
+    def _not_multiples(self, schema, where: str, integer: bool) -> str | None:
+        """Numbers in the schema's bounds that are a multiple of none of the integers of
+        ``_NOT_MULT`` (a folded ``not {multipleOf: m}``): the integer literals outside them, exact
+        (the remainder automata of :func:`._automata.remainder_dfa` with the non-zero remainders
+        accepting, times the range's digit automaton and an integer ``multipleOf`` beside it), and
+        unless ``integer``, the non-integral numbers (:meth:`_fractional`'s sound subset: a
+        non-integral number is a multiple of no integer).
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_multiple_of``: an excluded modulus above it.
+        UnsupportedFeatureError
+            ``not``: beside a non-integer ``multipleOf`` or excluded integer values."""
+        w = _ptr(where, "not")
+        ms = sorted({int(m) for m in schema[_NOT_MULT]})
+        rest = {k: v for k, v in schema.items() if k != _NOT_MULT}
+        mo = rest.get("multipleOf")
+        if rest.get(_NOT_INT) or (mo is not None and not (isinstance(mo, int) and not isinstance(mo, bool) and mo > 0)):
+            raise UnsupportedFeatureError("not", "not multipleOf beside excluded integers or a non-integer "
+                                          "multipleOf", w)
+        limit = int(self.opt.extra.get("max_multiple_of", DEFAULT_MAX_MULTIPLE_OF))
+        for m in ms + ([mo] if mo is not None else []):
+            if m > limit:
+                raise CompileLimitError("max_multiple_of", m, limit, f"multipleOf at {w}: the remainder automaton "
+                                        "has one state per residue; raise CompileOptions.extra['max_multiple_of'] "
+                                        "to allow it", where=w)
+        key = ("not-multiples", tuple(ms), mo, json.dumps(self._bounds(rest, where), default=str), integer)
+        if key not in self._dfa_texts:
+            ints = None
+            if 1 not in ms and not (mo is not None and any(mo % m == 0 for m in ms)):
+                what, cap = "not multipleOf", self.max_product_states
+                parts = [_non_multiples_dfa(m) for m in ms] + ([remainder_dfa(mo)] if mo is not None else [])
+                ilo, ihi = _integer_bounds(*self._bounds(rest, where))
+                rng = None if ilo is None and ihi is None else integer_range(ilo, ihi)
+                if rng is not None or (ilo is None and ihi is None):
+                    if rng is not None:
+                        parts.append(from_ast(parse_regex(rng), max_states=cap, what=what, where=w))
+                    d = parts[0]
+                    for q in parts[1:]:
+                        d = trim(product(d, q, max_states=cap * 8, what=what, where=w))
+                        if d is None:
+                            break
+                        d = minimize(d)
+                    d = None if d is None else trim(d)
+                    ints = None if d is None else self._emit_dfa(minimize(d), class_text, what, w)
+            fracs = None if integer or mo is not None else self._fractional({**rest, _FRACTIONAL: True}, where)
+            self._dfa_texts[key] = alt([x for x in (ints, fracs) if x is not None])
         return self._dfa_texts[key]
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:

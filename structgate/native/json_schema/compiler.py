@@ -32,8 +32,8 @@ from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
 from ._automata import from_ast, matches
-from ._common import (_NOT_BOOL, _NOT_INT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
-                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES,
+from ._common import (_FRACTIONAL, _NOT_BOOL, _NOT_INT, _NOT_MULT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS,
+                      DEFAULT_AUTOMATON_INLINE_MAX_CHARS, DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES,
                       DEFAULT_MAX_REGEX_SIZE, DEFAULT_REGEX_UNROLL_DEPTH, DEFAULT_RULE_INLINE_MAX_CHARS,
                       DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER, REPEAT_COUNT_KW,
                       SOURCE_KEYWORD, TYPES, _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr, _with_twins)
@@ -780,6 +780,10 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         cands = [c for c in cands if not (isinstance(c, str) and c in nstr)
                  and not (isinstance(c, bool) and c in nbool)
                  and not (_is_num(c) and c in nint)]
+        for m in schema.get(_NOT_MULT, ()):  # (Python's %, as jsonschema divides by an int multipleOf)
+            cands = [c for c in cands if not (_is_num(c) and not isinstance(c, bool) and c % m == 0)]
+        if schema.get(_FRACTIONAL):
+            cands = [c for c in cands if not (_is_num(c) and not isinstance(c, bool) and _is_whole(c))]
         for p in schema.get(_NOT_PATTERNS, ()):  # (as either dialect reads it, as the string emitter)
             d = from_ast(pattern_ast(parse_pattern(p, _ptr(where, "not"), upper=True), upper=True),
                          max_states=self.max_product_states, what="not pattern", where=_ptr(where, "not"))
