@@ -68,3 +68,16 @@ def test_what_not_multiple_of_cannot_write(backend):
     with pytest.raises(UnsupportedFeatureError) as e:  # a float multipleOf under not
         backend.compile(Constraint.json_schema({"not": {"multipleOf": 0.5}}))
     assert e.value.feature == "not"
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]},
+    {"allOf": [{"multipleOf": 4}, {"multipleOf": 6}, {"not": {"multipleOf": 8}}], "maximum": 50},
+])
+def test_integer_multiple_ofs_of_allof_members_merge_to_their_lcm(backend, llama3_vocab, schema):
+    # refused before ("different multipleOf values": 16 MaskBench Handwritten schemas)
+    full = {"$schema": S, **schema}
+    g = backend.compile(Constraint.json_schema(full))
+    check = jsonschema.Draft202012Validator(full)
+    wrong = [t for t in LITERALS if accepts(g, llama3_vocab, t) != check.is_valid(json.loads(t))]
+    assert not wrong and any(check.is_valid(json.loads(t)) for t in LITERALS)

@@ -155,6 +155,9 @@ class MergeMixin:
                 unsup(f"two different formats ({', '.join(map(repr, asserted))}) cannot be intersected")
             m["format"] = asserted[0] if asserted else fmts[0]
         mult = [s["multipleOf"] for s, _ in parts if "multipleOf" in s]
+        if mult and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in mult):
+            # integers: a multiple of each is a multiple of their least common multiple (exact)
+            mult = [math.lcm(*mult)]
         if mult:
             if any(x != mult[0] for x in mult):
                 unsup("different multipleOf values")
