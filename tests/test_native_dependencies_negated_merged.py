@@ -44,6 +44,10 @@ NEGATED = [
           "else": {"properties": {"d": {"type": "string"}}}}),
     (D7, {"if": {"dependencies": {"a": {"required": ["b"]}}}, "else": {"required": ["c"]}}),
     (S, {"oneOf": [{"dependentSchemas": {"a": {"required": ["b"]}}}, {"required": ["c"]}]}),
+    # negations written since (not pattern, not integer of a number, not multipleOf)
+    (S, {"not": {"dependentSchemas": {"a": {"properties": {"b": {"pattern": "x"}}}}}}),
+    (S, {"not": {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}}),
+    (D7, {"if": {"dependencies": {"a": {"properties": {"b": {"multipleOf": 3}}}}}, "then": {"required": ["c"]}}),
 ]
 
 MERGED = [
@@ -105,13 +109,13 @@ def test_dependencies_of_several_allof_members_all_apply(backend, llama3_vocab, 
 
 
 @pytest.mark.parametrize("schema, where", [
-    ({"not": {"dependentSchemas": {"a": {"pattern": "x"}}}}, "/not/dependentSchemas/a"),
+    ({"not": {"dependentSchemas": {"a": {"format": "email"}}}}, "/not/dependentSchemas/a"),
     ({"properties": {"p": {"not": {"dependentSchemas": {"a": {"properties": {"b": {"format": "email"}}}}}}}},
      "/properties/p/not/dependentSchemas/a"),
-    # (not integer where non-integer numbers are allowed has no positive form)
-    ({"not": {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}}, "/not/dependentSchemas/a"),
+    # (a float multipleOf under not has no positive form)
+    ({"not": {"dependentSchemas": {"a": {"properties": {"b": {"multipleOf": 0.5}}}}}}, "/not/dependentSchemas/a"),
     # an if whose negation is refused: if/then/else at /if, the dependent schema named inside
-    ({"$schema": D7, "if": {"dependencies": {"a": {"multipleOf": 3}}}, "then": {"required": ["b"]}},
+    ({"$schema": D7, "if": {"dependencies": {"a": {"format": "email"}}}, "then": {"required": ["b"]}},
      "/if/dependencies/a"),
 ])
 def test_a_dependent_schema_without_a_positive_negation_is_a_typed_refusal(backend, schema, where):
