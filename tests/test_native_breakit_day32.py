@@ -10,6 +10,7 @@ import pytest
 
 from _matching import accepts
 from structgate import Constraint
+from structgate.errors import InvalidConstraintError
 from structgate.native.backend import NativeBackend
 
 S = "https://json-schema.org/draft/2020-12/schema"
@@ -23,8 +24,11 @@ def backend(llama3_vocab):
 def _unsound(backend, vocab, schema, texts):
     """The texts of ``texts`` native accepts and ``jsonschema`` rejects."""
     full = {"$schema": S, **schema}
-    g = backend.compile(Constraint.json_schema(full))
     check = jsonschema.Draft202012Validator(full)
+    try:
+        g = backend.compile(Constraint.json_schema(full))
+    except InvalidConstraintError:  # "matches nothing": sound when none of the texts is valid
+        return [t for t in texts if check.is_valid(json.loads(t))]
     return [t for t in texts if accepts(g, vocab, t) and not check.is_valid(json.loads(t))]
 
 
@@ -59,3 +63,56 @@ def test_not_integer_near_one_sweep(backend, llama3_vocab):
     texts = [sign + "0." + "9" * k + tail for sign in ("", "-") for k in range(14, 30) for tail in "123456789"]
     assert any(float(t).is_integer() for t in texts)
     assert _unsound(backend, llama3_vocab, {"type": "number", "not": {"type": "integer"}}, texts) == []
+
+
+# -- internal keywords of a folded `not` / a merge, ignored by the compiler's jsonschema checks ------
+# A branch minus another (oneOf), or an if/else, conjoins a folded `not {pattern}` (an internal
+# keyword) with an anyOf of const values; the check of an allOf with a finite member ran jsonschema,
+# which ignored the internal keyword and kept "a", valid against both oneOf branches.
+INTERNAL = [
+    ({"type": "string", "oneOf": [{"pattern": "a"}, {"anyOf": [{"const": "a"}, {"const": "b"}]}]}, ['"a"', '"b"', '"ab"']),
+    ({"oneOf": [{"type": "string", "pattern": "a"}, {"anyOf": [{"const": "a"}, {"const": "b"}]}]}, ['"a"', '"b"']),
+    ({"type": "string", "oneOf": [{"pattern": "a"}, {"if": {"const": "a"}, "then": {}, "else": {"const": "a"}}]}, ['"a"']),
+    ({"type": "string", "not": {"pattern": "a"}, "if": {"const": "a"}, "then": {}, "else": {"const": "a"}}, ['"a"']),
+    ({"type": "string", "oneOf": [{"pattern": "^a"}, {"anyOf": [{"const": "ab"}, {"const": "ba"}]}]}, ['"ab"', '"ba"', '"a"']),
+]
+
+
+@pytest.mark.parametrize("schema,texts", INTERNAL, ids=[json.dumps(s)[:60] for s, _ in INTERNAL])
+def test_internal_keywords_are_read_by_the_value_checks(backend, llama3_vocab, schema, texts):
+    assert _unsound(backend, llama3_vocab, schema, texts) == []
+    full = {"$schema": S, **schema}
+    check = jsonschema.Draft202012Validator(full)
+    try:
+        g = backend.compile(Constraint.json_schema(full))
+    except InvalidConstraintError:  # nothing valid: the typed "matches nothing"
+        assert not any(check.is_valid(json.loads(t)) for t in texts)
+        return
+    for t in texts:  # exact on these
+        assert accepts(g, llama3_vocab, t) == check.is_valid(json.loads(t)), t
+
+
+def test_internal_keyword_checks_match_their_meaning():
+    """The compiler's validator reads each internal keyword as its emitter does."""
+    from structgate.native.json_schema import _common as c
+    from structgate.native.json_schema.compiler import _validator_class
+
+    v = _validator_class(2020)
+    cases = [
+        ({c._NOT_STR: ["a"]}, ["b", 1], ["a"]),
+        ({c._NOT_BOOL: [True]}, [False, 1], [True]),
+        ({c._NOT_INT: [1, 3]}, [2, 1.5, True, "1"], [1, 1.0, 3]),
+        ({c._NOT_PATTERNS: ["a"]}, ["b", 1], ["a", "ba"]),
+        ({c._NOT_PATTERNS: ["^\\s$"]}, ["a"], ["\ufeff", " "]),  # either dialect: ECMA's \s has U+FEFF
+        ({c._PATTERNS: ["a", "b"]}, ["ab", 1], ["a", "b"]),
+        ({c._FRACTIONAL: True}, [1.5, "a"], [1, 1.0]),
+        ({c._CONTAINS_ALL: [[{"const": 1}, None, 1], [{"const": 2}, 2, None]]}, [[1, 2, 2], "x"], [[2, 2], [1, 1, 2, 2], [1, 2]]),
+        ({"properties": {"a": {}}, c._ADDL_UNLESS: [({"type": "integer"}, ("^x",), ("a",))]},
+         [{"a": "s", "x1": "s", "b": 1}], [{"b": "s"}]),
+        ({"multipleOf": 3.0, c._MULT_INT: True}, [9, 3], [2 ** 60]),
+    ]
+    for schema, good, bad in cases:
+        for x in good:
+            assert v(schema).is_valid(x), (schema, x)
+        for x in bad:
+            assert not v(schema).is_valid(x), (schema, x)
