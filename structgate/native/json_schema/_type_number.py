@@ -225,7 +225,9 @@ class NumberMixin:
         """Numbers in the schema's bounds whose value is not an integer (a folded ``not {type:
         integer}``): a **sound subset**, the decimals (no exponent) whose last fraction digit is not
         0 and that have at most :data:`FRACTIONAL_DIGITS` digits from the first integer digit on
-        (``12.5``, ``-0.25``; below 1, up to :data:`FRACTIONAL_BELOW_ONE` fraction digits). Validators read such a literal as a
+        (``12.5``, ``-0.25``; below 1, up to :data:`FRACTIONAL_BELOW_ONE` fraction digits, more than
+        :data:`FRACTIONAL_DIGITS` only with a digit other than 9 among the first of them: not
+        ``0.99999999999999999``, the double 1.0). Validators read such a literal as a
         binary double, and a double rounds to an integer only when the fraction is below its
         spacing: 15 significant digits keep every one of them off the integers (``1.0000000000000001``
         is the integer 1.0 to ``jsonschema``, and is not generated). An integer ``multipleOf`` allows
