@@ -26,8 +26,11 @@ ROUNDED_FRACTION_DIGITS = 31
 
 #: most digits of a number :meth:`NumberMixin._fractional` writes, from its first integer digit on
 FRACTIONAL_DIGITS = 15
-#: most fraction digits it writes for a number below 1 (``0.000001``): any would do (no double that
-#: small is an integer but 0, reached past 323 digits); the bound keeps the automaton small
+#: most fraction digits it writes for a number below 1 (``0.000001``): the bound keeps the automaton
+#: small (no double that small is an integer but 0, reached past 323 digits). Next to 1 the digits
+#: are held to :data:`FRACTIONAL_DIGITS` too: ``0.99999999999999999`` is the double 1.0, an integer
+#: to ``jsonschema``, so a fraction longer than that has a digit other than 9 among its first
+#: :data:`FRACTIONAL_DIGITS` (then it is below ``1 - 10**-15``, far from 1.0)
 FRACTIONAL_BELOW_ONE = 30
 
 
@@ -42,7 +45,11 @@ def _non_multiples_dfa(m: int) -> CPDFA:
 def _fractional_dfa():
     """Code-point automaton of the decimals :meth:`NumberMixin._fractional` writes (built once)."""
     n = FRACTIONAL_DIGITS
-    parts = [rf"0\.[0-9]{{0,{FRACTIONAL_BELOW_ONE - 1}}}[1-9]"] + [rf"[1-9][0-9]{{{k - 1}}}\.[0-9]{{0,{n - k - 1}}}[1-9]" for k in range(1, n)]
+    # below 1: up to n fraction digits, or more with a digit other than 9 among the first n (not
+    # 0.99999999999999999, the double 1.0)
+    below = [rf"0\.[0-9]{{0,{n - 1}}}[1-9]"] + [rf"0\.9{{{j}}}[0-8][0-9]{{0,{FRACTIONAL_BELOW_ONE - j - 2}}}[1-9]"
+                                                for j in range(n)]
+    parts = below + [rf"[1-9][0-9]{{{k - 1}}}\.[0-9]{{0,{n - k - 1}}}[1-9]" for k in range(1, n)]
     d = from_ast(parse_regex(rf"-?(?:{'|'.join(parts)})"), max_states=100_000, what="not integer", where="")
     return minimize(trim(d))
 
@@ -227,7 +234,9 @@ class NumberMixin:
         """Numbers in the schema's bounds whose value is not an integer (a folded ``not {type:
         integer}``): a **sound subset**, the decimals (no exponent) whose last fraction digit is not
         0 and that have at most :data:`FRACTIONAL_DIGITS` digits from the first integer digit on
-        (``12.5``, ``-0.25``; below 1, up to :data:`FRACTIONAL_BELOW_ONE` fraction digits). Validators read such a literal as a
+        (``12.5``, ``-0.25``; below 1, up to :data:`FRACTIONAL_BELOW_ONE` fraction digits, more than
+        :data:`FRACTIONAL_DIGITS` only with a digit other than 9 among the first of them: not
+        ``0.99999999999999999``, the double 1.0). Validators read such a literal as a
         binary double, and a double rounds to an integer only when the fraction is below its
         spacing: 15 significant digits keep every one of them off the integers (``1.0000000000000001``
         is the integer 1.0 to ``jsonschema``, and is not generated). An integer ``multipleOf`` allows

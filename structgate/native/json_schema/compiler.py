@@ -32,8 +32,9 @@ from ...backends.interface import CompileOptions, _nesting_limit
 from ...errors import CompileLimitError, GrammarSyntaxError, InvalidConstraintError, UnsupportedFeatureError, clip
 from ._charset import _SPLIT_PAIR, STRING, literal_string_regex
 from ._automata import from_ast, matches
-from ._common import (_FRACTIONAL, _NOT_BOOL, _NOT_INT, _NOT_MULT, _NOT_PATTERNS, _NOT_STR, ANNOTATIONS,
-                      DEFAULT_AUTOMATON_INLINE_MAX_CHARS, DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES,
+from ._common import (_ADDL_UNLESS, _CONTAINS_ALL, _FRACTIONAL, _MULT_INT, _NOT_BOOL, _NOT_INT, _NOT_MULT, _NOT_PATTERNS,
+                      _NOT_STR, _PATTERNS, ANNOTATIONS, DEFAULT_AUTOMATON_INLINE_MAX_CHARS,
+                      DEFAULT_MAX_AUTOMATON_RULES, DEFAULT_MAX_PATTERN_REGIONS, DEFAULT_MAX_PRODUCT_STATES,
                       DEFAULT_MAX_REGEX_SIZE, DEFAULT_REGEX_UNROLL_DEPTH, DEFAULT_RULE_INLINE_MAX_CHARS,
                       DEFAULT_SHARED_INLINE_MAX_CHARS, JSON_VALUE_RULE, MAX_COUNT, NEVER, REPEAT_COUNT_KW,
                       SOURCE_KEYWORD, TYPES, _count_refs, _is_num, _is_whole, _json_equal, _json_key, _load, _ptr, _with_twins)
@@ -227,7 +228,7 @@ def _validator_class(draft: int):
         from jsonschema import Draft202012Validator, validators
 
         extra = {"dependencies": jsonschema.Draft7Validator.VALIDATORS["dependencies"], "enum": _hashed_enum,
-                 "anyOf": _hashed_any_of, "not": _short_not, "multipleOf": exact_multiple_of}
+                 "anyOf": _hashed_any_of, "not": _short_not, "multipleOf": exact_multiple_of, **_INTERNAL_CHECKS}
         if draft == 4:
             cls = validators.extend(Draft202012Validator, extra, type_checker=jsonschema.Draft4Validator.TYPE_CHECKER)
         else:
@@ -235,6 +236,122 @@ def _validator_class(draft: int):
         cls.evolve = _evolve_in_class(cls.evolve)
         cls = _VALIDATOR_CLASSES[draft] = cls
     return cls
+
+
+# -- the internal keywords (a folded ``not``, merged ``allOf`` members) as the validator reads them ---
+# The compiler's checks (an ``enum``/``const`` value against its siblings, an ``allOf`` with a finite
+# member, finite ``oneOf`` branches, disjointness) may see a schema the compiler rewrote, holding
+# the internal keywords of :mod:`._common`; jsonschema would ignore them as unknown keywords and
+# keep values they exclude (``oneOf [{pattern: a}, {anyOf: [{const: a}, {const: b}]}]``: the second
+# branch minus the first is ``allOf [anyOf [...], {not-patterns: [a]}]``, whose allOf-with-a-finite
+# -member check kept "a", valid against both branches). Each is checked as its emitter reads it.
+def _err(msg: str):
+    from jsonschema.exceptions import ValidationError
+
+    return ValidationError(msg)
+
+
+#: (id(list)) -> (the list, its length, the set of its hashable items): the excluded values of a
+#: folded ``not`` (20,000 of them: a list scan per checked value would be quadratic)
+_VALUE_SETS: dict[int, tuple] = {}
+
+
+def _value_set(lst) -> frozenset:
+    hit = _VALUE_SETS.get(id(lst))
+    if hit is None or hit[0] is not lst or hit[1] != len(lst):
+        if len(_VALUE_SETS) >= _KEY_SETS_MAX:
+            _VALUE_SETS.clear()
+        hit = _VALUE_SETS[id(lst)] = (lst, len(lst), frozenset(v for v in lst if isinstance(v, (str, int, float))))
+    return hit[2]
+
+
+def _check_not_strings(validator, names, instance, schema):
+    if isinstance(instance, str) and instance in _value_set(names):
+        yield _err(f"{instance!r} is an excluded string")
+
+
+def _check_not_booleans(validator, values, instance, schema):
+    if isinstance(instance, bool) and any(isinstance(v, bool) and v is instance for v in values):
+        yield _err(f"{instance!r} is an excluded boolean")
+
+
+def _check_not_integers(validator, values, instance, schema):
+    # (numbers hash by value: 1.0 is found among ints as 1; a boolean instance is never a number)
+    if _is_num(instance) and not isinstance(instance, bool) and instance in _value_set(values):
+        yield _err(f"{instance!r} is an excluded number")
+
+
+@lru_cache(maxsize=256)
+def _either_dialect_dfa(p: str):
+    """The automaton of the strings ``p`` matches as ECMA-262 or Python's ``re`` reads it (the
+    string emitter's reading of a ``not {pattern}``); None when it cannot be built."""
+    try:
+        return from_ast(pattern_ast(parse_pattern(p, "", upper=True), upper=True), max_states=100_000,
+                        what="not pattern", where="")
+    except Exception:  # (the string emitter raises its typed error for it)
+        return None
+
+
+def _check_not_patterns(validator, pats, instance, schema):
+    if isinstance(instance, str):
+        for p in pats:
+            d = _either_dialect_dfa(p) if isinstance(p, str) else None
+            if d is None or matches(d, instance):  # (undecided: excluded, never kept)
+                yield _err(f"{instance!r} matches an excluded pattern")
+                return
+
+
+def _check_patterns(validator, pats, instance, schema):
+    from jsonschema import _keywords
+
+    for p in pats:
+        yield from _keywords.pattern(validator, p, instance, schema)
+
+
+def _check_fractional(validator, on, instance, schema):
+    if on and _is_num(instance) and not isinstance(instance, bool) and (
+            isinstance(instance, int) or float(instance).is_integer()):
+        yield _err(f"{instance!r} is an integer")
+
+
+def _check_not_multiples(validator, ms, instance, schema):
+    # (as jsonschema tests an int multipleOf: Python's %)
+    if _is_num(instance) and not isinstance(instance, bool) and any(instance % m == 0 for m in ms):
+        yield _err(f"{instance!r} is a multiple of an excluded integer")
+
+
+def _check_contains_all(validator, conts, instance, schema):
+    for c, lo, hi in conts:
+        sub = {"contains": c}
+        if lo is not None:
+            sub["minContains"] = lo
+        if hi is not None:
+            sub["maxContains"] = hi
+        yield from validator.descend(instance, sub)
+
+
+def _check_additional_unless(validator, entries, instance, schema):
+    import re
+
+    if not isinstance(instance, dict):
+        return
+    for addl, pats, names in entries:
+        for k, v in instance.items():
+            if k in names or any(re.search(p, k) for p in pats):
+                continue
+            yield from validator.descend(v, addl, path=k)
+
+
+def _check_multiple_of_int(validator, on, instance, schema):
+    m = schema.get("multipleOf")
+    if on and _is_num(m) and float(m).is_integer() and _is_num(instance) and not isinstance(instance, bool):
+        yield from exact_multiple_of(validator, int(m), instance, schema)
+
+
+_INTERNAL_CHECKS = {_NOT_STR: _check_not_strings, _NOT_BOOL: _check_not_booleans, _NOT_INT: _check_not_integers,
+                    _NOT_PATTERNS: _check_not_patterns, _PATTERNS: _check_patterns, _FRACTIONAL: _check_fractional,
+                    _CONTAINS_ALL: _check_contains_all, _ADDL_UNLESS: _check_additional_unless,
+                    _MULT_INT: _check_multiple_of_int, _NOT_MULT: _check_not_multiples}
 
 
 def _evolve_in_class(evolve):
