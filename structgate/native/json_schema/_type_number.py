@@ -15,6 +15,7 @@ from ._charset import class_text
 from ._common import (_FRACTIONAL, _MULT_INT, _NOT_INT, _NOT_MULT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
                       _decimal_bound, _is_num, _ptr)
 from ._numeric import JSON_INTEGER, JSON_NUMBER, alt, integer_range, number_range
+from ._type_string import PRODUCT_VISIT_FACTOR
 
 #: most fraction digits of a decimal bound of the range construction (it recurses once per digit):
 #: a bound with more (``5e-324``, ``1e-250``) is rounded into the range (:func:`_fit_fraction_digits`)
@@ -122,9 +123,7 @@ class NumberMixin:
         # first double it admits (nextafter(b) for an exclusive b, shortest repr): x beyond that
         # decimal gives float(x) beyond b, by monotonic rounding — sound, and it only excludes
         # decimals that round onto b (see _decimal_bound).
-        lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
-        hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
-        lo_d, hi_d = _fit_fraction_digits(lo_d, hi_d, schema, where)
+        lo_d, hi_d = _decimal_bounds(lo, hi, schema, where)
         # Integer literals are read as exact integers and compared exactly with the bound's value
         # (Python's json + jsonschema; a float bound is the double itself: 1e23 is
         # 99999999999999991611392). The decimal bounds above are shortest spellings moved for
@@ -253,9 +252,7 @@ class NumberMixin:
             raise UnsupportedFeatureError("not", "not integer of a number with a non-integer multipleOf",
                                           _ptr(where, "multipleOf"))
         lo, hi = self._bounds(schema, where)
-        lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
-        hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
-        lo_d, hi_d = _fit_fraction_digits(lo_d, hi_d, schema, where)
+        lo_d, hi_d = _decimal_bounds(lo, hi, schema, where)
         key = ("fractional", lo_d, hi_d)  # (a oneOf expansion reaches the same one many times)
         if key not in self._dfa_texts:
             what, cap = "not integer", self.max_product_states
@@ -263,8 +260,8 @@ class NumberMixin:
             if lo_d is not None or hi_d is not None:
                 rng = number_range(lo_d, False, hi_d, False, fraction_required=True)
                 d = None if rng is None else trim(product(
-                    from_ast(parse_regex(rng), max_states=cap * 8, what=what, where=where), d,
-                    max_states=cap * 8, what=what, where=where))
+                    from_ast(parse_regex(rng), max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where), d,
+                    max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where))
             self._dfa_texts[key] = None if d is None else self._emit_dfa(minimize(d), class_text, what, where)
         return self._dfa_texts[key]
 
@@ -295,28 +292,36 @@ class NumberMixin:
                 raise CompileLimitError("max_multiple_of", m, limit, f"multipleOf at {w}: the remainder automaton "
                                         "has one state per residue; raise CompileOptions.extra['max_multiple_of'] "
                                         "to allow it", where=w)
-        key = ("not-multiples", tuple(ms), mo, json.dumps(self._bounds(rest, where), default=str), integer)
+        ilo, ihi = _integer_bounds(*self._bounds(rest, where))
+        key = ("not-multiples", tuple(ms), mo, ilo, ihi, integer)
         if key not in self._dfa_texts:
             ints = None
+            # (1 divides every integer, and so does a divisor of the multipleOf beside it)
             if 1 not in ms and not (mo is not None and any(mo % m == 0 for m in ms)):
-                what, cap = "not multipleOf", self.max_product_states
-                parts = [_non_multiples_dfa(m) for m in ms] + ([remainder_dfa(mo)] if mo is not None else [])
-                ilo, ihi = _integer_bounds(*self._bounds(rest, where))
-                rng = None if ilo is None and ihi is None else integer_range(ilo, ihi)
-                if rng is not None or (ilo is None and ihi is None):
-                    if rng is not None:
-                        parts.append(from_ast(parse_regex(rng), max_states=cap, what=what, where=w))
-                    d = parts[0]
-                    for q in parts[1:]:
-                        d = trim(product(d, q, max_states=cap * 8, what=what, where=w))
-                        if d is None:
-                            break
-                        d = minimize(d)
-                    d = None if d is None else trim(d)
-                    ints = None if d is None else self._emit_dfa(minimize(d), class_text, what, w)
+                ints = self._integers_outside(ms, mo, ilo, ihi, w)
             fracs = None if integer or mo is not None else self._fractional({**rest, _FRACTIONAL: True}, where)
             self._dfa_texts[key] = alt([x for x in (ints, fracs) if x is not None])
         return self._dfa_texts[key]
+
+    def _integers_outside(self, ms: list[int], mo: int | None, ilo, ihi, where: str) -> str | None:
+        """Integer literals in ``ilo``..``ihi`` (None: unbounded) that are multiples of none of
+        ``ms`` (and of ``mo`` when given): the product of their remainder automata and the range's
+        digit automaton, each step trimmed and minimised (None: no such integer)."""
+        what, cap = "not multipleOf", self.max_product_states
+        parts = [_non_multiples_dfa(m) for m in ms] + ([remainder_dfa(mo)] if mo is not None else [])
+        if ilo is not None or ihi is not None:
+            rng = integer_range(ilo, ihi)
+            if rng is None:
+                return None
+            parts.append(from_ast(parse_regex(rng), max_states=cap, what=what, where=where))
+        d = parts[0]
+        for q in parts[1:]:
+            d = trim(product(d, q, max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where))
+            if d is None:
+                return None
+            d = minimize(d)
+        d = trim(d)
+        return None if d is None else self._emit_dfa(minimize(d), class_text, what, where)
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
@@ -466,6 +471,16 @@ def _last_finite_dividend(mo: float) -> int:
 
 def _fraction_digits(d: Decimal) -> int:
     return max(0, -d.as_tuple().exponent)
+
+
+def _decimal_bounds(lo, hi, schema, where: str) -> tuple[Decimal | None, Decimal | None]:
+    """The inclusive decimal bounds of the range ``lo``..``hi`` (``(value, exclusive)`` or None, as
+    :meth:`_bounds` gives them) for decimal literals: each at the first double it admits
+    (:func:`._common._decimal_bound`), fitted to :data:`MAX_FRACTION_DIGITS`
+    (:func:`_fit_fraction_digits`)."""
+    lo_d = None if lo is None else _decimal_bound(lo[0], lo[1], math.inf)
+    hi_d = None if hi is None else _decimal_bound(hi[0], hi[1], -math.inf)
+    return _fit_fraction_digits(lo_d, hi_d, schema, where)
 
 
 def _fit_fraction_digits(lo_d: Decimal | None, hi_d: Decimal | None, schema, where: str):

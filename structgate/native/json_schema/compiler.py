@@ -897,10 +897,6 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
         cands = [c for c in cands if not (isinstance(c, str) and c in nstr)
                  and not (isinstance(c, bool) and c in nbool)
                  and not (_is_num(c) and c in nint)]
-        for m in schema.get(_NOT_MULT, ()):  # (Python's %, as jsonschema divides by an int multipleOf)
-            cands = [c for c in cands if not (_is_num(c) and not isinstance(c, bool) and c % m == 0)]
-        if schema.get(_FRACTIONAL):
-            cands = [c for c in cands if not (_is_num(c) and not isinstance(c, bool) and _is_whole(c))]
         for p in schema.get(_NOT_PATTERNS, ()):  # (as either dialect reads it, as the string emitter)
             d = from_ast(pattern_ast(parse_pattern(p, _ptr(where, "not"), upper=True), upper=True),
                          max_states=self.max_product_states, what="not pattern", where=_ptr(where, "not"))
