@@ -21,7 +21,7 @@ def structgate_register_backends(register):
         description="structgate's own pushdown engine (grammar IR, lazy configurations, token masks)",
         options=("compile_cache_size", "compile_processes", "inline_max_size", "row_budget_bytes", "formats", "max_regex_size",
                  "regex_unroll_depth", "rule_inline_max_chars", "shared_inline_max_chars",
-                 "automaton_inline_max_chars", "max_automaton_rules", "max_multiple_of", "max_enumerated_multiples",
+                 "automaton_inline_max_chars", "max_automaton_rules", "max_multiple_of", "eager_residue_max", "max_enumerated_multiples",
                  "max_product_states", "max_pattern_regions"),
         plugin="structgate",
     ))

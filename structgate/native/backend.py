@@ -241,7 +241,7 @@ class NativeBackend(Backend):
     #: extras that must be integers (limits and sizes); checked when the backend is made
     INT_EXTRAS = ("compile_cache_size", "inline_max_size", "compile_processes", "row_budget_bytes", "max_regex_size", "regex_unroll_depth",
                   "rule_inline_max_chars", "shared_inline_max_chars", "automaton_inline_max_chars",
-                  "max_automaton_rules", "max_multiple_of", "max_enumerated_multiples",
+                  "max_automaton_rules", "max_multiple_of", "eager_residue_max", "max_enumerated_multiples",
                   "max_product_states", "max_pattern_regions")
 
     def __init__(self, vocab: Vocabulary, **options: Any) -> None:

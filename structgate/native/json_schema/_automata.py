@@ -18,7 +18,8 @@ A product with a length counter (``pattern``/``format`` × ``minLength``/``maxLe
 ``states × (maxLength + 1)`` states; in grammar mode it is never built: :class:`LengthProduct` is a
 :class:`~structgate.native.ir.LazyAutomaton` whose state ``(q, count)`` gets its rule when the
 engine first reaches it, trimmed exactly by the lengths each pattern state can still complete with
-(:meth:`LengthProduct.live`).
+(:meth:`LengthProduct.live`). Likewise a range ∩ remainder automaton whose modulus is large is a
+:class:`ResidueProduct` (state ``(range state, value mod lcm)``, an exact liveness table).
 
 Every intermediate size is bounded: ``max_states`` (DFA / product states) raises
 ``CompileLimitError(limit_name, reached, limit, hint naming the keyword and JSON pointer)``.
@@ -34,7 +35,7 @@ from ..ir import CalledRules, LazyAutomaton, LazyRule
 from ..regex.parser import EMPTY, Alt, Anchor, Chars, Concat, Repeat
 from ._charset import ANY, CharSet, normalize
 
-__all__ = ["CPDFA", "LengthProduct", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
+__all__ = ["CPDFA", "LengthProduct", "ResidueProduct", "from_ast", "product", "complement", "length_dfa", "remainder_dfa", "literals_ast", "trim",
            "minimize", "length_shape", "limit_error", "to_regex", "emit", "matches"]
 
 
@@ -790,3 +791,128 @@ class LengthProduct(LazyAutomaton):
 
     def symbols(self) -> list:
         return [e for q in range(len(self.d.delta)) for _, e in self._moves(q)]
+
+
+#: the characters of a JSON integer literal a :class:`ResidueProduct` reads: ``-`` then the digits
+_INTEGER_CHARS = (0x2D,) + tuple(range(0x30, 0x3A))
+
+
+class ResidueProduct(LazyAutomaton):
+    """Integer literals of ``d`` whose value ``v`` is a multiple of every modulus of ``pos`` and of
+    none of ``negs``, generated lazily: one rule per reached product state ``(q, r)``, ``q`` a state
+    of ``d`` and ``r`` the magnitude read so far mod ``L = lcm(pos + negs)`` (one more digit ``k``:
+    ``(10 r + k) mod L``; ``|v| ≡ 0 (mod m)`` iff ``v ≡ 0``, so the sign is not tracked).
+
+    The eager form of this product (:func:`remainder_dfa` per modulus, :func:`product`,
+    :func:`minimize`) has up to ``|d| × L`` states and is built in Python: seconds past ``L`` in the
+    thousands (``allOf`` members whose ``multipleOf``s merge to their lcm, ``not multipleOf``s
+    beside them). Here compile time is one liveness table and each output pays only the states it
+    visits.
+
+    Liveness is exact: ``live[q, r]`` (a ``(|d|, L)`` bool table) holds when some completion from
+    ``q`` is accepted by ``d`` with a residue ``r'`` meeting the moduli. It is the least fixpoint of
+    ``live[q] = accept[q] ∧ ok ∨ ⋁_{q -c-> q'} live[q'][step_c]`` (``step_c`` the residue map of
+    character ``c`` as an index array), iterated in numpy until no row changes: about
+    ``log10(L)`` rounds past ``d``'s depth (``k`` more digits reach every residue once
+    ``10**k >= L``).
+
+    Parameters
+    ----------
+    d : CPDFA
+        Trimmed, over ``-`` and ``0``-``9`` only, its strings JSON integer literals (no leading
+        zero, no ``-0``): the digit-range automaton of :func:`._numeric.integer_range` or of
+        ``JSON_INTEGER``.
+    pos : int | None
+        The modulus every accepted value is a multiple of (None or 1: none).
+    negs : list[int]
+        Moduli no accepted value is a multiple of.
+    name : str
+        Prefix of the generated rules' names (messages).
+    max_cells : int
+        Bound on ``|d| × L`` (the liveness table's cells, bytes):
+        ``CompileLimitError("max_product_states")`` past it.
+    tick : callable, optional
+        Called once per fixpoint round (the compiler's deadline check).
+    """
+
+    def __init__(self, d: CPDFA, pos: int | None, negs: list[int], name: str, *, max_cells: int,
+                 what: str = "multipleOf", where: str = "", tick: Callable[[], None] | None = None) -> None:
+        import math
+
+        import numpy as np
+
+        self.d, self.name = d, name
+        self.start = (0, 0)
+        mods = ([pos] if pos else []) + list(negs)
+        L = self.modulus = math.lcm(*mods) if mods else 1
+        n = len(d.delta)
+        if n * L > max_cells:
+            raise CompileLimitError("max_product_states", n * L, max_cells,
+                                    f"{what} at {where or 'the root'}: {L} residues times {n} range states "
+                                    f"are {n * L} liveness cells; raise CompileOptions.extra['max_product_states'] "
+                                    "or narrow the range", where=where or "#")
+        col = []  # per character of _INTEGER_CHARS: its atom in d (-1: none)
+        for c in _INTEGER_CHARS:
+            col.append(next((a for a, cs in enumerate(d.atoms) if any(lo <= c <= hi for lo, hi in cs)), -1))
+        res = np.arange(L, dtype=np.int64)
+        ok = np.ones(L, dtype=bool)
+        if pos and pos > 1:
+            ok &= res % pos == 0
+        for m in negs:
+            ok &= res % m != 0
+        self._ok = ok.tolist() if L <= 4096 else ok
+        #: per character index: the residue map (None: '-', the identity)
+        step = [None] + [(10 * res + k) % L for k in range(10)]
+        self._edges = [[(k, d.delta[q][a]) for k, a in enumerate(col) if a >= 0 and d.delta[q][a] >= 0]
+                       for q in range(n)]
+        live = np.asarray(d.accept, dtype=bool)[:, None] & ok[None, :]
+        changed = True
+        while changed:
+            changed = False
+            if tick is not None:
+                tick()
+            for q in range(n - 1, -1, -1):  # (targets tend to have higher numbers: fewer rounds)
+                cur = live[q]
+                new = cur.copy()
+                for k, t in self._edges[q]:
+                    new |= live[t] if step[k] is None else live[t][step[k]]
+                if not np.array_equal(new, cur):
+                    live[q] = new
+                    changed = True
+        self._live = live
+        self._chars = [Chars(((c, c),)) for c in _INTEGER_CHARS]
+        self._bodies: dict = {}
+
+    def live(self, state) -> bool:
+        q, r = state
+        return bool(self._live[q, r])
+
+    def nullable(self, state) -> bool:
+        q, r = state
+        return bool(self.d.accept[q]) and bool(self._ok[r])
+
+    def body(self, state):
+        hit = self._bodies.get(state)
+        if hit is not None:
+            return hit
+        q, r = state
+        L = self.modulus
+        groups: dict = {}  # target -> its characters (in order)
+        for k, t in self._edges[q]:
+            r2 = r if k == 0 else (10 * r + k - 1) % L
+            if self._live[t, r2]:
+                groups.setdefault((t, r2), []).append(_INTEGER_CHARS[k])
+        alts = []
+        for tgt, cs in groups.items():
+            sym = self._chars[_INTEGER_CHARS.index(cs[0])] if len(cs) == 1 else \
+                Chars(tuple(normalize([(c, c) for c in cs])))
+            alts.append(Concat((sym, LazyRule(self, tgt))))
+        if self.nullable(state):
+            alts.append(EMPTY)
+        out = Chars(()) if not alts else alts[0] if len(alts) == 1 else Alt(tuple(alts))
+        if len(self._bodies) < 65536:
+            self._bodies[state] = out
+        return out
+
+    def symbols(self) -> list:
+        return list(self._chars)

@@ -77,7 +77,7 @@ DEFAULT_AUTOMATON_INLINE_MAX_CHARS = 4_000
 DEFAULT_MAX_AUTOMATON_RULES = 256
 #: largest integer ``multipleOf`` compiled (one automaton state per residue;
 #: ``CompileOptions.extra["max_multiple_of"]``)
-DEFAULT_MAX_MULTIPLE_OF = 1_000
+DEFAULT_MAX_MULTIPLE_OF = 100_000
 #: a bounded integer range whose ``multipleOf`` automaton is refused (``max_automaton_rules``,
 #: ``max_product_states``, ``max_regex_size``) or whose ``multipleOf`` is above ``max_multiple_of``
 #: is written as its multiples, one literal each, when it holds at most this many

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from ...errors import CompileLimitError, GrammarSyntaxError, UnsupportedFeatureError
 from ..regex.parser import parse_regex
-from ._automata import CPDFA, from_ast, minimize, product, remainder_dfa, trim
+from ._automata import CPDFA, ResidueProduct, from_ast, limit_error, minimize, product, remainder_dfa, trim
 from ._charset import class_text
 from ._common import (_FRACTIONAL, _MULT_INT, _NOT_INT, _NOT_MULT, DEFAULT_MAX_ENUMERATED_MULTIPLES, DEFAULT_MAX_MULTIPLE_OF, _dec,
                       _decimal_bound, _is_num, _ptr)
@@ -40,6 +40,12 @@ def _non_multiples_dfa(m: int) -> CPDFA:
     with the non-zero remainders accepting; ``0`` is a multiple of every ``m``)."""
     d = remainder_dfa(m)
     return CPDFA(d.atoms, d.delta, [False, False, False] + [r != 0 for r in range(m)])
+
+
+@lru_cache(maxsize=1)
+def _integer_dfa() -> CPDFA:
+    """Code-point automaton of every JSON integer literal (``JSON_INTEGER``; built once, minimal)."""
+    return minimize(trim(from_ast(parse_regex(JSON_INTEGER), max_states=64, what="integer", where="")))
 
 
 @lru_cache(maxsize=1)
@@ -305,23 +311,89 @@ class NumberMixin:
 
     def _integers_outside(self, ms: list[int], mo: int | None, ilo, ihi, where: str) -> str | None:
         """Integer literals in ``ilo``..``ihi`` (None: unbounded) that are multiples of none of
-        ``ms`` (and of ``mo`` when given): the product of their remainder automata and the range's
-        digit automaton, each step trimmed and minimised (None: no such integer)."""
-        what, cap = "not multipleOf", self.max_product_states
-        parts = [_non_multiples_dfa(m) for m in ms] + ([remainder_dfa(mo)] if mo is not None else [])
+        ``ms`` (and of ``mo`` when given): :meth:`_residue_integers` (None: no such integer)."""
+        return self._residue_integers(mo, ms, ilo, ihi, "not multipleOf", where)
+
+    #: grammar mode: a remainder automaton whose modulus (the lcm of the moduli) is above this is a
+    #: :class:`._automata.ResidueProduct` (states generated when reached) instead of being built,
+    #: minimised and written as rules (``CompileOptions.extra["eager_residue_max"]``)
+    EAGER_RESIDUE_MAX = 1_000
+    #: cells of a :class:`._automata.ResidueProduct`'s liveness table (range states × modulus, one
+    #: byte each) per unit of ``max_product_states``: the table is bounded by
+    #: ``RESIDUE_CELLS_PER_STATE × max_product_states`` (4,000,000 by default: ~0.5 s to compute)
+    RESIDUE_CELLS_PER_STATE = 400
+
+    def _residue_integers(self, pos: int | None, negs: list[int], ilo, ihi, what: str, where: str) -> str | None:
+        """Integer literals in ``ilo``..``ihi`` (None: unbounded) that are multiples of ``pos``
+        (None: any) and of none of ``negs``; None when there is none.
+
+        The modulus is ``L = lcm(pos, *negs)``, at most ``max_multiple_of`` (default
+        :data:`DEFAULT_MAX_MULTIPLE_OF`). Up to :attr:`EAGER_RESIDUE_MAX` (or in regex mode) the
+        remainder automata (:func:`._automata.remainder_dfa`, the non-zero remainders accepting
+        for ``negs``) are multiplied with the range's digit automaton, each step trimmed and
+        minimised, and written as a regex or rules; above it (grammar mode) the product is a
+        :class:`._automata.ResidueProduct` whose states are generated when the matcher reaches
+        them, so compile time does not grow with the states of the product; there a range
+        bounded on both sides with at most ``max_enumerated_multiples`` candidates (multiples of
+        ``pos`` in it) is written as its values instead (:func:`_literals_text`).
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_multiple_of``: ``L`` above it; ``max_product_states``: an eager product over
+            it, or a lazy product's liveness table over :attr:`RESIDUE_CELLS_PER_STATE` times it.
+        """
+        mods = ([pos] if pos else []) + list(negs)
+        L = math.lcm(*mods) if mods else 1
+        limit = int(self.opt.extra.get("max_multiple_of", DEFAULT_MAX_MULTIPLE_OF))
+        if L > limit:
+            raise CompileLimitError("max_multiple_of", L, limit, f"{what} at {where or 'the root'}: the moduli's "
+                                    f"least common multiple {L} is the remainder automaton's state count; raise "
+                                    "CompileOptions.extra['max_multiple_of'] to allow it", where=where or "#")
+        cap = self.max_product_states
+        rng = None
         if ilo is not None or ihi is not None:
-            rng = integer_range(ilo, ihi)
-            if rng is None:
+            rt = integer_range(ilo, ihi)
+            if rt is None:
                 return None
-            parts.append(from_ast(parse_regex(rng), max_states=cap, what=what, where=where))
-        d = parts[0]
-        for q in parts[1:]:
-            d = trim(product(d, q, max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where))
+            rng = from_ast(parse_regex(rt), max_states=cap, what=what, where=where)
+        eager_max = int(self.opt.extra.get("eager_residue_max", self.EAGER_RESIDUE_MAX))
+        if L > eager_max and ilo is not None and ihi is not None:
+            step = pos or 1
+            first, last = -(-ilo // step), ihi // step
+            if last - first + 1 <= int(self.opt.extra.get("max_enumerated_multiples", DEFAULT_MAX_ENUMERATED_MULTIPLES)):
+                # a bounded range with few candidates: its values, one literal each (no automaton)
+                return _literals_text([k * step for k in range(first, last + 1)
+                                       if all((k * step) % m for m in negs)])
+        if self.grammar and L > eager_max:
+            d = trim(rng if rng is not None else _integer_dfa())
             if d is None:
                 return None
             d = minimize(d)
-        d = trim(d)
-        return None if d is None else self._emit_dfa(minimize(d), class_text, what, where)
+            cells = self.RESIDUE_CELLS_PER_STATE * cap
+            return self._lazy_rule("mod:", where, class_text, lambda name, _enc: ResidueProduct(
+                d, pos, list(negs), name, max_cells=cells, what=what, where=where,
+                tick=lambda: self.check_deadline(where)))
+        # (a product with exclusions is trimmed and minimised after each step: its intermediate
+        # products may visit more states than the result keeps)
+        pcap = cap * PRODUCT_VISIT_FACTOR if negs else cap
+        if L + 3 > pcap:
+            raise limit_error("max_product_states", L + 3, pcap, what, where)
+        parts = [_non_multiples_dfa(m) for m in negs] + ([remainder_dfa(pos)] if pos else [])
+        if rng is not None:
+            parts.append(rng)
+        d = parts[0]
+        for q in parts[1:]:
+            d = trim(product(d, q, max_states=pcap, what=what, where=where))
+            if d is None:
+                return None
+            d = minimize(d)
+        if len(parts) == 1:
+            d = trim(d)
+            if d is None:
+                return None
+            d = minimize(d)
+        return self._emit_dfa(d, class_text, what, where)
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
@@ -356,17 +428,10 @@ class NumberMixin:
             out = _literals_text(few)
         else:
             try:
-                cap = self.max_product_states
-                d = remainder_dfa(m)
-                if ilo is not None or ihi is not None:
-                    rng = integer_range(ilo, ihi)
-                    if rng is None:
-                        return None
-                    d = product(from_ast(parse_regex(rng), max_states=cap, what=what, where=where), d,
-                                max_states=cap, what=what, where=where)
-                out = self._emit_dfa(trim(d), class_text, what, where)
+                out = self._residue_integers(m, [], ilo, ihi, what, where)
             except CompileLimitError as e:
-                if few is None or e.limit_name not in ("max_automaton_rules", "max_product_states", "max_regex_size"):
+                if few is None or e.limit_name not in ("max_automaton_rules", "max_product_states", "max_regex_size",
+                                                       "max_multiple_of"):
                     raise
                 out = _literals_text(few)
         self._dfa_texts[key] = out
