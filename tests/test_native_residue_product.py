@@ -190,3 +190,20 @@ def test_regex_mode_refuses_a_large_modulus_quickly():
     with pytest.raises(CompileLimitError) as e:
         schema_to_regex({"type": "integer", "multipleOf": 99991})
     assert e.value.limit_name == "max_product_states"
+
+
+def test_not_multiple_of_beside_excluded_integers(native, llama3_vocab):
+    """``not multipleOf`` beside ``not enum`` of integers (MaskBench Handwritten ``num1``, was
+    ``UnsupportedFeatureError("not")``): the integer range is split around the excluded values
+    first, each piece a residue product (or its few values)."""
+    schema = {"type": "integer", "allOf": [{"multipleOf": 5}, {"multipleOf": 3}, {"multipleOf": 2}, {"multipleOf": 7},
+                                           {"not": {"enum": [10500, 10920, 11760]}}],
+              "multipleOf": 4, "not": {"allOf": [{"multipleOf": 9}, {"multipleOf": 5}, {"multipleOf": 3},
+                                                 {"multipleOf": 2}, {"multipleOf": 7}]},
+              "minimum": 10000, "exclusiveMinimum": 9999}
+    compiled = native.compile(Constraint.json_schema(schema))
+    v = jsonschema.Draft202012Validator(schema)
+    xs = [*range(9990, 12700, 7), *(420 * k for k in range(-3, 80)), 10500, 10920, 11760, 10 ** 15 * 420]
+    wrong = [(x, v.is_valid(x)) for x in xs if accepts(compiled, llama3_vocab, str(x)) != v.is_valid(x)]
+    assert not wrong, wrong[:10]
+    assert sum(v.is_valid(x) for x in xs) > 20

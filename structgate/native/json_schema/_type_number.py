@@ -67,8 +67,6 @@ class NumberMixin:
     def number(self, schema, where, integer: bool):
         if schema.get(_FRACTIONAL):  # (a non-integral number is a multiple of no integer)
             return None if integer else self._fractional(schema, where)
-        if schema.get(_NOT_MULT):
-            return self._not_multiples(schema, where, integer)
         lo, hi = self._bounds(schema, where)
         if integer and schema.get(_NOT_INT):
             # integers but the excluded values (a folded `not`): the range split around them
@@ -103,6 +101,8 @@ class NumberMixin:
                 return alt(outs)
             finally:  # its traceback holds this frame: no reference cycle left (returned or raised)
                 left_out = None
+        if schema.get(_NOT_MULT):  # (after the excluded integers: each piece of the range is one call)
+            return self._not_multiples(schema, where, integer)
         if "multipleOf" in schema:
             mo = schema["multipleOf"]
             if mo <= 0:
@@ -284,7 +284,8 @@ class NumberMixin:
         CompileLimitError
             ``max_multiple_of``: an excluded modulus above it.
         UnsupportedFeatureError
-            ``not``: beside a non-integer ``multipleOf`` or excluded integer values."""
+            ``not``: beside a non-integer ``multipleOf``, or beside excluded integer values where
+            numbers are allowed (:meth:`number` splits an integer range around them first)."""
         w = _ptr(where, "not")
         ms = sorted({int(m) for m in schema[_NOT_MULT]})
         rest = {k: v for k, v in schema.items() if k != _NOT_MULT}
