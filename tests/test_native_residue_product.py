@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import jsonschema
 import pytest
@@ -170,7 +171,7 @@ def test_the_lcm_limit_is_typed_and_configurable(llama3_vocab):
     with pytest.raises(CompileLimitError) as e:
         get_backend("native", llama3_vocab).compile(Constraint.json_schema(schema))
     assert e.value.limit_name == "max_multiple_of" and "/properties/n" in str(e.value)
-    assert e.value.given == 9973 * 9967 and e.value.limit == 100_000
+    assert e.value.given == 9973 * 9967 and e.value.limit == 25_000
     both = {"type": "integer", "allOf": [{"multipleOf": 37}, {"multipleOf": 41}]}  # lcm 1,517
     with pytest.raises(CompileLimitError) as e:
         get_backend("native", llama3_vocab, max_multiple_of=1000).compile(Constraint.json_schema(both))
@@ -185,11 +186,34 @@ def test_the_lcm_limit_is_typed_and_configurable(llama3_vocab):
 
 
 def test_regex_mode_refuses_a_large_modulus_quickly():
-    """Regex mode has no lazily generated rules: a modulus whose eager automaton is over
-    ``max_product_states`` is a typed refusal before anything is built."""
+    """Regex mode has no lazily generated rules and writes the product as one regex (minutes for
+    an lcm in the thousands): a modulus above ``eager_residue_max`` is a typed refusal there
+    before anything is built (a break-it finding: ``multipleOf 9973, not multipleOf 7`` ran 185 s
+    before its ``max_regex_size`` error; ``997, not 7`` took 15 s before this round); a bounded
+    range with few candidates is still written as its values."""
     with pytest.raises(CompileLimitError) as e:
-        schema_to_regex({"type": "integer", "multipleOf": 99991})
-    assert e.value.limit_name == "max_product_states"
+        schema_to_regex({"type": "integer", "multipleOf": 997, "not": {"multipleOf": 7}})
+    assert (e.value.limit_name, e.value.given, e.value.limit) == ("max_multiple_of", 997 * 7, 1000)
+    rx = schema_to_regex({"type": "integer", "multipleOf": 997, "not": {"multipleOf": 7}, "minimum": 0,
+                          "maximum": 10 ** 5})
+    want = {str(x) for x in range(0, 10 ** 5 + 1, 997) if x % 7}
+    assert {str(x) for x in range(-2000, 10 ** 5 + 2000) if re.fullmatch(rx, str(x))} == want
+
+
+def test_liveness_cells_have_one_budget_per_compile(llama3_vocab):
+    """A range split around excluded values makes one lazy product per piece: their liveness
+    tables share one budget (``400 x max_product_states`` cells), a typed error past it whose
+    ``given`` is the ``max_product_states`` that would be needed (a break-it finding: 300 pieces
+    reached 620 MB before the compile deadline)."""
+    schema = {"type": "integer", "not": {"anyOf": [{"multipleOf": 9973}, {"enum": [10 ** 7 * k for k in range(1, 300)]}]}}
+    with pytest.raises(CompileLimitError) as e:
+        get_backend("native", llama3_vocab).compile(Constraint.json_schema(schema))
+    assert e.value.limit_name == "max_product_states" and e.value.given > e.value.limit == 10_000
+    assert "max_product_states" in str(e.value) and str(e.value.given) in str(e.value)
+    few = {"type": "integer", "not": {"anyOf": [{"multipleOf": 9973}, {"enum": [10 ** 7, 2 * 10 ** 7]}]}}
+    compiled = get_backend("native", llama3_vocab).compile(Constraint.json_schema(few))
+    for x in (10 ** 7, 2 * 10 ** 7, 9973, 9974, 10 ** 7 + 1, 3 * 10 ** 7, -9973 * 5, 0, 1):
+        assert accepts(compiled, llama3_vocab, str(x)) == (x % 9973 != 0 and x not in (10 ** 7, 2 * 10 ** 7)), x
 
 
 def test_not_multiple_of_beside_excluded_integers(native, llama3_vocab):

@@ -75,9 +75,12 @@ DEFAULT_AUTOMATON_INLINE_MAX_CHARS = 4_000
 #: NFA build grows with the rule count: 3,000 rules cost ~15 s); ``CompileLimitError(
 #: "max_automaton_rules")`` beyond (``CompileOptions.extra["max_automaton_rules"]``)
 DEFAULT_MAX_AUTOMATON_RULES = 256
-#: largest integer ``multipleOf`` compiled (one automaton state per residue;
-#: ``CompileOptions.extra["max_multiple_of"]``)
-DEFAULT_MAX_MULTIPLE_OF = 100_000
+#: largest integer ``multipleOf`` compiled, also the least common multiple of the moduli a
+#: remainder automaton tracks (one state per residue; ``CompileOptions.extra["max_multiple_of"]``).
+#: Past ~1,000 residues each step of a number reaches new states whose masks are computed then:
+#: ~0.2 s per mask on a 2-core VM (one digit token set per step), which this default bounds
+#: (MaskBench's largest, ``Handwritten---allany8``, is 24,024)
+DEFAULT_MAX_MULTIPLE_OF = 25_000
 #: a bounded integer range whose ``multipleOf`` automaton is refused (``max_automaton_rules``,
 #: ``max_product_states``, ``max_regex_size``) or whose ``multipleOf`` is above ``max_multiple_of``
 #: is written as its multiples, one literal each, when it holds at most this many

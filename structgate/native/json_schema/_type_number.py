@@ -85,8 +85,7 @@ class NumberMixin:
             outs, left_out = [], None
             try:
                 for n, (a, b) in enumerate(pieces):
-                    if n % 16 == 0:  # a piece under a multipleOf builds its own automaton (~16 ms)
-                        self.check_deadline(where)
+                    self.check_deadline(where)  # (a piece under a multipleOf builds its own automaton)
                     piece = dict(rest)
                     if a is not None:
                         piece["minimum"] = a
@@ -341,16 +340,32 @@ class NumberMixin:
         Raises
         ------
         CompileLimitError
-            ``max_multiple_of``: ``L`` above it; ``max_product_states``: an eager product over
-            it, or a lazy product's liveness table over :attr:`RESIDUE_CELLS_PER_STATE` times it.
+            ``max_multiple_of``: ``L`` above it, or in regex mode above ``eager_residue_max``;
+            ``max_product_states``: an eager product over it, or the lazy products' liveness
+            tables of this compile over :attr:`RESIDUE_CELLS_PER_STATE` times it.
         """
         mods = ([pos] if pos else []) + list(negs)
         L = math.lcm(*mods) if mods else 1
         limit = int(self.opt.extra.get("max_multiple_of", DEFAULT_MAX_MULTIPLE_OF))
+        eager_max = int(self.opt.extra.get("eager_residue_max", self.EAGER_RESIDUE_MAX))
+        if L > min(limit, eager_max) and ilo is not None and ihi is not None:
+            step = pos or 1
+            first, last = -(-ilo // step), ihi // step
+            if last - first + 1 <= int(self.opt.extra.get("max_enumerated_multiples", DEFAULT_MAX_ENUMERATED_MULTIPLES)):
+                # a bounded range with few candidates: its values, one literal each (no automaton)
+                return _literals_text([k * step for k in range(first, last + 1)
+                                       if all((k * step) % m for m in negs)])
         if L > limit:
             raise CompileLimitError("max_multiple_of", L, limit, f"{what} at {where or 'the root'}: the moduli's "
                                     f"least common multiple {L} is the remainder automaton's state count; raise "
                                     "CompileOptions.extra['max_multiple_of'] to allow it", where=where or "#")
+        if not self.grammar and L > eager_max:
+            # regex mode writes the product as one regex (state elimination, no deadline checks
+            # inside): seconds to minutes past a few thousand residues
+            raise CompileLimitError("max_multiple_of", L, eager_max, f"{what} at {where or 'the root'}: regex mode "
+                                    f"builds the remainder automaton of the moduli's least common multiple {L} "
+                                    "eagerly; use grammar mode or raise CompileOptions.extra['eager_residue_max']",
+                                    where=where or "#")
         cap = self.max_product_states
         rng = None
         if ilo is not None or ihi is not None:
@@ -358,20 +373,24 @@ class NumberMixin:
             if rt is None:
                 return None
             rng = from_ast(parse_regex(rt), max_states=cap, what=what, where=where)
-        eager_max = int(self.opt.extra.get("eager_residue_max", self.EAGER_RESIDUE_MAX))
-        if L > eager_max and ilo is not None and ihi is not None:
-            step = pos or 1
-            first, last = -(-ilo // step), ihi // step
-            if last - first + 1 <= int(self.opt.extra.get("max_enumerated_multiples", DEFAULT_MAX_ENUMERATED_MULTIPLES)):
-                # a bounded range with few candidates: its values, one literal each (no automaton)
-                return _literals_text([k * step for k in range(first, last + 1)
-                                       if all((k * step) % m for m in negs)])
         if self.grammar and L > eager_max:
             d = trim(rng if rng is not None else _integer_dfa())
             if d is None:
                 return None
             d = minimize(d)
+            # one budget of liveness cells for the whole compile (a range split around excluded
+            # values makes one product per piece)
+            used = self._residue_cells
             cells = self.RESIDUE_CELLS_PER_STATE * cap
+            n_cells = len(d.delta) * L
+            if used + n_cells > cells:
+                need = -(-(used + n_cells) // self.RESIDUE_CELLS_PER_STATE)
+                raise CompileLimitError("max_product_states", need, cap, f"{what} at {where or 'the root'}: the "
+                                        f"lazily generated remainder automata's liveness tables need {used + n_cells} "
+                                        f"cells (range states x {L} residues; {self.RESIDUE_CELLS_PER_STATE} cells per "
+                                        "unit of max_product_states); raise CompileOptions.extra['max_product_states'] "
+                                        f"to {need} or narrow the range", where=where or "#")
+            self._residue_cells = used + n_cells
             return self._lazy_rule("mod:", where, class_text, lambda name, _enc: ResidueProduct(
                 d, pos, list(negs), name, max_cells=cells, what=what, where=where,
                 tick=lambda: self.check_deadline(where)))

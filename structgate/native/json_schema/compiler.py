@@ -507,6 +507,8 @@ class _Compiler(RefsMixin, MergeMixin, UnionMixin, NegationMixin, NumberMixin, S
                                                           DEFAULT_AUTOMATON_INLINE_MAX_CHARS))
         self.max_automaton_rules = int(options.extra.get("max_automaton_rules", DEFAULT_MAX_AUTOMATON_RULES))
         self._dfa_texts: dict[tuple, str | None] = {}
+        #: liveness cells of the lazily generated remainder automata so far (one budget per compile)
+        self._residue_cells = 0
         #: format policy (``options.extra["formats"]``): "default" (or its old name "strict") enforces
         #: every FORMAT_REGEX and refuses UNASSERTED_FORMATS (:meth:`refused_format`); "lenient"
         #: leaves LENIENT_ANNOTATIONS and UNASSERTED_FORMATS as annotations; other formats are
