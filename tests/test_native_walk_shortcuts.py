@@ -1,5 +1,8 @@
 """Shortcuts of the mask path that must give the rows the long way gives:
 
+* a row of few items whose class intervals do not overlap takes each item's target per interval
+  (``PushdownIndex._disjoint_runs``) instead of the sweep (``_sweep``); oracle: the sweep
+  everywhere (``_DISJOINT_PAIRS = 0``), every table cell of every configuration compared;
 * the walk below a frame's accepting ends from its caller (``_walk_below``) is kept per
   ``(configuration, ends)``; oracle: the walk redone at every call (``WALK_BELOW_MEMO_BYTES = 0``),
   masks compared along walks, each mask checked token by token against advance (``walk_rows``) and
@@ -47,6 +50,37 @@ def _masks(vocab, monkeypatch, **attrs):
             ok, rows = walk_rows(g, vocab, t)
             out.append((ok, rows))
         return out, g.token_index
+
+
+def test_disjoint_runs_give_the_sweeps_table(llama3_vocab, monkeypatch):
+    calls = {"fast": 0}
+    orig = pushdown.PushdownIndex._disjoint_runs
+
+    def counted(self, pairs):
+        r = orig(self, pairs)
+        calls["fast"] += r is not None
+        return r
+
+    monkeypatch.setattr(pushdown.PushdownIndex, "_disjoint_runs", counted)
+    got, ia = _masks(llama3_vocab, monkeypatch)
+    assert calls["fast"] > 0, "no row took the disjoint intervals' shortcut"
+    want, ib = _masks(llama3_vocab, monkeypatch, _DISJOINT_PAIRS=0)
+    assert [ok for ok, _ in got] == [ok for ok, _ in want] == [True, True, True]
+    for (_, ra), (_, rb) in zip(got, want):
+        assert len(ra) == len(rb)
+        for x, y in zip(ra, rb):
+            np.testing.assert_array_equal(x, y)
+    # the same configurations interned in the same order, with the same table rows
+    assert ia._cfg_keys == ib._cfg_keys
+    n = len(ia._cfg_keys)
+    np.testing.assert_array_equal(ia._table[:n], ib._table[:n])
+
+
+def test_disjoint_runs_refuse_overlapping_intervals(llama3_vocab):
+    g = _backend(llama3_vocab).compile(Constraint.json_schema(SCHEMA))
+    pi = g.token_index
+    assert pi._disjoint_runs([(5, ((1, 4),)), (6, ((3, 5),))]) is None
+    assert pi._disjoint_runs([(5, ((1, 4), (8, 9))), (6, ((4, 5),)), (7, ((6, 8),))]) is not None
 
 
 def test_walk_below_memo_keeps_the_masks(llama3_vocab, monkeypatch):
