@@ -4221,7 +4221,7 @@ class PushdownIndex:
                 slot = self._evict()
             else:
                 if slot >= self._rows.shape[0]:
-                    grown = np.zeros((self._rows.shape[0] * 2, self.width), dtype=np.int32)
+                    grown = np.empty((self._rows.shape[0] * 2, self.width), dtype=np.int32)
                     grown[:slot] = self._rows[:slot]
                     self._rows = grown
                 self._slot_state.append(-2)
