@@ -1,8 +1,9 @@
 """Shortcuts of the mask path that must give the rows the long way gives:
 
-* a row of few items whose class intervals do not overlap takes each item's target per interval
-  (``PushdownIndex._disjoint_runs``) instead of the sweep (``_sweep``); oracle: the sweep
-  everywhere (``_DISJOINT_PAIRS = 0``), every table cell of every configuration compared;
+* a row whose items, grouped by equal class intervals, take disjoint intervals takes each group's
+  target per interval (``PushdownIndex._disjoint_runs``) instead of the sweep (``_sweep``);
+  oracle: the sweep everywhere (``_DISJOINT_RUNS = False``), every table cell of every
+  configuration compared;
 * the walk below a frame's accepting ends from its caller (``_walk_below``) is kept per
   ``(configuration, ends)``; oracle: the walk redone at every call (``WALK_BELOW_MEMO_BYTES = 0``),
   masks compared along walks, each mask checked token by token against advance (``walk_rows``) and
@@ -64,7 +65,7 @@ def test_disjoint_runs_give_the_sweeps_table(llama3_vocab, monkeypatch):
     monkeypatch.setattr(pushdown.PushdownIndex, "_disjoint_runs", counted)
     got, ia = _masks(llama3_vocab, monkeypatch)
     assert calls["fast"] > 0, "no row took the disjoint intervals' shortcut"
-    want, ib = _masks(llama3_vocab, monkeypatch, _DISJOINT_PAIRS=0)
+    want, ib = _masks(llama3_vocab, monkeypatch, _DISJOINT_RUNS=False)
     assert [ok for ok, _ in got] == [ok for ok, _ in want] == [True, True, True]
     for (_, ra), (_, rb) in zip(got, want):
         assert len(ra) == len(rb)
@@ -79,8 +80,12 @@ def test_disjoint_runs_give_the_sweeps_table(llama3_vocab, monkeypatch):
 def test_disjoint_runs_refuse_overlapping_intervals(llama3_vocab):
     g = _backend(llama3_vocab).compile(Constraint.json_schema(SCHEMA))
     pi = g.token_index
+    pi._target = lambda fa: fa  # (the instance's: what each run's target is asked for)
     assert pi._disjoint_runs([(5, ((1, 4),)), (6, ((3, 5),))]) is None
-    assert pi._disjoint_runs([(5, ((1, 4), (8, 9))), (6, ((4, 5),)), (7, ((6, 8),))]) is not None
+    assert pi._disjoint_runs([(5, ((1, 4), (8, 9))), (6, ((1, 4), (8, 10)))]) is None
+    # equal intervals are one group: its items' set takes them, a lone item its own
+    runs = pi._disjoint_runs([(5, ((1, 4), (8, 9))), (6, ((4, 5),)), (7, ((1, 4), (8, 9)))])
+    assert runs == [(1, 4, frozenset({5, 7})), (4, 5, 6), (8, 9, frozenset({5, 7}))]
 
 
 def test_walk_below_memo_keeps_the_masks(llama3_vocab, monkeypatch):
