@@ -4434,6 +4434,9 @@ class PushdownIndex:
             mine = {"acc": [], "reach": 0}
             good = self._walk_below_uncached(seeds, p, mine)
             acc = np.concatenate(mine["acc"]) if mine["acc"] else _EMPTY_I64
+            for a in (good, acc):
+                if a is not _EMPTY_I64:  # (kept and handed out again: read-only)
+                    a.flags.writeable = False
             hit = (good, acc, mine["reach"])
             nb = good.nbytes + acc.nbytes + len(key[2]) + 200
             if self._wb_bytes + nb > self.WALK_BELOW_MEMO_BYTES:
