@@ -1,5 +1,5 @@
 """The in-process profiling scripts (``bench/first_visits.py``, ``bench/gap_by_schema.py``,
-``bench/gc_pauses.py``) compile with the options ``structgate bench maskbench`` uses, first_visits'
+``bench/gc_pauses.py``, ``bench/first_visit_kinds.py``) compile with the options ``structgate bench maskbench`` uses, first_visits'
 step split adds up, and gc_pauses times the collections that run during the walk.
 
 Oracle: the options the harness passes to its workers (``bench_maskbench`` with a recording
@@ -45,7 +45,7 @@ def _harness_options(monkeypatch) -> dict:
     return seen
 
 
-@pytest.mark.parametrize("name", ["first_visits", "gap_by_schema", "gc_pauses"])
+@pytest.mark.parametrize("name", ["first_visits", "gap_by_schema", "gc_pauses", "first_visit_kinds"])
 def test_scripts_compile_with_the_harness_options(name, monkeypatch, llama3_vocab):
     harness = _harness_options(monkeypatch)
     assert harness == sample.JSON_BENCH_OPTIONS
@@ -89,6 +89,33 @@ def test_first_visits_split_adds_up(capsys, llama3_vocab):
     assert steps == n == cached + first
     assert first >= n_grammars  # each grammar's first fill computes its row
     assert computes >= first  # a first visit computes at least its own row
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("", "start"), ('{', "after-{"), ('{"', "key:open"), ('{"na', "key:mid"), ('{"name"', "expect-colon"),
+    ('{"name":', "expect-value"), ('{"name": ', "expect-value+ws"), ('{"name": "', "vstr:open"),
+    ('{"name": "a\\"b', "vstr:mid"), ('{"name": "ab"', "after-value"), ('{"name": "ab",', "expect-key"),
+    ('{"a": [', "after-["), ('{"a": [1, ', "expect-value+ws"), ('{"a": -1.', "number"), ('{"a": tr', "literal"),
+    ('{"a": {"b": 1}, "', "key:open"), ('["{", "', "vstr:open"), ('[{"k": "v"}, {"', "key:open"),
+])
+def test_first_visit_kinds_labels_positions(text, kind):
+    """Oracle: the positions written out by hand (strings holding structural bytes and escaped
+    quotes included)."""
+    assert _script("first_visit_kinds").classify(text.encode()) == kind
+
+
+def test_first_visit_kinds_counts_the_first_visits(capsys):
+    """Its first visits over a sample are first_visits' (the split checked against the
+    benchmark's walk above), and the kinds' seconds add up to its total."""
+    _script("first_visits").main(["--corpus", str(CORPUS), "--step", "3", "--methods", "_compute"])
+    first = int(re.search(r"first visits\s+(\d+) steps", capsys.readouterr().out).group(1))
+    _script("first_visit_kinds").main(["--corpus", str(CORPUS), "--step", "3"])
+    out = capsys.readouterr().out
+    assert int(re.search(r"first visits (\d+)", out).group(1)) == first > 0
+    total = float(re.search(r"first visits \d+\s+([\d.]+) s", out).group(1))
+    rows = re.findall(r"^(\S+)\s+(\d+)\s+([\d.]+)\s", out, re.M)
+    assert sum(int(n) for _k, n, _s in rows) == first
+    assert sum(float(x) for _k, _n, x in rows) == pytest.approx(total, abs=0.01 * len(rows) + 0.01)
 
 
 def test_gc_pauses_counts_the_walk_and_the_collections(capsys, monkeypatch):

@@ -2655,6 +2655,9 @@ class PushdownIndex:
             self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(len(nfa) + 1 - len(gnfa.owner))
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
+        #: :meth:`_walk_below` per ``(configuration, seeds)``: ``(tokens, accepting nodes, reach)``
+        self._wb_memo: dict[tuple, tuple] = {}
+        self._wb_bytes = 0
         self._rule_struct: dict[int, tuple | bool] = {}  # rule -> _rule_structure (or False)
         self._sw_cache: dict[tuple, list] = {}  # (trie id, config) -> suffix walk
         self._sw_bytes = 0
@@ -3682,7 +3685,8 @@ class PushdownIndex:
             tid = self._target(it)
             runs = [(a, b, tid) for a, b in ivs]
         elif pairs:
-            if len(pairs) > self._GROUP_PAIRS:  # many items: grouped by their class intervals
+            runs = self._disjoint_runs(pairs) if self._DISJOINT_RUNS else None
+            if runs is None and len(pairs) > self._GROUP_PAIRS:  # many items: grouped by their class intervals
                 groups: dict[tuple, list[int]] = {}
                 for it, ivs in pairs:
                     g = groups.get(ivs)
@@ -3691,7 +3695,7 @@ class PushdownIndex:
                     else:
                         g.append(it)
                 runs = self._sweep(groups.items())
-            else:
+            elif runs is None:
                 runs = self._sweep([(ivs, (it,)) for it, ivs in pairs])
         else:
             runs = []
@@ -3711,6 +3715,42 @@ class PushdownIndex:
     #: rows of more byte-consuming items than this sweep over groups of items with the same class
     #: intervals (:meth:`_sweep`)
     _GROUP_PAIRS = 32
+    #: rows whose items, grouped by equal class intervals, take disjoint intervals skip the sweep
+    #: (:meth:`_disjoint_runs`); False: the sweep everywhere (the tests' reference)
+    _DISJOINT_RUNS = True
+
+    def _disjoint_runs(self, pairs) -> list | None:
+        """:meth:`_sweep`'s runs for ``(item, class intervals)`` pairs whose items, grouped by equal
+        intervals, take disjoint intervals (99 % of the rows of several items on MaskBench: a
+        separator beside a run of whitespace, a key's quote beside a value's first byte, a names
+        trie's letter beside a string's other characters, the escapes' two ``\\`` items): each
+        interval takes its group's target (the item's own, or the set's), in class order as the
+        sweep takes them, without cut points and per-run member sets; None when two groups'
+        intervals overlap."""
+        groups: dict[tuple, list[int]] = {}
+        for it, ivs in pairs:
+            g = groups.get(ivs)
+            if g is None:
+                groups[ivs] = [it]
+            else:
+                g.append(it)
+        its = list(groups.values())
+        flat = sorted([(a, b, j) for j, ivs in enumerate(groups) for a, b in ivs])
+        end = 0
+        for a, b, _j in flat:
+            if a < end:
+                return None
+            end = b
+        target = self._target
+        tids: list[int | None] = [None] * len(its)
+        runs = []
+        for a, b, j in flat:
+            tid = tids[j]
+            if tid is None:
+                g = its[j]
+                tid = tids[j] = target(g[0] if len(g) == 1 else frozenset(g))
+            runs.append((a, b, tid))
+        return runs
 
     def _sweep(self, groups) -> list:
         """:meth:`_compute_row`'s sweep over ``groups``, ``(class intervals, items)`` pairs: group
@@ -3942,9 +3982,19 @@ class PushdownIndex:
             else:
                 inside = np.zeros(n0 + 1, dtype=bool)  # last: tokens without bytes
                 inside[grp] = True
-                if tok_root is None:
-                    tok_root = _tok_root(trie, self.vocab.vocab_size)
-                allowed |= pbool & inside.take(tok_root)
+                # the suffix walk's tokens below its other walked roots (a names trie's letters
+                # other positions took out of their groups: a few first bytes) are taken off a copy;
+                # a mask of the whole vocabulary by each token's root (one gather of 128 k ids on
+                # Llama 3, ~0.3 ms) only when those roots hold many tokens
+                other = np.flatnonzero(walked & ~inside[:n0]) + trie.level_base[0]
+                if int(trie._preorder()[2].take(other).sum()) <= self.OTHER_ROOTS_MAX_TOKENS:
+                    pb = pbool.copy()
+                    pb[trie.tokens_under(other)] = False
+                    allowed |= pb
+                else:
+                    if tok_root is None:
+                        tok_root = _tok_root(trie, self.vocab.vocab_size)
+                    allowed |= pbool & inside.take(tok_root)
                 if pacc.size:
                     pacc = pacc[inside.take(proot)]
             if p is None:
@@ -3973,6 +4023,9 @@ class PushdownIndex:
     #: this many nodes below them
     SUFFIX_MIN_ROOTS = 16
     SUFFIX_MIN_NODES = 4096
+    #: a first-level group's tokens are its suffix walk's less those below the walk's other roots
+    #: when at most this many lie there (:meth:`_walk_summary`), else masked by their roots
+    OTHER_ROOTS_MAX_TOKENS = 16384
     #: groups are taken at the trie's levels below this one: 1, the first level only; 2 (the
     #: default), also the second, where most groups are a UTF-8 lead byte's continuation bytes inside
     #: a string (the lead bytes' classes are too few first-level nodes to be a group; below them the
@@ -4186,7 +4239,7 @@ class PushdownIndex:
                 slot = self._evict()
             else:
                 if slot >= self._rows.shape[0]:
-                    grown = np.zeros((self._rows.shape[0] * 2, self.width), dtype=np.int32)
+                    grown = np.empty((self._rows.shape[0] * 2, self.width), dtype=np.int32)
                     grown[:slot] = self._rows[:slot]
                     self._rows = grown
                 self._slot_state.append(-2)
@@ -4368,7 +4421,41 @@ class PushdownIndex:
         live (node, configuration) pairs, so a subtree dies at once instead of token by token; a
         node may be live with several configurations (several threads), so nothing is made dense.
         ``info`` (``{"acc": list, "reach": int}``), when given, collects the nodes whose
-        configuration accepts and raises ``reach`` to the deepest stack walked."""
+        configuration accepts and raises ``reach`` to the deepest stack walked.
+
+        The result is a function of ``(seeds, p)`` alone (the table's cells never change once
+        computed), kept per grammar (:attr:`WALK_BELOW_MEMO_BYTES`): the positions of one object's
+        names trie under ``additionalProperties`` re-root the same key-tail suffix walk, and each
+        walked the same accepting ends from the same caller configuration again (4 in 5 calls on
+        MaskBench's walks)."""
+        key = (p, seeds.dtype.char, seeds.tobytes())
+        hit = self._wb_memo.get(key)
+        if hit is None:
+            mine = {"acc": [], "reach": 0}
+            good = self._walk_below_uncached(seeds, p, mine)
+            acc = np.concatenate(mine["acc"]) if mine["acc"] else _EMPTY_I64
+            for a in (good, acc):
+                if a is not _EMPTY_I64:  # (kept and handed out again: read-only)
+                    a.flags.writeable = False
+            hit = (good, acc, mine["reach"])
+            nb = good.nbytes + acc.nbytes + len(key[2]) + 200
+            if self._wb_bytes + nb > self.WALK_BELOW_MEMO_BYTES:
+                self._wb_memo.clear()
+                self._wb_bytes = 0
+            if nb <= self.WALK_BELOW_MEMO_BYTES:
+                self._wb_memo[key] = hit
+                self._wb_bytes += nb
+        if info is not None:
+            if hit[1].size:
+                info["acc"].append(hit[1])
+            info["reach"] = max(info["reach"], hit[2])
+        return hit[0]
+
+    #: bytes of :meth:`_walk_below` results kept per grammar (dropped together past it)
+    WALK_BELOW_MEMO_BYTES = 4 << 20
+
+    def _walk_below_uncached(self, seeds: np.ndarray, p: int, info: dict) -> np.ndarray:
+        """:meth:`_walk_below` computed (``info`` filled)."""
         trie = self._trie
         levels = trie.levels
         W = self.n_classes
@@ -4406,11 +4493,11 @@ class PushdownIndex:
                 alive, alive_v = idx[nz], vals[nz]
                 if alive.size:
                     res.append(alive + lb[d + 1])
-                    if info is not None:  # accepting nodes (the walk's base ended), deepest stack
-                        a_ = self._accepting.take(alive_v)
-                        if a_.any():
-                            info["acc"].append(alive[a_] + lb[d + 1])
-                        info["reach"] = max(info["reach"], int(self._cfg_depth.take(alive_v).max()))
+                    # accepting nodes (the walk's base ended), deepest stack
+                    a_ = self._accepting.take(alive_v)
+                    if a_.any():
+                        info["acc"].append(alive[a_] + lb[d + 1])
+                    info["reach"] = max(info["reach"], int(self._cfg_depth.take(alive_v).max()))
             else:
                 alive, alive_v = _EMPTY_I64, _EMPTY_I64
             d += 1
@@ -4990,4 +5077,4 @@ class PushdownIndex:
             + self._cfg_depth.nbytes + self._token_cnode.nbytes
         # memo entries: a dict slot, a key and a small value each (approximate)
         memos = (len(self._closure_memo) + len(self._union_memo)) * 120 + len(self._byte_only) * 80
-        return int(arrays + keys + memos + len(self._stk_ret) * 100 + self._sw_bytes)
+        return int(arrays + keys + memos + len(self._stk_ret) * 100 + self._sw_bytes + self._wb_bytes)
