@@ -33,9 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from structgate import Constraint  # noqa: E402
 from structgate.native import pushdown  # noqa: E402
-from structgate_bench.sample import add_sample_args, bench_options, load_sample  # noqa: E402
+from structgate_bench.sample import add_sample_args, bench_options, compiled_items, load_sample  # noqa: E402
 import numpy as np  # noqa: E402
 
 from structgate_bench.worker import _make_backend  # noqa: E402
@@ -107,11 +106,7 @@ def main(argv=None) -> None:
     if a.no_gc:
         gc.disable()
     try:
-        for it in items:
-            try:
-                g = be.compile(Constraint(it.kind, it.value, None))
-            except Exception:  # refused schemas: no masks to time
-                continue
+        for it, g in compiled_items(be, items):
             recs.extend(_walk_split(g, it.tests, eos, width))
     finally:
         if was:

@@ -36,3 +36,17 @@ def load_sample(ap: argparse.ArgumentParser, a: argparse.Namespace):
     vocab = _vocab.load_bench_vocabulary(a.tokenizer)
     tokenize_items(items, vocab)
     return items, vocab, (vocab.vocab_size + 31) // 32, tuple(vocab.eos_token_ids)
+
+
+def compiled_items(be, items):
+    """``(item, compiled grammar)`` for each item ``be`` compiles, in order; items it refuses
+    (any exception: a typed refusal, a limit) are skipped, as the profiling scripts skip them
+    (no masks to time)."""
+    from structgate import Constraint
+
+    for it in items:
+        try:
+            g = be.compile(Constraint(it.kind, it.value, None))
+        except Exception:  # noqa: BLE001  (refused schemas: nothing to walk)
+            continue
+        yield it, g

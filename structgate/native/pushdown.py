@@ -1746,6 +1746,19 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
     return g
 
 
+def _group_by_intervals(pairs) -> dict[tuple, list[int]]:
+    """``(item, class intervals)`` pairs grouped by equal intervals: intervals -> items, in first
+    appearance order (the row builders' groups, :meth:`PushdownIndex._compute_row`)."""
+    groups: dict[tuple, list[int]] = {}
+    for it, ivs in pairs:
+        g = groups.get(ivs)
+        if g is None:
+            groups[ivs] = [it]
+        else:
+            g.append(it)
+    return groups
+
+
 def _is_small(node, depth: int = 0) -> bool:
     """Whether ``node`` is a shallow tree of concatenations and alternations over calls only
     (:class:`LazyRule`, :class:`Ref`; a generated rule's body: a counter state's ``x · next | ε``),
@@ -3687,14 +3700,7 @@ class PushdownIndex:
         elif pairs:
             runs = self._disjoint_runs(pairs) if self._DISJOINT_RUNS else None
             if runs is None and len(pairs) > self._GROUP_PAIRS:  # many items: grouped by their class intervals
-                groups: dict[tuple, list[int]] = {}
-                for it, ivs in pairs:
-                    g = groups.get(ivs)
-                    if g is None:
-                        groups[ivs] = [it]
-                    else:
-                        g.append(it)
-                runs = self._sweep(groups.items())
+                runs = self._sweep(_group_by_intervals(pairs).items())
             elif runs is None:
                 runs = self._sweep([(ivs, (it,)) for it, ivs in pairs])
         else:
@@ -3727,13 +3733,7 @@ class PushdownIndex:
         interval takes its group's target (the item's own, or the set's), in class order as the
         sweep takes them, without cut points and per-run member sets; None when two groups'
         intervals overlap."""
-        groups: dict[tuple, list[int]] = {}
-        for it, ivs in pairs:
-            g = groups.get(ivs)
-            if g is None:
-                groups[ivs] = [it]
-            else:
-                g.append(it)
+        groups = _group_by_intervals(pairs)
         its = list(groups.values())
         flat = sorted([(a, b, j) for j, ivs in enumerate(groups) for a, b in ivs])
         end = 0
