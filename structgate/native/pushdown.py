@@ -1023,11 +1023,15 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
                      if r in rules else None for r in reach}
         if nested_min > 0 and lazy:
+            # a body left as it was holds a repeat of ``nested_min`` or more iff the scan that
+            # listed ``large_bodies`` (the same count) found one in it: not walked again
+            known = large_bodies is not None and nested_min == min_count
             # repeats reached through a reference (``y ::= (x | [0-9])+``, ``x ::= [a-z]{100,}``): the
             # rules still holding a repeat of ``nested_min`` or more, where referenced inside a
             # repeat's item, have those repeats as :func:`nested` has them (the same language wherever
             # the rule is referenced from); only looked for where such a rule exists
-            held = {r for r, b in new_rules.items() if b is not None and _has_large_repeat_in(b, nested_min)}
+            held = {r for r, b in new_rules.items() if b is not None and (
+                id(b) in large_bodies if known and b is rules.get(r) else _has_large_repeat_in(b, nested_min))}
             if held:
                 new_rules.update((r, rewrite(rules[r])) for r in reach
                                  if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
