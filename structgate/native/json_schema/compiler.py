@@ -416,8 +416,9 @@ def format_policy(value: Any) -> str:
 
 #: :data:`FORMAT_REGEX` compiled, by format, for the process: compiled on a format's first check
 #: (``iri-reference`` takes ~120 ms to compile, the 16 together ~140 ms), not on every compile that
-#: builds a validator (Python's own ``re`` cache keeps 512 patterns and drops the oldest: the
-#: patterns of a compile's schemas and checks evicted these between compiles)
+#: builds a validator (Python's own ``re`` cache keeps 512 patterns and drops the oldest first, so
+#: a long-lived process compiled them again after 512 other patterns); a format no value is checked
+#: against is never compiled
 _FORMAT_RX: dict[str, Any] = {}
 
 
