@@ -274,6 +274,98 @@ class GrammarNFA:
         return self.rule_start[i]
 
 
+def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_leaves: set):
+    """:func:`_scan_rule` with ``known`` and ``known_leaves`` (see there): ``(facts, whole)``."""
+    count: dict[int, int] = {}
+    node_of: dict[int, Expr] = {}
+    ranges: list = []
+    leaf_seen: set[int] = set()
+    autos: set[int] = set()
+    extra: list = []
+    empty = large = lazy = False
+    whole = True
+    tr = type(root)
+    if tr is not Concat and tr is not Alt and tr is not Repeat:
+        if id(root) in known_leaves:
+            whole = False
+        else:
+            known_leaves.add(id(root))
+            empty = _leaf_facts(root, ranges, extra, autos)
+        lazy = tr is LazyRule
+        size = max(1, len(root.ranges)) if tr is Chars else 1
+        return (size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)), whole
+    out: list[int] = []
+    sizes: dict[int, int] = {}
+    edges: list = []
+    stack: list = [root]
+    pop, push, edge = stack.pop, stack.append, edges.append
+    sizes_get, known_get = sizes.get, known.get
+    while stack:
+        e = pop()
+        te = type(e)
+        if te is tuple:
+            v = sizes[id(e[0])] = _marker_size(e, out)
+            out.append(v)
+            continue
+        hit = sizes_get(id(e))
+        if hit is not None:
+            out.append(hit)
+            continue
+        hit = known_get(id(e))
+        if hit is not None and hit <= share_min:  # expanded by another body's walk: no node counted
+            out.append(hit)
+            whole = False
+            continue
+        if te is Repeat:
+            if e.min >= min_count or (e.max or 0) >= min_count:
+                large = True
+            children = (e.item,)
+        else:
+            children = e.items
+            if not children and te is Alt:
+                empty = True
+        at = len(stack)
+        push(None)
+        nsub = lsum = 0
+        for x in children:
+            tx = type(x)
+            if tx is Concat or tx is Alt or tx is Repeat:
+                edge(x)
+                push(x)
+                nsub += 1
+            elif tx is Chars:
+                lsum += len(x.ranges) or 1
+                kx = id(x)
+                if kx not in leaf_seen:
+                    leaf_seen.add(kx)
+                    if kx in known_leaves:
+                        whole = False
+                    else:
+                        empty |= _leaf_facts(x, ranges, extra, autos)
+            else:
+                lsum += 1
+                kx = id(x)
+                if kx not in leaf_seen:
+                    leaf_seen.add(kx)
+                    if kx in known_leaves:
+                        whole = False
+                    else:
+                        lazy |= tx is LazyRule
+                        empty |= _leaf_facts(x, ranges, extra, autos)
+        stack[at] = (e, nsub, lsum)
+    size = out.pop()
+    known_leaves.update(leaf_seen)
+    big = {k for k, v in sizes.items() if v > share_min}
+    big.discard(id(root))
+    if big:
+        for x in edges:
+            kx = id(x)
+            if kx in big:
+                count[kx] = count.get(kx, 0) + 1
+                node_of[kx] = x
+    return (size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)), whole
+
+
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     """NFA-size estimate of an expression (iterative); a reference counts ``ref_size[name]``
     (the size of the callee when it is inlined), else 1."""
@@ -394,13 +486,29 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     bodies: set[int] = set()
     large_bodies: set[int] = set()
     body_nodes: dict[int, object] = {}
+    # the nodes and leaves the walks of this scan expanded (node id -> size; leaf ids): with
+    # ``share_min``, a later body's walk takes a subtree an earlier one expanded (at most
+    # ``share_min``: no node it holds is counted) as its size alone, and a leaf as known: rule
+    # bodies share subtrees (the parser hash-conses them), which were walked once per body. Such
+    # a body's facts lack that subtree's (the earlier body added them to the grammar's): it is not
+    # kept in :data:`_RULE_SCANS`, and whether it holds a large repeat is found after the loop
+    known: dict[int, int] | None = {} if share_min is not None else None
+    known_leaves: set[int] = set()
+    partial: list = []  # bodies whose walk took a known subtree or leaf
     for r in grammar.reachable():
         body = rules[r]
         key = (id(body), min_count, share_min)
         hit = _RULE_SCANS.get(key)
         if hit is None or hit[0] is not body:
-            rs = _scan_rule(body, min_count, share_min)
-            if r != grammar.root:
+            if known is None:
+                rs = _scan_rule(body, min_count, share_min)
+                whole = True
+            else:
+                rs, whole = _scan_rule(body, min_count, share_min, known, known_leaves)
+                known.update(rs[7])
+            if not whole:
+                partial.append(body)
+            elif r != grammar.root:
                 if len(_RULE_SCANS) >= _RULE_SCANS_MAX:
                     _RULE_SCANS.clear()
                 _RULE_SCANS[key] = (body, rs)  # the body pinned: its id is not reused meanwhile
@@ -424,6 +532,10 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         node_of.update(nodes)
         if memo is not None:
             memo.update(sizes)
+    if partial and sc.large_repeat:  # (no large repeat anywhere: none in these bodies either)
+        for body in partial:
+            if id(body) not in large_bodies and _has_large_repeat_in(body, min_count):
+                large_bodies.add(id(body))
     seen: set[int] = set()
     autos: set[int] = set()
     while extra:  # the lazy automata's symbols, which may hold further automata
@@ -469,11 +581,20 @@ def _leaf_facts(nd, ranges: list, extra: list, autos: set) -> bool:
     return False
 
 
-def _scan_rule(root, min_count: int, share_min: int | None) -> tuple:
+def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None = None,
+               known_leaves: set | None = None):
     """:func:`_scan`'s facts of one rule body: ``(size, large repeat, lazy, empty, byte ranges,
     parent counts, nodes, sizes, lazy automata symbols)`` (counts and nodes by node id, only of
     the nodes above ``share_min`` when given; sizes of every node the walk expanded, which the
-    build reads to choose what to defer)."""
+    build reads to choose what to defer).
+
+    With ``known`` (node id -> size of the nodes other walks expanded; needs ``share_min``) and
+    ``known_leaves`` (leaf ids whose facts they took): ``(facts, whole)``; a known node of size
+    at most ``share_min`` is taken as its size, unexpanded, and a known leaf adds nothing, so the
+    facts are those of the body less what those walks found (``whole``: nothing was taken so).
+    ``known_leaves`` gets this walk's leaves."""
+    if known is not None:
+        return _scan_rule_known(root, min_count, share_min, known, known_leaves)
     count: dict[int, int] = {}
     node_of: dict[int, Expr] = {}
     ranges: list = []
