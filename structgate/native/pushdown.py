@@ -275,7 +275,7 @@ class GrammarNFA:
 
 
 def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_leaves: set):
-    """:func:`_scan_rule` with ``known`` and ``known_leaves`` (see there): ``(facts, whole)``."""
+    """:func:`_scan_rule` with ``known`` and ``known_leaves`` (see there): ``(facts, whole, taken)``."""
     count: dict[int, int] = {}
     node_of: dict[int, Expr] = {}
     ranges: list = []
@@ -293,8 +293,9 @@ def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_le
             empty = _leaf_facts(root, ranges, extra, autos)
         lazy = tr is LazyRule
         size = max(1, len(root.ranges)) if tr is Chars else 1
-        return (size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)), whole
+        return (size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)), whole, ()
     out: list[int] = []
+    taken: list = []
     sizes: dict[int, int] = {}
     edges: list = []
     stack: list = [root]
@@ -314,6 +315,8 @@ def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_le
         hit = known_get(id(e))
         if hit is not None and hit <= share_min:  # expanded by another body's walk: no node counted
             out.append(hit)
+            sizes[id(e)] = hit  # (met again in this body: taken once)
+            taken.append(e)
             whole = False
             continue
         if te is Repeat:
@@ -363,7 +366,7 @@ def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_le
             if kx in big:
                 count[kx] = count.get(kx, 0) + 1
                 node_of[kx] = x
-    return (size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)), whole
+    return (size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)), whole, taken
 
 
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
@@ -504,11 +507,11 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
                 rs = _scan_rule(body, min_count, share_min)
                 whole = True
             else:
-                rs, whole = _scan_rule(body, min_count, share_min, known, known_leaves)
+                rs, whole, taken = _scan_rule(body, min_count, share_min, known, known_leaves)
                 known.update(rs[7])
-            if not whole:
-                partial.append(body)
-            elif r != grammar.root:
+                if taken and not rs[1]:
+                    partial.append((body, taken))
+            if whole and r != grammar.root:
                 if len(_RULE_SCANS) >= _RULE_SCANS_MAX:
                     _RULE_SCANS.clear()
                 _RULE_SCANS[key] = (body, rs)  # the body pinned: its id is not reused meanwhile
@@ -533,9 +536,17 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         if memo is not None:
             memo.update(sizes)
     if partial and sc.large_repeat:  # (no large repeat anywhere: none in these bodies either)
-        for body in partial:
-            if id(body) not in large_bodies and _has_large_repeat_in(body, min_count):
-                large_bodies.add(id(body))
+        # a body holds one iff its walk met one or a subtree it took holds one; ``walked``: the
+        # nodes of the subtrees found to hold none (shared by the calls while they find none)
+        walked: set[int] = set()
+        for body, taken in partial:
+            if id(body) in large_bodies:
+                continue
+            for x in taken:
+                if _has_large_repeat_in(x, min_count, walked):
+                    large_bodies.add(id(body))
+                    walked = set()  # (that walk stopped early: its nodes are not all known)
+                    break
     seen: set[int] = set()
     autos: set[int] = set()
     while extra:  # the lazy automata's symbols, which may hold further automata
@@ -589,10 +600,10 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
     build reads to choose what to defer).
 
     With ``known`` (node id -> size of the nodes other walks expanded; needs ``share_min``) and
-    ``known_leaves`` (leaf ids whose facts they took): ``(facts, whole)``; a known node of size
-    at most ``share_min`` is taken as its size, unexpanded, and a known leaf adds nothing, so the
-    facts are those of the body less what those walks found (``whole``: nothing was taken so).
-    ``known_leaves`` gets this walk's leaves."""
+    ``known_leaves`` (leaf ids whose facts they took): ``(facts, whole, taken)``; a known node of
+    size at most ``share_min`` is taken as its size, unexpanded (``taken``: those nodes), and a
+    known leaf adds nothing, so the facts are those of the body less what those walks found
+    (``whole``: nothing was taken so). ``known_leaves`` gets this walk's leaves."""
     if known is not None:
         return _scan_rule_known(root, min_count, share_min, known, known_leaves)
     count: dict[int, int] = {}
