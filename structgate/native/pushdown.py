@@ -1687,7 +1687,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             # 1): above ``inline_max_size`` it decides as the exact size would, and a caller holding
             # it is above too (sizes only grow up the tree), so it stands in for the exact size
             sz = memo.get(id(body))
-            if sz is None or (sz <= inline_max_size and grammar.references(key)):
+            # with references that all count 1 (calls, rules of one state) the size is the scan's
+            if sz is None or (sz <= inline_max_size and any(ref_size.get(x, 1) != 1 for x in grammar.references(key))):
                 sz = _size(body, ref_memo, ref_size)
             if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
                 call_rule.add(key)
