@@ -432,13 +432,21 @@ class Grammar:
         The root (a schema's own body, seldom seen again) is left to the fixpoint."""
         out = set()
         empty: frozenset = frozenset()
+        # one memo for the bodies evaluated here (all against the empty rule set): subtrees the
+        # parser shares between rules (hash-consed) are walked once, not once per body
+        final: dict[int, bool] = {}
         for r in self.reachable():
             if r == self.root:
                 continue
             b = self.rules[r]
             hit = cache.get(id(b))
             if hit is None or hit[0] is not b:
-                hit = (b, holds(b, empty, {}))
+                if self.references(r):
+                    # a body that calls rules is left to the fixpoint: evaluated here against no
+                    # rule it would be walked twice (here, where its first call stops it, and again
+                    # there), and a body seldom recurs across grammars (its calls name its schema)
+                    continue
+                hit = (b, holds(b, empty, final))
                 if len(cache) >= _BODY_MEMO_MAX:
                     cache.clear()
                 cache[id(b)] = hit  # the body pinned
@@ -578,7 +586,9 @@ class Grammar:
                     raise self._err(r, f"rule {r!r} references undefined rule {x!r}")
         null = self.nullable_rules()
         # left recursion: A -> (nullable prefix) -> Ref(B) ..., cycle in that "first" graph
-        first = {r: _first_refs(self.rules[r], null) for r in self.reachable()}
+        fr_memo: dict[int, set[str]] = {}
+        null_final: dict[int, bool] = {}
+        first = {r: _first_refs(self.rules[r], null, fr_memo, null_final) for r in self.reachable()}
         state: dict[str, int] = {}
         for r0 in first:
             if state.get(r0):
@@ -831,22 +841,29 @@ def _encodable(ranges) -> bool:
     return any(not (0xD800 <= a and b <= 0xDFFF) for a, b in ranges)
 
 
-def _first_refs(n: Expr, null: set[str]) -> set[str]:
-    """Rules referenced at a position reachable from the start of ``n`` without consuming input."""
+def _first_refs(n: Expr, null: set[str], memo: dict[int, set[str]] | None = None,
+                final: dict[int, bool] | None = None) -> set[str]:
+    """Rules referenced at a position reachable from the start of ``n`` without consuming input.
+    ``memo`` (by node id, the nodes alive meanwhile) and ``final`` (:func:`_nullable`'s) may be
+    shared by calls with the same ``null``: shared subtrees are then evaluated once. The sets
+    returned may be shared: callers must not change them."""
     if isinstance(n, Ref):
         return {n.name}
-    if isinstance(n, Concat):
-        out: set[str] = set()
-        for x in n.items:
-            out |= _first_refs(x, null)
-            if not _nullable(x, null):
-                break
-        return out
-    if isinstance(n, Alt):
-        out = set()
-        for x in n.items:
-            out |= _first_refs(x, null)
-        return out
+    if not isinstance(n, (Concat, Alt, Repeat)):
+        return set()
+    if memo is None:
+        memo, final = {}, {}
+    hit = memo.get(id(n))
+    if hit is not None:
+        return hit
     if isinstance(n, Repeat):
-        return _first_refs(n.item, null)
-    return set()
+        out = _first_refs(n.item, null, memo, final)
+    else:
+        out = set()
+        cat = isinstance(n, Concat)
+        for x in n.items:
+            out |= _first_refs(x, null, memo, final)
+            if cat and not _nullable(x, null, final):
+                break
+    memo[id(n)] = out
+    return out

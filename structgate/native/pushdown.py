@@ -274,6 +274,101 @@ class GrammarNFA:
         return self.rule_start[i]
 
 
+def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_leaves: set):
+    """:func:`_scan_rule` with ``known`` and ``known_leaves`` (see there): ``(facts, whole, taken)``."""
+    count: dict[int, int] = {}
+    node_of: dict[int, Expr] = {}
+    ranges: list = []
+    leaf_seen: set[int] = set()
+    autos: set[int] = set()
+    extra: list = []
+    empty = large = lazy = False
+    whole = True
+    tr = type(root)
+    if tr is not Concat and tr is not Alt and tr is not Repeat:
+        if id(root) in known_leaves:
+            whole = False
+        else:
+            known_leaves.add(id(root))
+            empty = _leaf_facts(root, ranges, extra, autos)
+        lazy = tr is LazyRule
+        size = max(1, len(root.ranges)) if tr is Chars else 1
+        return (size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)), whole, ()
+    out: list[int] = []
+    taken: list = []
+    sizes: dict[int, int] = {}
+    edges: list = []
+    stack: list = [root]
+    pop, push, edge = stack.pop, stack.append, edges.append
+    sizes_get, known_get = sizes.get, known.get
+    while stack:
+        e = pop()
+        te = type(e)
+        if te is tuple:
+            v = sizes[id(e[0])] = _marker_size(e, out)
+            out.append(v)
+            continue
+        hit = sizes_get(id(e))
+        if hit is not None:
+            out.append(hit)
+            continue
+        hit = known_get(id(e))
+        if hit is not None and hit <= share_min:  # expanded by another body's walk: no node counted
+            out.append(hit)
+            sizes[id(e)] = hit  # (met again in this body: taken once)
+            taken.append(e)
+            whole = False
+            continue
+        if te is Repeat:
+            if e.min >= min_count or (e.max or 0) >= min_count:
+                large = True
+            children = (e.item,)
+        else:
+            children = e.items
+            if not children and te is Alt:
+                empty = True
+        at = len(stack)
+        push(None)
+        nsub = lsum = 0
+        for x in children:
+            tx = type(x)
+            if tx is Concat or tx is Alt or tx is Repeat:
+                edge(x)
+                push(x)
+                nsub += 1
+            elif tx is Chars:
+                lsum += len(x.ranges) or 1
+                kx = id(x)
+                if kx not in leaf_seen:
+                    leaf_seen.add(kx)
+                    if kx in known_leaves:
+                        whole = False
+                    else:
+                        empty |= _leaf_facts(x, ranges, extra, autos)
+            else:
+                lsum += 1
+                kx = id(x)
+                if kx not in leaf_seen:
+                    leaf_seen.add(kx)
+                    if kx in known_leaves:
+                        whole = False
+                    else:
+                        lazy |= tx is LazyRule
+                        empty |= _leaf_facts(x, ranges, extra, autos)
+        stack[at] = (e, nsub, lsum)
+    size = out.pop()
+    known_leaves.update(leaf_seen)
+    big = {k for k, v in sizes.items() if v > share_min}
+    big.discard(id(root))
+    if big:
+        for x in edges:
+            kx = id(x)
+            if kx in big:
+                count[kx] = count.get(kx, 0) + 1
+                node_of[kx] = x
+    return (size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)), whole, taken
+
+
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     """NFA-size estimate of an expression (iterative); a reference counts ``ref_size[name]``
     (the size of the callee when it is inlined), else 1."""
@@ -394,13 +489,29 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
     bodies: set[int] = set()
     large_bodies: set[int] = set()
     body_nodes: dict[int, object] = {}
+    # the nodes and leaves the walks of this scan expanded (node id -> size; leaf ids): with
+    # ``share_min``, a later body's walk takes a subtree an earlier one expanded (at most
+    # ``share_min``: no node it holds is counted) as its size alone, and a leaf as known: rule
+    # bodies share subtrees (the parser hash-conses them), which were walked once per body. Such
+    # a body's facts lack that subtree's (the earlier body added them to the grammar's): it is not
+    # kept in :data:`_RULE_SCANS`, and whether it holds a large repeat is found after the loop
+    known: dict[int, int] | None = {} if share_min is not None else None
+    known_leaves: set[int] = set()
+    partial: list = []  # bodies whose walk took a known subtree or leaf
     for r in grammar.reachable():
         body = rules[r]
         key = (id(body), min_count, share_min)
         hit = _RULE_SCANS.get(key)
         if hit is None or hit[0] is not body:
-            rs = _scan_rule(body, min_count, share_min)
-            if r != grammar.root:
+            if known is None:
+                rs = _scan_rule(body, min_count, share_min)
+                whole = True
+            else:
+                rs, whole, taken = _scan_rule(body, min_count, share_min, known, known_leaves)
+                known.update(rs[7])
+                if taken and not rs[1]:
+                    partial.append((body, taken))
+            if whole and r != grammar.root:
                 if len(_RULE_SCANS) >= _RULE_SCANS_MAX:
                     _RULE_SCANS.clear()
                 _RULE_SCANS[key] = (body, rs)  # the body pinned: its id is not reused meanwhile
@@ -424,6 +535,18 @@ def _scan(grammar: Grammar, memo: dict | None = None, min_count: int = LARGE_REP
         node_of.update(nodes)
         if memo is not None:
             memo.update(sizes)
+    if partial and sc.large_repeat:  # (no large repeat anywhere: none in these bodies either)
+        # a body holds one iff its walk met one or a subtree it took holds one; ``walked``: the
+        # nodes of the subtrees found to hold none (shared by the calls while they find none)
+        walked: set[int] = set()
+        for body, taken in partial:
+            if id(body) in large_bodies:
+                continue
+            for x in taken:
+                if _has_large_repeat_in(x, min_count, walked):
+                    large_bodies.add(id(body))
+                    walked = set()  # (that walk stopped early: its nodes are not all known)
+                    break
     seen: set[int] = set()
     autos: set[int] = set()
     while extra:  # the lazy automata's symbols, which may hold further automata
@@ -469,11 +592,20 @@ def _leaf_facts(nd, ranges: list, extra: list, autos: set) -> bool:
     return False
 
 
-def _scan_rule(root, min_count: int, share_min: int | None) -> tuple:
+def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None = None,
+               known_leaves: set | None = None):
     """:func:`_scan`'s facts of one rule body: ``(size, large repeat, lazy, empty, byte ranges,
     parent counts, nodes, sizes, lazy automata symbols)`` (counts and nodes by node id, only of
     the nodes above ``share_min`` when given; sizes of every node the walk expanded, which the
-    build reads to choose what to defer)."""
+    build reads to choose what to defer).
+
+    With ``known`` (node id -> size of the nodes other walks expanded; needs ``share_min``) and
+    ``known_leaves`` (leaf ids whose facts they took): ``(facts, whole, taken)``; a known node of
+    size at most ``share_min`` is taken as its size, unexpanded (``taken``: those nodes), and a
+    known leaf adds nothing, so the facts are those of the body less what those walks found
+    (``whole``: nothing was taken so). ``known_leaves`` gets this walk's leaves."""
+    if known is not None:
+        return _scan_rule_known(root, min_count, share_min, known, known_leaves)
     count: dict[int, int] = {}
     node_of: dict[int, Expr] = {}
     ranges: list = []
@@ -1023,11 +1155,15 @@ def count_large_repeats(grammar: Grammar, min_expand: int = 512, min_count: int 
         new_rules = {r: (rewrite(rules[r]) if large_bodies is None or id(rules[r]) in large_bodies else rules[r])
                      if r in rules else None for r in reach}
         if nested_min > 0 and lazy:
+            # a body left as it was holds a repeat of ``nested_min`` or more iff the scan that
+            # listed ``large_bodies`` (the same count) found one in it: not walked again
+            known = large_bodies is not None and nested_min == min_count
             # repeats reached through a reference (``y ::= (x | [0-9])+``, ``x ::= [a-z]{100,}``): the
             # rules still holding a repeat of ``nested_min`` or more, where referenced inside a
             # repeat's item, have those repeats as :func:`nested` has them (the same language wherever
             # the rule is referenced from); only looked for where such a rule exists
-            held = {r for r, b in new_rules.items() if b is not None and _has_large_repeat_in(b, nested_min)}
+            held = {r for r, b in new_rules.items() if b is not None and (
+                id(b) in large_bodies if known and b is rules.get(r) else _has_large_repeat_in(b, nested_min))}
             if held:
                 new_rules.update((r, rewrite(rules[r])) for r in reach
                                  if r in rules and new_rules[r] is rules[r] and rules[r] is not None)
@@ -1358,6 +1494,48 @@ def frame_needs(grammar: Grammar, called) -> FrameNeeds:
     return out
 
 
+#: :func:`_body_uses` per rule body id, the body pinned, for the process; cleared whole
+_BODY_USES: dict[int, tuple] = {}
+_BODY_USES_MAX = 4096
+
+
+def _body_uses(body, keep: bool = True) -> dict[str, int]:
+    """How many times each rule name is compiled in ``body`` (:func:`build_grammar_nfa`'s count
+    of uses: a reference under a repeat of more than one copy counts 2, a subtree the parser
+    shares walked once). Depends on the body alone: kept per body object (``keep``) for the
+    process, so a body met again (another rule with the same text, a recurring definition) is not
+    walked again. The dict is shared: callers must not change it."""
+    hit = _BODY_USES.get(id(body))
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    uses: dict[str, int] = {}
+    seen: set[int] = set()
+    stack = [(body, 1)]
+    while stack:
+        n, mult = stack.pop()
+        t = type(n)
+        if t is Ref:
+            uses[n.name] = uses.get(n.name, 0) + mult
+        elif t is Repeat:
+            # a reference under a repeat is compiled once per copy
+            stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
+        elif t is Concat or t is Alt:
+            if id(n) in seen:
+                continue  # a shared subtree (the parser hash-conses): walked once
+            seen.add(id(n))
+            for x in n.items:  # leaves other than references are not pushed
+                tx = type(x)
+                if tx is Ref:
+                    uses[x.name] = uses.get(x.name, 0) + mult
+                elif tx is Concat or tx is Alt or tx is Repeat:
+                    stack.append((x, mult))
+    if keep:
+        if len(_BODY_USES) >= _BODY_USES_MAX:
+            _BODY_USES.clear()
+        _BODY_USES[id(body)] = (body, uses)  # the body pinned: its id is not reused meanwhile
+    return uses
+
+
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                       max_nfa_states: int = 2_000_000, count_repeats_over: int = 512,
                       lazy: bool = False, lazy_counters: bool | None = None,
@@ -1459,28 +1637,9 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                 canon[r] = c
     uses: dict[str, int] = {}
     for r in order:
-        seen: set[int] = set()
-        stack = [(rules[r], 1)]
-        while stack:
-            n, mult = stack.pop()
-            t = type(n)
-            if t is Ref:
-                nm = canon.get(n.name, n.name)
-                uses[nm] = uses.get(nm, 0) + mult
-            elif t is Repeat:
-                # a reference under a repeat is compiled once per copy
-                stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
-            elif t is Concat or t is Alt:
-                if id(n) in seen:
-                    continue  # a shared subtree (the parser hash-conses): walked once
-                seen.add(id(n))
-                for x in n.items:  # leaves other than references are not pushed
-                    tx = type(x)
-                    if tx is Ref:
-                        nm = canon.get(x.name, x.name)
-                        uses[nm] = uses.get(nm, 0) + mult
-                    elif tx is Concat or tx is Alt or tx is Repeat:
-                        stack.append((x, mult))
+        for nm, c in _body_uses(rules[r], r != grammar.root).items():
+            nm = canon.get(nm, nm)
+            uses[nm] = uses.get(nm, 0) + c
     # decide callee by callee, callees first: a rule is inlined when it is used once, or when its
     # size *with its own inlined callees expanded* is small (so DAGs of shared rules stay calls)
     keep = getattr(grammar, "keep_calls", ()) or ()
@@ -1528,7 +1687,8 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
             # 1): above ``inline_max_size`` it decides as the exact size would, and a caller holding
             # it is above too (sizes only grow up the tree), so it stands in for the exact size
             sz = memo.get(id(body))
-            if sz is None or (sz <= inline_max_size and grammar.references(key)):
+            # with references that all count 1 (calls, rules of one state) the size is the scan's
+            if sz is None or (sz <= inline_max_size and any(ref_size.get(x, 1) != 1 for x in grammar.references(key))):
                 sz = _size(body, ref_memo, ref_size)
             if key not in call_rule and uses.get(key, 0) > 1 and sz > inline_max_size:
                 call_rule.add(key)

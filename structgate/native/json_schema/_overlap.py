@@ -51,15 +51,37 @@ def relation(rx_a: str, rx_b: str, max_pairs: int = DEFAULT_MAX_PAIRS,
     return None if db is None else _walk(da, db, max_pairs)
 
 
+#: :func:`_dfa`'s DFAs by (regex, max_states), for the process (cleared whole past
+#: :data:`_DFAS_MAX`): the same ``patternProperties`` patterns recur under many objects of a schema
+#: (MaskBench ``Github_ultra---o12652``: 17 builds of 8 patterns, ~40 % of its compile) and across
+#: schemas. Only built DFAs are kept (one past a bound is tried again: the time bound depends on
+#: load), at most :data:`_DFAS_MAX` of them and :data:`_DFAS_MAX_BYTES` together
+_DFAS: dict[tuple[str, int], object] = {}
+_DFAS_MAX = 64
+_DFAS_MAX_BYTES = 32 << 20
+_dfas_bytes = [0]
+
+
 def _dfa(rx: str, max_states: int):
     """The byte DFA of ``rx`` (:data:`RELATION_TIMEOUT_S` seconds and ``max_states`` states to
-    build), or None past either bound."""
+    build), or None past either bound. The DFA is shared (:data:`_DFAS`): callers only read it."""
     from ...errors import CompileLimitError
 
+    hit = _DFAS.get((rx, max_states))
+    if hit is not None:
+        return hit
     try:
-        return compile_regex(rx, options=RegexOptions(max_states=max_states, timeout_s=RELATION_TIMEOUT_S))
+        d = compile_regex(rx, options=RegexOptions(max_states=max_states, timeout_s=RELATION_TIMEOUT_S))
     except CompileLimitError:
         return None
+    size = d.memory_size_bytes
+    if size <= _DFAS_MAX_BYTES // 4:  # (a larger one is not kept)
+        if len(_DFAS) >= _DFAS_MAX or _dfas_bytes[0] + size > _DFAS_MAX_BYTES:
+            _DFAS.clear()
+            _dfas_bytes[0] = 0
+        _DFAS[(rx, max_states)] = d
+        _dfas_bytes[0] += size
+    return d
 
 
 #: the relation of (b, a) from that of (a, b)
