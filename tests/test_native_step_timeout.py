@@ -261,3 +261,38 @@ def test_option_reaches_the_index(llama3_vocab):
     assert CompileOptions().step_timeout_s == 2.0
     cg = NativeBackend(llama3_vocab, step_timeout_s=0.25).compile(Constraint.grammar(SMALL))
     assert cg.token_index.step_timeout_s == 0.25
+
+
+def test_each_step_reads_the_clock_at_its_first_unit_of_work(llama3_vocab, monkeypatch):
+    """The clock is read at every ``_TICK_STRIDE``-th check, but the count restarts with each step
+    and each bounded block: a step whose lazy work is fewer checks than the stride still meets its
+    limit. (The count used to carry over: after the compile's warm start read the clock, a regex's
+    mask steps ticked 1 and 2 times and read none; ``structgate check --options
+    '{"step_timeout_s": 1e-9}'`` then passed. Found when the mask path got cheaper.)"""
+    ticks = [0]
+    real = pushdown.PushdownIndex._tick
+
+    def counting(self):
+        ticks[0] += 1
+        return real(self)
+
+    monkeypatch.setattr(pushdown.PushdownIndex, "_tick", counting)
+    row = allocate_bitmask(1, llama3_vocab.vocab_size)
+    for text in ("ab@cd", "xy@z"):
+        g = NativeBackend(llama3_vocab, step_timeout_s=1e-9).compile(Constraint.regex("[a-z]+@[a-z]+"))
+        m = g.matcher()
+        m.token_index._tick_n = m.token_index._TICK_STRIDE  # (as a clock reading just before left it)
+        for tk in llama3_vocab.encode(text):
+            ticks[0] = 0
+            try:
+                m.fill_bitmask(row, 0)
+            except CompileLimitError as e:
+                assert e.limit_name == "step_timeout_s"
+                break
+            # no lazy work (every row cached: nothing to bound), or the limit was met
+            assert ticks[0] == 0, f"{ticks[0]} checks of lazy work past a 1 ns limit"
+            try:
+                assert m.advance(tk)
+            except CompileLimitError as e:
+                assert e.limit_name == "step_timeout_s"
+                break

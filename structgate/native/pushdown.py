@@ -2641,6 +2641,7 @@ class _Bounded:
         ix._step_t0 = self.t0
         ix._deadline_of = (self.name, self.limit)
         ix._clock = time.monotonic
+        ix._tick_n = 1  # (the block's first unit of work reads its clock: PushdownIndex._begin)
         return ix
 
     def __exit__(self, *exc) -> None:
@@ -4992,6 +4993,9 @@ class PushdownIndex:
         self._deadline_of = ("step_timeout_s", lim)
         self._clock = time.thread_time
         self._deadline = t + lim if lim > 0 else float("inf")
+        # the step's first unit of work reads the clock: the stride's count is not carried over
+        # from an earlier step or block (a cheap step after one that ticked 3 times read none)
+        self._tick_n = 1
         return True
 
     #: :meth:`_tick` reads the clock at every this-many-th call
