@@ -274,101 +274,6 @@ class GrammarNFA:
         return self.rule_start[i]
 
 
-def _scan_rule_known(root, min_count: int, share_min: int, known: dict, known_leaves: set):
-    """:func:`_scan_rule` with ``known`` and ``known_leaves`` (see there): ``(facts, whole, taken)``."""
-    count: dict[int, int] = {}
-    node_of: dict[int, Expr] = {}
-    ranges: list = []
-    leaf_seen: set[int] = set()
-    autos: set[int] = set()
-    extra: list = []
-    empty = large = lazy = False
-    whole = True
-    tr = type(root)
-    if tr is not Concat and tr is not Alt and tr is not Repeat:
-        if id(root) in known_leaves:
-            whole = False
-        else:
-            known_leaves.add(id(root))
-            empty = _leaf_facts(root, ranges, extra, autos)
-        lazy = tr is LazyRule
-        size = max(1, len(root.ranges)) if tr is Chars else 1
-        return (size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)), whole, ()
-    out: list[int] = []
-    taken: list = []
-    sizes: dict[int, int] = {}
-    edges: list = []
-    stack: list = [root]
-    pop, push, edge = stack.pop, stack.append, edges.append
-    sizes_get, known_get = sizes.get, known.get
-    while stack:
-        e = pop()
-        te = type(e)
-        if te is tuple:
-            v = sizes[id(e[0])] = _marker_size(e, out)
-            out.append(v)
-            continue
-        hit = sizes_get(id(e))
-        if hit is not None:
-            out.append(hit)
-            continue
-        hit = known_get(id(e))
-        if hit is not None and hit <= share_min:  # expanded by another body's walk: no node counted
-            out.append(hit)
-            sizes[id(e)] = hit  # (met again in this body: taken once)
-            taken.append(e)
-            whole = False
-            continue
-        if te is Repeat:
-            if e.min >= min_count or (e.max or 0) >= min_count:
-                large = True
-            children = (e.item,)
-        else:
-            children = e.items
-            if not children and te is Alt:
-                empty = True
-        at = len(stack)
-        push(None)
-        nsub = lsum = 0
-        for x in children:
-            tx = type(x)
-            if tx is Concat or tx is Alt or tx is Repeat:
-                edge(x)
-                push(x)
-                nsub += 1
-            elif tx is Chars:
-                lsum += len(x.ranges) or 1
-                kx = id(x)
-                if kx not in leaf_seen:
-                    leaf_seen.add(kx)
-                    if kx in known_leaves:
-                        whole = False
-                    else:
-                        empty |= _leaf_facts(x, ranges, extra, autos)
-            else:
-                lsum += 1
-                kx = id(x)
-                if kx not in leaf_seen:
-                    leaf_seen.add(kx)
-                    if kx in known_leaves:
-                        whole = False
-                    else:
-                        lazy |= tx is LazyRule
-                        empty |= _leaf_facts(x, ranges, extra, autos)
-        stack[at] = (e, nsub, lsum)
-    size = out.pop()
-    known_leaves.update(leaf_seen)
-    big = {k for k, v in sizes.items() if v > share_min}
-    big.discard(id(root))
-    if big:
-        for x in edges:
-            kx = id(x)
-            if kx in big:
-                count[kx] = count.get(kx, 0) + 1
-                node_of[kx] = x
-    return (size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)), whole, taken
-
-
 def _size(node, memo: dict, ref_size: dict | None = None) -> int:
     """NFA-size estimate of an expression (iterative); a reference counts ``ref_size[name]``
     (the size of the callee when it is inlined), else 1."""
@@ -604,8 +509,9 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
     size at most ``share_min`` is taken as its size, unexpanded (``taken``: those nodes), and a
     known leaf adds nothing, so the facts are those of the body less what those walks found
     (``whole``: nothing was taken so). ``known_leaves`` gets this walk's leaves."""
-    if known is not None:
-        return _scan_rule_known(root, min_count, share_min, known, known_leaves)
+    sharing = known is not None
+    if not sharing:  # (empty: every lookup below misses, the facts are the whole body's)
+        known, known_leaves = {}, set()
     count: dict[int, int] = {}
     node_of: dict[int, Expr] = {}
     ranges: list = []
@@ -613,12 +519,19 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
     autos: set[int] = set()
     extra: list = []
     empty = large = lazy = False
+    whole = True
+    taken: list = []
     tr = type(root)
     if tr is not Concat and tr is not Alt and tr is not Repeat:
-        empty = _leaf_facts(root, ranges, extra, autos)
+        if id(root) in known_leaves:
+            whole = False
+        else:
+            known_leaves.add(id(root))
+            empty = _leaf_facts(root, ranges, extra, autos)
         lazy = tr is LazyRule
         size = max(1, len(root.ranges)) if tr is Chars else 1
-        return size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra)
+        facts = (size, False, lazy, empty, tuple(dict.fromkeys(ranges)), {}, {}, {}, tuple(extra))
+        return (facts, whole, taken) if sharing else facts
     out: list[int] = []  # sizes of finished subtrees, taken off by their parent's marker
     sizes: dict[int, int] = {}  # an entry means "expanded here"
     # every (parent expansion, non-leaf child) edge in walk order: the parent counts are taken
@@ -629,7 +542,7 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
     # leaves are measured where their parent is expanded, never pushed
     stack: list = [root]
     pop, push, edge = stack.pop, stack.append, edges.append
-    sizes_get = sizes.get
+    sizes_get, known_get = sizes.get, known.get
     while stack:
         e = pop()
         te = type(e)
@@ -640,6 +553,13 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
         hit = sizes_get(id(e))
         if hit is not None:
             out.append(hit)
+            continue
+        hit = known_get(id(e))
+        if hit is not None and hit <= share_min:  # expanded by another body's walk: no node counted
+            out.append(hit)
+            sizes[id(e)] = hit  # (met again in this body: taken once)
+            taken.append(e)
+            whole = False
             continue
         if te is Repeat:
             if e.min >= min_count or (e.max or 0) >= min_count:
@@ -658,21 +578,20 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
                 edge(x)
                 push(x)
                 nsub += 1
-            elif tx is Chars:
-                lsum += len(x.ranges) or 1
-                kx = id(x)
-                if kx not in leaf_seen:  # (interned: few distinct sets, one call each)
-                    leaf_seen.add(kx)
-                    empty |= _leaf_facts(x, ranges, extra, autos)
-            else:
-                lsum += 1
-                kx = id(x)
-                if kx not in leaf_seen:
-                    leaf_seen.add(kx)
+                continue
+            lsum += (len(x.ranges) or 1) if tx is Chars else 1
+            kx = id(x)
+            if kx not in leaf_seen:  # (interned: few distinct sets, one call each)
+                leaf_seen.add(kx)
+                if kx in known_leaves:
+                    whole = False
+                else:
                     lazy |= tx is LazyRule
                     empty |= _leaf_facts(x, ranges, extra, autos)
         stack[at] = (e, nsub, lsum)
     size = out.pop()
+    if sharing:
+        known_leaves.update(leaf_seen)
     if share_min is None:
         for x in edges:  # (in walk order: the order of first occurrence, as callers read it)
             kx = id(x)
@@ -687,7 +606,8 @@ def _scan_rule(root, min_count: int, share_min: int | None, known: dict | None =
                 if kx in big:
                     count[kx] = count.get(kx, 0) + 1
                     node_of[kx] = x
-    return size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra)
+    facts = (size, large, lazy, empty, tuple(dict.fromkeys(ranges)), count, node_of, sizes, tuple(extra))
+    return (facts, whole, taken) if sharing else facts
 
 
 def grammar_size(grammar: Grammar, memo: dict | None = None) -> int:
