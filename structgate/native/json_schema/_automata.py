@@ -798,8 +798,8 @@ _INTEGER_CHARS = (0x2D,) + tuple(range(0x30, 0x3A))
 
 
 class ResidueProduct(LazyAutomaton):
-    """Integer literals of ``d`` whose value ``v`` is a multiple of every modulus of ``pos`` and of
-    none of ``negs``, generated lazily: one rule per reached product state ``(q, r)``, ``q`` a state
+    """Integer literals of ``d`` whose value ``v`` is a multiple of ``pos`` and of none of
+    ``negs``, generated lazily: one rule per reached product state ``(q, r)``, ``q`` a state
     of ``d`` and ``r`` the magnitude read so far mod ``L = lcm(pos + negs)`` (one more digit ``k``:
     ``(10 r + k) mod L``; ``|v| ≡ 0 (mod m)`` iff ``v ≡ 0``, so the sign is not tracked).
 
@@ -881,7 +881,6 @@ class ResidueProduct(LazyAutomaton):
                     changed = True
         self._live = live
         self._chars = [Chars(((c, c),)) for c in _INTEGER_CHARS]
-        self._bodies: dict = {}
 
     def live(self, state) -> bool:
         q, r = state
@@ -892,9 +891,6 @@ class ResidueProduct(LazyAutomaton):
         return bool(self.d.accept[q]) and bool(self._ok[r])
 
     def body(self, state):
-        hit = self._bodies.get(state)
-        if hit is not None:
-            return hit
         q, r = state
         L = self.modulus
         groups: dict = {}  # target -> its characters (in order)
@@ -909,10 +905,7 @@ class ResidueProduct(LazyAutomaton):
             alts.append(Concat((sym, LazyRule(self, tgt))))
         if self.nullable(state):
             alts.append(EMPTY)
-        out = Chars(()) if not alts else alts[0] if len(alts) == 1 else Alt(tuple(alts))
-        if len(self._bodies) < 65536:
-            self._bodies[state] = out
-        return out
+        return Chars(()) if not alts else alts[0] if len(alts) == 1 else Alt(tuple(alts))
 
     def symbols(self) -> list:
         return list(self._chars)
