@@ -356,8 +356,11 @@ def minimize(d: CPDFA) -> CPDFA:
     from ..regex.dfa import minimize as _minimize
 
     n, k = len(d.delta), len(d.atoms)
-    if n <= 1:
+    if n <= 1 or d.__dict__.get("_is_minimal"):
         return d
+    hit = d.__dict__.get("_minimal")
+    if hit is not None:  # (an automaton kept for the process, minimised again by each user)
+        return hit
     table = np.zeros((n + 1, max(k, 1)), dtype=np.int64)
     if k:
         table[1:, :k] = np.asarray(d.delta, dtype=np.int64) + 1
@@ -365,7 +368,12 @@ def minimize(d: CPDFA) -> CPDFA:
     accepting[1:] = d.accept
     new, acc = _minimize(table, accepting)
     delta = (new[1:, :k].astype(np.int64) - 1).tolist()
-    return CPDFA(list(d.atoms), delta, [bool(x) for x in acc[1:]])
+    out = CPDFA(list(d.atoms), delta, [bool(x) for x in acc[1:]])
+    # remembered on the objects (automata are never changed once built): ``d`` points to its
+    # minimal form, which knows it is minimal (no reference back: no cycle for the collector)
+    out.__dict__["_is_minimal"] = True
+    d.__dict__["_minimal"] = out
+    return out
 
 
 def length_shape(d: CPDFA) -> tuple[CPDFA, int, int | None] | None:
@@ -541,7 +549,18 @@ def emit(d: CPDFA | None, enc: Callable[[CharSet], str | None], *, inline_cap: i
     if d is None:
         return None
     d = minimize(d)
-    text = to_regex(d, enc, inline_cap)
+    # the eliminated text, remembered on the (immutable) automaton per symbol writer and cap: an
+    # automaton kept for the process (:func:`._type_number._shared_dfa`) is written once, not
+    # once per schema that uses it
+    texts = d.__dict__.setdefault("_texts", {})
+    key = (enc, inline_cap)
+    if key in texts:
+        text = texts[key]
+    else:
+        text = to_regex(d, enc, inline_cap)
+        if len(texts) >= 8:  # (a writer made per call never hits: its entries do not pile up)
+            texts.clear()
+        texts[key] = text
     if text is not None:
         return text
     if define is None:

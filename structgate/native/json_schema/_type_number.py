@@ -48,6 +48,31 @@ def _integer_dfa() -> CPDFA:
     return minimize(trim(from_ast(parse_regex(JSON_INTEGER), max_states=64, what="integer", where="")))
 
 
+#: minimal automata of the numeric keywords (remainders, ranges, non-integers) by their parameters
+#: (limits included), for the process: schemas repeat the same ``multipleOf`` / ``not multipleOf``
+#: / bounds, whose products cost milliseconds each; their regex texts are kept on the automata
+#: (:func:`._automata.emit`). Cleared whole past :data:`_SHARED_DFA_MAX_STATES` states in all.
+_SHARED_DFAS: dict[tuple, CPDFA | None] = {}
+_SHARED_DFA_MAX_STATES = 200_000
+_shared_states = [0]
+
+
+def _shared_dfa(key: tuple, build) -> CPDFA | None:
+    """``build()`` (a trimmed, minimal automaton or None for the empty language), once per
+    ``key`` for the process. What it raises (a limit, a deadline) is raised, not kept: the next
+    call builds again. The automaton is shared: callers must not change it."""
+    if key in _SHARED_DFAS:
+        return _SHARED_DFAS[key]
+    d = build()
+    n = 0 if d is None else len(d.delta)
+    if _shared_states[0] + n > _SHARED_DFA_MAX_STATES:
+        _SHARED_DFAS.clear()
+        _shared_states[0] = 0
+    _SHARED_DFAS[key] = d
+    _shared_states[0] += n
+    return d
+
+
 @lru_cache(maxsize=1)
 def _fractional_dfa():
     """Code-point automaton of the decimals :meth:`NumberMixin._fractional` writes (built once)."""
@@ -261,13 +286,20 @@ class NumberMixin:
         key = ("fractional", lo_d, hi_d)  # (a oneOf expansion reaches the same one many times)
         if key not in self._dfa_texts:
             what, cap = "not integer", self.max_product_states
-            d = _fractional_dfa()
-            if lo_d is not None or hi_d is not None:
-                rng = number_range(lo_d, False, hi_d, False, fraction_required=True)
-                d = None if rng is None else trim(product(
-                    from_ast(parse_regex(rng), max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where), d,
-                    max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where))
-            self._dfa_texts[key] = None if d is None else self._emit_dfa(minimize(d), class_text, what, where)
+
+            def build():
+                d = _fractional_dfa()
+                if lo_d is not None or hi_d is not None:
+                    rng = number_range(lo_d, False, hi_d, False, fraction_required=True)
+                    d = None if rng is None else trim(product(
+                        from_ast(parse_regex(rng), max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where), d,
+                        max_states=cap * PRODUCT_VISIT_FACTOR, what=what, where=where))
+                return None if d is None else minimize(d)
+
+            # (bounds by their spelling: the range text is written from it)
+            d = _shared_dfa(("fractional", None if lo_d is None else str(lo_d), None if hi_d is None else str(hi_d),
+                             cap), build)
+            self._dfa_texts[key] = None if d is None else self._emit_dfa(d, class_text, what, where)
         return self._dfa_texts[key]
 
     def _not_multiples(self, schema, where: str, integer: bool) -> str | None:
@@ -367,13 +399,13 @@ class NumberMixin:
                                     "eagerly; use grammar mode or raise CompileOptions.extra['eager_residue_max']",
                                     where=where or "#")
         cap = self.max_product_states
-        rng = None
+        rt = None
         if ilo is not None or ihi is not None:
             rt = integer_range(ilo, ihi)
             if rt is None:
                 return None
-            rng = from_ast(parse_regex(rt), max_states=cap, what=what, where=where)
         if self.grammar and L > eager_max:
+            rng = None if rt is None else from_ast(parse_regex(rt), max_states=cap, what=what, where=where)
             d = trim(rng if rng is not None else _integer_dfa())
             if d is None:
                 return None
@@ -399,21 +431,26 @@ class NumberMixin:
         pcap = cap * PRODUCT_VISIT_FACTOR if negs else cap
         if L + 3 > pcap:
             raise limit_error("max_product_states", L + 3, pcap, what, where)
-        parts = [_non_multiples_dfa(m) for m in negs] + ([remainder_dfa(pos)] if pos else [])
-        if rng is not None:
-            parts.append(rng)
-        d = parts[0]
-        for q in parts[1:]:
-            d = trim(product(d, q, max_states=pcap, what=what, where=where))
-            if d is None:
-                return None
-            d = minimize(d)
-        if len(parts) == 1:
-            d = trim(d)
-            if d is None:
-                return None
-            d = minimize(d)
-        return self._emit_dfa(d, class_text, what, where)
+
+        def build():
+            parts = [_non_multiples_dfa(m) for m in negs] + ([remainder_dfa(pos)] if pos else [])
+            if rt is not None:
+                parts.append(from_ast(parse_regex(rt), max_states=cap, what=what, where=where))
+            d = parts[0]
+            for q in parts[1:]:
+                d = trim(product(d, q, max_states=pcap, what=what, where=where))
+                if d is None:
+                    return None
+                d = minimize(d)
+            if len(parts) == 1:
+                d = trim(d)
+                if d is None:
+                    return None
+                d = minimize(d)
+            return d
+
+        d = _shared_dfa(("residues", pos, tuple(negs), ilo, ihi, cap, pcap), build)
+        return None if d is None else self._emit_dfa(d, class_text, what, where)
 
     def _multiple_of(self, m: int, lo, hi, where: str) -> str | None:
         """Integer literals in the bounds that are multiples of ``m`` (exact): the remainder
