@@ -12,6 +12,7 @@ against the construction it replaces:
 """
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -366,3 +367,51 @@ def test_one_scan_gives_what_the_separate_passes_did(llama3_vocab):
             assert np.array_equal(build_grammar_nfa(g, lazy=True, lazy_counters=False).byte_classes,
                                   eager.byte_classes)
     assert seen_large >= 2 and seen_lazy >= 1  # the corpus covers both kinds
+
+
+def _uses_reference(body) -> dict:
+    """The build's count of uses as it was computed before it was fused with the references walk
+    (``pushdown._body_uses``): a reference under a repeat of more than one copy counts 2, a
+    concatenation or alternation reached again is not walked again."""
+    uses: dict = {}
+    seen: set = set()
+    stack = [(body, 1)]
+    while stack:
+        n, mult = stack.pop()
+        if isinstance(n, Ref):
+            uses[n.name] = uses.get(n.name, 0) + mult
+        elif isinstance(n, Repeat):
+            stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
+        elif isinstance(n, (Concat, Alt)) and id(n) not in seen:
+            seen.add(id(n))
+            stack.extend((x, mult) for x in n.items)
+    return uses
+
+
+def _refs_reference(body) -> set:
+    """The names of the references in ``body``, by a plain recursive walk."""
+    if isinstance(body, Ref):
+        return {body.name}
+    if isinstance(body, Repeat):
+        return _refs_reference(body.item)
+    if isinstance(body, (Concat, Alt)):
+        return set().union(*(_refs_reference(x) for x in body.items)) if body.items else set()
+    return set()
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_one_walk_gives_the_references_and_the_build_count_of_uses(i, llama3_vocab):
+    """``Grammar.uses`` / ``Grammar.references`` (one walk, :func:`structgate.native.ir.expr_uses`)
+    against the two walks they replace, on every rule of JSON schema grammars and of a grammar with
+    references under repeats of one and of several copies and shared subtrees."""
+    grammars = [get_backend("native", llama3_vocab, whitespace="flexible", additional_properties=True)
+                .to_grammar(Constraint.json_schema(json.dumps(SCHEMAS[i])))]
+    shared = seq(lit("["), Ref("x"), lit("]"))
+    grammars.append(Grammar({"root": alt(seq(shared, Repeat(Ref("x"), 0, 1), Repeat(shared, 2, 5)), shared,
+                                         plus(seq(Ref("y"), Ref("x")))),
+                             "x": lit("a"), "y": star(Ref("x"))}, "root"))
+    for g in grammars:
+        for r in g.rules:
+            assert g.uses(r) == _uses_reference(g.rules[r]), r
+            assert g.references(r) == _refs_reference(g.rules[r]), r
+            assert set(g.uses(r)) <= g.references(r)

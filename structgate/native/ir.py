@@ -325,7 +325,47 @@ def expr_references(node: Expr) -> set[str]:
     return out
 
 
-#: per rule body object (pinned with it), for the process: :meth:`Grammar.references`, and whether
+def expr_uses(node: Expr) -> tuple[dict[str, int], set[str]]:
+    """``(uses, references)`` of ``node`` in one walk: ``uses`` maps each :class:`Ref` name to how
+    many times :func:`~structgate.native.pushdown.build_grammar_nfa` compiles it (a reference
+    under a repeat of more than one copy counts 2; a concatenation or alternation the parser
+    shares is walked once); ``references`` is :func:`expr_references`' set (the names of
+    ``uses`` and the rules of the :class:`LazyRule` automata). Both are read off every rule body
+    of a grammar (reachability, the build's count of uses): one walk instead of two."""
+    uses: dict[str, int] = {}
+    refs: set[str] = set()
+    seen: set[int] = set()
+    stack = [(node, 1)]
+    pop, push = stack.pop, stack.append
+    get = uses.get
+    while stack:
+        n, mult = pop()
+        t = type(n)
+        if t is Concat or t is Alt:
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            for x in n.items:  # leaves other than references are not pushed
+                tx = type(x)
+                if tx is Ref:
+                    uses[x.name] = get(x.name, 0) + mult
+                elif tx is Concat or tx is Alt or tx is Repeat:
+                    push((x, mult))
+                elif tx is LazyRule:
+                    refs.update(x.auto.references())
+        elif t is Repeat:
+            # a reference under a repeat is compiled once per copy
+            push((n.item, 2 if n.max is None or n.max > 1 else mult))
+        elif t is Ref:
+            uses[n.name] = get(n.name, 0) + mult
+        elif t is LazyRule:
+            refs.update(n.auto.references())
+    refs.update(uses)
+    return uses, refs
+
+
+#: per rule body object (pinned with it), for the process: :meth:`Grammar.references` and
+#: :meth:`Grammar.uses`, and whether
 #: the body is nullable / productive with no rule known to be (:meth:`Grammar._free_rules`); each
 #: cleared whole at :data:`_BODY_MEMO_MAX` entries
 _REFS_MEMO: dict[int, tuple] = {}
@@ -376,18 +416,27 @@ class Grammar:
         process, :data:`_REFS_MEMO`, so the rules every JSON schema grammar holds are walked once;
         the root's in a memo the grammars derived from this one share; shared subtrees are visited
         once). The set is shared: callers must not change it."""
+        return self._refs_and_uses(name)[1]
+
+    def uses(self, name: str) -> dict[str, int]:
+        """How many times each rule name is compiled in rule ``name``'s body
+        (:func:`expr_uses`), memoised with :meth:`references` (one walk gives both). The dict is
+        shared: callers must not change it."""
+        return self._refs_and_uses(name)[2]
+
+    def _refs_and_uses(self, name: str) -> tuple:
+        """``(body, references, uses)`` of rule ``name``; the root's body is the grammar's own (a
+        schema's): kept with the grammars derived from this one, not pinned for the process."""
         body = self.rules[name]
-        # the root's body is the grammar's own (a schema's): kept with the grammars derived from
-        # this one, not pinned for the process
         memo = self.__dict__.setdefault("_refs_memo", {}) if name == self.root else _REFS_MEMO
         hit = memo.get(id(body))
         if hit is not None and hit[0] is body:
-            return hit[1]
-        out = expr_references(body)
+            return hit
+        uses, refs = expr_uses(body)
         if len(memo) >= _BODY_MEMO_MAX:
             memo.clear()
-        memo[id(body)] = (body, out)  # the body is pinned: its id is not reused while kept
-        return out
+        hit = memo[id(body)] = (body, refs, uses)  # the body is pinned: its id is not reused while kept
+        return hit
 
     def derived(self, rules: dict, **fields) -> "Grammar":
         """A grammar of ``rules`` with this one's other fields (``fields`` override them), sharing

@@ -1414,48 +1414,6 @@ def frame_needs(grammar: Grammar, called) -> FrameNeeds:
     return out
 
 
-#: :func:`_body_uses` per rule body id, the body pinned, for the process; cleared whole
-_BODY_USES: dict[int, tuple] = {}
-_BODY_USES_MAX = 4096
-
-
-def _body_uses(body, keep: bool = True) -> dict[str, int]:
-    """How many times each rule name is compiled in ``body`` (:func:`build_grammar_nfa`'s count
-    of uses: a reference under a repeat of more than one copy counts 2, a subtree the parser
-    shares walked once). Depends on the body alone: kept per body object (``keep``) for the
-    process, so a body met again (another rule with the same text, a recurring definition) is not
-    walked again. The dict is shared: callers must not change it."""
-    hit = _BODY_USES.get(id(body))
-    if hit is not None and hit[0] is body:
-        return hit[1]
-    uses: dict[str, int] = {}
-    seen: set[int] = set()
-    stack = [(body, 1)]
-    while stack:
-        n, mult = stack.pop()
-        t = type(n)
-        if t is Ref:
-            uses[n.name] = uses.get(n.name, 0) + mult
-        elif t is Repeat:
-            # a reference under a repeat is compiled once per copy
-            stack.append((n.item, 2 if n.max is None or n.max > 1 else mult))
-        elif t is Concat or t is Alt:
-            if id(n) in seen:
-                continue  # a shared subtree (the parser hash-conses): walked once
-            seen.add(id(n))
-            for x in n.items:  # leaves other than references are not pushed
-                tx = type(x)
-                if tx is Ref:
-                    uses[x.name] = uses.get(x.name, 0) + mult
-                elif tx is Concat or tx is Alt or tx is Repeat:
-                    stack.append((x, mult))
-    if keep:
-        if len(_BODY_USES) >= _BODY_USES_MAX:
-            _BODY_USES.clear()
-        _BODY_USES[id(body)] = (body, uses)  # the body pinned: its id is not reused meanwhile
-    return uses
-
-
 def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                       max_nfa_states: int = 2_000_000, count_repeats_over: int = 512,
                       lazy: bool = False, lazy_counters: bool | None = None,
@@ -1557,7 +1515,7 @@ def build_grammar_nfa(grammar: Grammar, *, inline_max_size: int = 4096,
                 canon[r] = c
     uses: dict[str, int] = {}
     for r in order:
-        for nm, c in _body_uses(rules[r], r != grammar.root).items():
+        for nm, c in grammar.uses(r).items():
             nm = canon.get(nm, nm)
             uses[nm] = uses.get(nm, 0) + c
     # decide callee by callee, callees first: a rule is inlined when it is used once, or when its
