@@ -816,6 +816,12 @@ class ResidueProduct(LazyAutomaton):
     ``log10(L)`` rounds past ``d``'s depth (``k`` more digits reach every residue once
     ``10**k >= L``).
 
+    Token masks: every position inside a literal is a new state ``(q, r)``, so the engine takes a
+    state's token walk from :meth:`token_walk` (per range state, once) and :meth:`token_rows` (per
+    state: the residues of the tokens' digits, looked up in the liveness table) instead of walking
+    the vocabulary's trie through a generated state per digit prefix
+    (:meth:`structgate.native.pushdown.PushdownIndex._automaton_walk`).
+
     Parameters
     ----------
     d : CPDFA
