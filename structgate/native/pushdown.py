@@ -2755,6 +2755,10 @@ class PushdownIndex:
         self._tok_cands: dict = {}
         #: rule index -> its LazyRule when its automaton computes token walks, else None
         self._walk_rules: dict = {}
+        #: configuration -> its pairs by automaton, when :meth:`_automaton_walk` made its walk
+        self._auto_ends: dict = {}
+        #: (automaton, key, configuration p) -> bool over the key's pairs: the rest alive from p
+        self._tok_ends_ok: dict = {}
         #: :meth:`_walk_below` per ``(configuration, seeds)``: ``(tokens, accepting nodes, reach)``
         self._wb_memo: dict[tuple, tuple] = {}
         self._wb_bytes = 0
@@ -4487,17 +4491,20 @@ class PushdownIndex:
                 return None
             node = walk_rules[r]
             parts.append((node, node.auto.token_walk_key(node.state)))
-        fulls, toks, offs = [], [], []
+        fulls, toks, offs, ends = [], [], [], []
         for node, k in parts:
             auto = node.auto
             walk = self._tok_walks.get((auto, k))
             if walk is None:
                 cand = self._token_cands(auto.token_bytes_read)
                 walk = self._tok_walks[(auto, k)] = auto.token_walk(k, self._flat, self._tok_start, self._tok_len, cand)
-            f, t, o = auto.token_rows(walk, node.state)
+            f, keep = auto.token_rows(walk, node.state)
+            pt, po = auto.token_pairs(walk)
             fulls.append(f)
-            toks.append(t)
-            offs.append(o)
+            toks.append(pt[keep])
+            offs.append(po[keep])
+            ends.append((auto, k, keep))
+        self._auto_ends[cr] = ends
         if len(parts) == 1:
             full, toks, offs = fulls[0], toks[0], offs[0]
         else:
@@ -4509,6 +4516,25 @@ class PushdownIndex:
         w = np.left_shift(1, full & 31, dtype=np.int64).astype(np.float64)
         row = np.bincount(full >> 5, weights=w, minlength=self.width).astype(np.uint32).view(np.int32)
         return row, toks, offs, bool(self._accepting[cr]), int(self._cfg_depth[cr])
+
+    def _automaton_ends(self, ends: list, p: int) -> np.ndarray:
+        """int64 ids of the tokens that complete a configuration of :meth:`_automaton_walk`
+        mid-token (``ends``: its ``(automaton, key, bool over the key's walk's pairs)``) and go on
+        from ``p``, the configuration after its frame returns. Whether a pair's rest stays alive
+        from ``p`` does not depend on the state's residue: it is checked once per (automaton,
+        key, ``p``) for every pair of the walk (:meth:`_suffix_ok`) and reused for every state.
+        With ``not multipleOf`` nearly every digit prefix completes the literal (~2,100 pairs on
+        Llama 3), past :attr:`SUFFIX_OK_MAX`, where :meth:`_compute` would walk the state
+        directly and generate a state per digit prefix again."""
+        out = []
+        for auto, key, keep in ends:
+            ok = self._tok_ends_ok.get((auto, key, p))
+            if ok is None:
+                pt, po = auto.token_pairs(self._tok_walks[(auto, key)])
+                ok = self._tok_ends_ok[(auto, key, p)] = self._suffix_ok(p, pt, po) if pt.size else \
+                    np.zeros(0, dtype=bool)
+            out.append(auto.token_pairs(self._tok_walks[(auto, key)])[0][keep & ok])
+        return out[0] if len(out) == 1 else np.unique(np.concatenate(out))
 
     def _token_cands(self, first: bytes) -> np.ndarray:
         """int64 ids of the ordinary tokens (some bytes, below ``n_tokens``, not EOS) whose first
@@ -4813,8 +4839,11 @@ class PushdownIndex:
                     cr = self._intern(self._relativize(items, k, self._vbase(d)))
                     rrow, toks, offs, acc0, _reach = self._rel_info(cr)
                 p = self._intern(self._closure(self._stk_ret[k], self._stk_parent[k]))
-                if p and toks.size and (toks.shape[0] > self.SUFFIX_OK_MAX if offs is not None else
-                                        int(self._trie._preorder()[2].take(toks).sum()) > self.WALK_BELOW_MAX):
+                # (a walk from the automaton: its pairs' rests are checked once per p)
+                ends = self._auto_ends.get(cr) if p else None
+                if ends is None and p and toks.size and (
+                        toks.shape[0] > self.SUFFIX_OK_MAX if offs is not None else
+                        int(self._trie._preorder()[2].take(toks).sum()) > self.WALK_BELOW_MAX):
                     # most tokens leave the frame mid-token (a one-character rule called per
                     # character of a counted string): checking each one's rest from ``p`` costs
                     # ~1 µs a token (58,017 pairs, 65 ms, in MaskBench's Github_hard o21072), the
@@ -4828,7 +4857,12 @@ class PushdownIndex:
                         sl = self._slot_of(p)
                         row |= self._rows[sl]
                         self._clear_eos(row)
-                    if toks.size and p:
+                    if ends is not None:
+                        good = self._automaton_ends(ends, p)
+                        if good.size:
+                            u = row.view(np.uint32)
+                            np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+                    elif toks.size and p:
                         if offs is None:  # accepting nodes of the grammar's trie
                             good = self._walk_below(toks, p)
                         else:

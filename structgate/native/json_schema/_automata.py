@@ -1022,17 +1022,22 @@ class ResidueProduct(LazyAutomaton):
 
     def token_rows(self, walk, state):
         """The walk of state ``(q, r)`` from :meth:`token_walk`'s ``walk`` of ``q`` (``r`` below
-        ``L``, so ``r · 10**n`` stays far inside int64):
-        ``(tokens read whole with a live state after them, pair tokens, pair offsets)``, int64
-        arrays. A token read whole is alive iff ``live[q', (r · 10**n + v) mod L]``; a pair's
-        prefix completes the literal iff its residue meets the moduli (its range state accepts:
-        :meth:`token_walk` kept only those). Exact: the rules of ``(q, r)`` and the states after it
-        read exactly these characters with these targets (:meth:`body`), and the product is
-        trimmed by the same table."""
+        ``L``, so ``r · 10**n`` stays far inside int64): ``(tokens read whole with a live state
+        after them (int64 ids), which of the walk's pairs (:meth:`token_pairs`) complete the
+        literal (bool))``. A token read whole is alive iff ``live[q', (r · 10**n + v) mod L]``; a
+        pair's prefix completes the literal iff its residue meets the moduli (its range state
+        accepts: :meth:`token_walk` kept only those). Exact: the rules of ``(q, r)`` and the
+        states after it read exactly these characters with these targets (:meth:`body`), and the
+        product is trimmed by the same table."""
         q, r = state
         L = self.modulus
-        (ft, fq, fp, fv), (pt, po, pq, pp, pv) = walk
+        (ft, fq, fp, fv), (_pt, _po, _pq, pp, pv) = walk
         ok = self._token_tables()[3]
-        full = ft[self._live[fq, (r * fp + fv) % L]]
-        keep = ok[(r * pp + pv) % L]
-        return full, pt[keep], po[keep]
+        return ft[self._live[fq, (r * fp + fv) % L]], ok[(r * pp + pv) % L]
+
+    @staticmethod
+    def token_pairs(walk):
+        """``(token ids, offsets)`` (int64) of every pair of :meth:`token_walk`'s ``walk``: a
+        proper prefix of ``offset`` bytes leads the range automaton to an accepting state (the
+        literal may end there, by its residue)."""
+        return walk[1][0], walk[1][1]
