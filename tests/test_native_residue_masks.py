@@ -240,13 +240,20 @@ def test_eager_and_lazy_rows_agree_at_every_position(llama3_vocab):
         assert accepts(lazy, llama3_vocab, str(x)) == ok_l
 
 
-def test_a_mask_inside_a_literal_builds_few_states(llama3_vocab):
-    """The mask at a position inside a literal of ``multipleOf 9973`` builds a handful of
-    configurations and generated rules, not one configuration per digit prefix of the vocabulary
-    (1,110 with the trie walk: shown by switching the automaton's walk off; there the first mask
-    before the literal also generates a rule for nearly every residue of the range state)."""
-    sch = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 9973}}, "required": ["n"]}
-    text = json.dumps({"n": 9973 * 987654321})
+@pytest.mark.parametrize("sch,value", [
+    ({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 9973}}, "required": ["n"]},
+     {"n": 9973 * 987654321}),
+    # (nearly every prefix of a digit token ends the literal here: ~2,100 pairs to check against
+    # the array's rest, which the engine's walk would have taken by walking the state directly)
+    ({"type": "array", "items": {"type": "integer", "not": {"multipleOf": 9973}}}, [9973 * 987654321 + 1, -5]),
+], ids=["multipleOf-in-object", "not-multipleOf-in-array"])
+def test_a_mask_inside_a_literal_builds_few_states(llama3_vocab, sch, value):
+    """The mask at a position inside a literal of ``multipleOf 9973`` (or ``not``) builds a
+    handful of configurations and generated rules, not one configuration per digit prefix of the
+    vocabulary (1,110 with the trie walk: shown by switching the automaton's walk off; there the
+    first mask before the literal also generates a rule for nearly every residue of the range
+    state)."""
+    text = json.dumps(value)
     built = {}
     for name in ("fast", "slow"):
         g = get_backend("native", llama3_vocab).compile(Constraint.json_schema(sch))
@@ -263,8 +270,9 @@ def test_a_mask_inside_a_literal_builds_few_states(llama3_vocab):
             state = idx.next_state(state, t)
             assert state != 0
         built[name] = grown
-    # positions after '{"', 'n', '":', ' ' and then inside the literal
-    inside = [i for i, t in enumerate(llama3_vocab.encode(text)) if llama3_vocab.token_bytes[t].isdigit()][1:]
+    # positions inside a literal: after a digit
+    ids = llama3_vocab.encode(text)
+    inside = [i for i in range(1, len(ids)) if llama3_vocab.token_bytes[ids[i - 1]].isdigit()]
     assert inside
     for i in inside:
         assert built["fast"][i][0] <= 8 and built["fast"][i][1] <= 8, built["fast"]
