@@ -68,6 +68,13 @@ class LazyAutomaton:
     object's (equality and hash are ``object``'s). States used only as count-free aliases for
     the token masks (``canonical``, see :class:`structgate.native.pushdown.RepeatCounter`) need
     not match a string.
+
+    Optionally an automaton computes the token walks of its states itself, where the engine's trie
+    walk would generate a state per token prefix (``token_walk_key``, ``token_walk``,
+    ``token_rows`` and ``token_bytes_read``, used by
+    :meth:`structgate.native.pushdown.PushdownIndex._automaton_walk`; see
+    :class:`structgate.native.json_schema._automata.ResidueProduct`). Its rules must then be
+    call-free and read only those bytes.
     """
 
     start: object = None

@@ -2707,6 +2707,16 @@ class PushdownIndex:
             self._free_ret = bytearray(rc[o] for o in gnfa.owner) + bytearray(len(nfa) + 1 - len(gnfa.owner))
         self._terminated_slot = -1
         self._rel_cache: dict[int, tuple] = {}
+        #: (lazy automaton, its key) -> the tokens' walks from it (:meth:`_automaton_walk`)
+        self._tok_walks: dict = {}
+        #: first bytes -> the ordinary tokens starting with one of them (:meth:`_token_cands`)
+        self._tok_cands: dict = {}
+        #: rule index -> its LazyRule when its automaton computes token walks, else None
+        self._walk_rules: dict = {}
+        #: configuration -> its pairs by automaton, when :meth:`_automaton_walk` made its walk
+        self._auto_ends: dict = {}
+        #: (automaton, key, configuration p) -> bool over the key's pairs: the rest alive from p
+        self._tok_ends_ok: dict = {}
         #: :meth:`_walk_below` per ``(configuration, seeds)``: ``(tokens, accepting nodes, reach)``
         self._wb_memo: dict[tuple, tuple] = {}
         self._wb_bytes = 0
@@ -4354,6 +4364,11 @@ class PushdownIndex:
         hit = self._rel_cache.get(cr)
         if hit is not None:
             return hit
+        if self.gnfa.dyn_node:
+            hit = self._automaton_walk(cr)
+            if hit is not None:
+                self._rel_cache[cr] = hit
+                return hit
         tw = self._trie_for(cr)
         skey = None
         if tw[0] is not self._trie:  # inside one call-free rule: the same walk in every grammar
@@ -4382,6 +4397,115 @@ class PushdownIndex:
             _shared_walks.put(self.vocab, skey, info)
         self._rel_cache[cr] = info
         return info
+
+    def _automaton_walk(self, cr: int):
+        """:meth:`_rel_info` of ``cr`` computed by its lazy automaton, or None.
+
+        Applies when ``cr``'s items are, rule by rule, exactly the start of generated rules (each
+        one's closure on the empty stack, the complete item aside) whose automata compute token
+        walks themselves
+        (``token_walk_key``, ``token_walk``, ``token_rows``, ``token_bytes_read``: see
+        :class:`~structgate.native.json_schema._automata.ResidueProduct`). A state ``(q, r)`` of a
+        remainder automaton of a large modulus ``L`` is a new configuration at every position of a
+        literal, and the trie walk of its mask built a rule and a table row for every digit prefix
+        of the vocabulary (~1,110 of them, ~0.1-0.2 s a mask, every mask of every literal). The
+        tokens' walks from range state ``q`` are computed once, vectorised over the tokens
+        (``token_walk``, cached per key), and each state's row and pairs are then arithmetic over
+        them (``token_rows``): the same ``(row without EOS, pair tokens, pair offsets, complete
+        before any byte, deepest stack)`` as the walk, since the walk from ``cr`` on the empty
+        stack reads only those rules and the states they tail-call (call-free: no frame, so the
+        stack reached is ``cr``'s own), and the walk of several items is the union of each one's.
+        The row is packed from the ids (distinct, so a word's bits sum to their OR; float64
+        sums below 2**32 are exact)."""
+        g = self.gnfa
+        N, acc = self._N, self._ACCEPT
+        items = self._cfg_keys[cr]
+        owner = self._owner
+        if owner is None:
+            return None
+        walk_rules = self._walk_rules
+        by_rule: dict[int, set] = {}
+        for it in items:  # (the first item of another rule ends it: most configurations)
+            if it == acc:
+                continue
+            if it < 0 or it >= N:
+                return None
+            r = owner[it]
+            node = walk_rules.get(r, False)
+            if node is False:
+                node = g.dyn_node.get(r)
+                if node is not None and getattr(node.auto, "token_walk_key", None) is None:
+                    node = None
+                walk_rules[r] = node
+            if node is None:
+                return None
+            by_rule.setdefault(r, set()).add(it)
+        if not by_rule:
+            return None
+        parts = []
+        for r, its in by_rule.items():
+            st = g.rule_start[r]
+            if st < 0 or self._closure(st, 0) - {acc} != its:
+                return None
+            node = walk_rules[r]
+            parts.append((node, node.auto.token_walk_key(node.state)))
+        fulls, toks, offs, ends = [], [], [], []
+        for node, k in parts:
+            auto = node.auto
+            walk = self._tok_walks.get((auto, k))
+            if walk is None:
+                cand = self._token_cands(auto.token_bytes_read)
+                walk = self._tok_walks[(auto, k)] = auto.token_walk(k, self._flat, self._tok_start, self._tok_len, cand)
+            f, keep = auto.token_rows(walk, node.state)
+            pt, po = auto.token_pairs(walk)
+            fulls.append(f)
+            toks.append(pt[keep])
+            offs.append(po[keep])
+            ends.append((auto, k, keep))
+        self._auto_ends[cr] = ends
+        if len(parts) == 1:
+            full, toks, offs = fulls[0], toks[0], offs[0]
+        else:
+            # several rules side by side (a union of literals): the walk of a set of items is the
+            # union of theirs
+            full = np.unique(np.concatenate(fulls))
+            pairs = np.unique(np.stack([np.concatenate(toks), np.concatenate(offs)]), axis=1)
+            toks, offs = pairs[0].copy(), pairs[1].copy()
+        w = np.left_shift(1, full & 31, dtype=np.int64).astype(np.float64)
+        row = np.bincount(full >> 5, weights=w, minlength=self.width).astype(np.uint32).view(np.int32)
+        return row, toks, offs, bool(self._accepting[cr]), int(self._cfg_depth[cr])
+
+    def _automaton_ends(self, ends: list, p: int) -> np.ndarray:
+        """int64 ids of the tokens that complete a configuration of :meth:`_automaton_walk`
+        mid-token (``ends``: its ``(automaton, key, bool over the key's walk's pairs)``) and go on
+        from ``p``, the configuration after its frame returns. Whether a pair's rest stays alive
+        from ``p`` does not depend on the state's residue: it is checked once per (automaton,
+        key, ``p``) for every pair of the walk (:meth:`_suffix_ok`) and reused for every state.
+        With ``not multipleOf`` nearly every digit prefix completes the literal (~2,100 pairs on
+        Llama 3), past :attr:`SUFFIX_OK_MAX`, where :meth:`_compute` would walk the state
+        directly and generate a state per digit prefix again."""
+        out = []
+        for auto, key, keep in ends:
+            ok = self._tok_ends_ok.get((auto, key, p))
+            if ok is None:
+                pt, po = auto.token_pairs(self._tok_walks[(auto, key)])
+                ok = self._tok_ends_ok[(auto, key, p)] = self._suffix_ok(p, pt, po) if pt.size else \
+                    np.zeros(0, dtype=bool)
+            out.append(auto.token_pairs(self._tok_walks[(auto, key)])[0][keep & ok])
+        return out[0] if len(out) == 1 else np.unique(np.concatenate(out))
+
+    def _token_cands(self, first: bytes) -> np.ndarray:
+        """int64 ids of the ordinary tokens (some bytes, below ``n_tokens``, not EOS) whose first
+        byte is one of ``first`` (cached per ``first``)."""
+        hit = self._tok_cands.get(first)
+        if hit is None:
+            lens = self._tok_len
+            ids = np.arange(min(lens.shape[0], self.vocab.n_tokens), dtype=np.int64)
+            fb = self._flat.take(self._tok_start[: ids.shape[0]])
+            ok = (lens[: ids.shape[0]] > 0) & np.isin(fb, np.frombuffer(first, dtype=np.uint8))
+            ok[self._eos[self._eos < ok.shape[0]]] = False
+            hit = self._tok_cands[first] = ids[ok]
+        return hit
 
     def _shared_key(self, cr: int):
         """A key for configuration ``cr`` (on the empty stack, every item inside one call-free
@@ -4673,8 +4797,11 @@ class PushdownIndex:
                     cr = self._intern(self._relativize(items, k, self._vbase(d)))
                     rrow, toks, offs, acc0, _reach = self._rel_info(cr)
                 p = self._intern(self._closure(self._stk_ret[k], self._stk_parent[k]))
-                if p and toks.size and (toks.shape[0] > self.SUFFIX_OK_MAX if offs is not None else
-                                        int(self._trie._preorder()[2].take(toks).sum()) > self.WALK_BELOW_MAX):
+                # (a walk from the automaton: its pairs' rests are checked once per p)
+                ends = self._auto_ends.get(cr) if p else None
+                if ends is None and p and toks.size and (
+                        toks.shape[0] > self.SUFFIX_OK_MAX if offs is not None else
+                        int(self._trie._preorder()[2].take(toks).sum()) > self.WALK_BELOW_MAX):
                     # most tokens leave the frame mid-token (a one-character rule called per
                     # character of a counted string): checking each one's rest from ``p`` costs
                     # ~1 µs a token (58,017 pairs, 65 ms, in MaskBench's Github_hard o21072), the
@@ -4688,7 +4815,12 @@ class PushdownIndex:
                         sl = self._slot_of(p)
                         row |= self._rows[sl]
                         self._clear_eos(row)
-                    if toks.size and p:
+                    if ends is not None:
+                        good = self._automaton_ends(ends, p)
+                        if good.size:
+                            u = row.view(np.uint32)
+                            np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+                    elif toks.size and p:
                         if offs is None:  # accepting nodes of the grammar's trie
                             good = self._walk_below(toks, p)
                         else:
