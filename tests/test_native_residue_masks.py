@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from _matching import accepts
+from _residue import integer_schema
 from structgate import Constraint, get_backend
 from structgate.vocab import Vocabulary
 
@@ -77,19 +78,6 @@ def _brute_force_walk(compiled, vocab: Vocabulary, ids: list[int]) -> bool:
     return False
 
 
-def _schema(mo, negs, lo, hi) -> dict:
-    s: dict = {"type": "integer"}
-    if mo is not None:
-        s["multipleOf"] = mo
-    if negs:
-        s["allOf"] = [{"not": {"multipleOf": m}} for m in negs]
-    if lo is not None:
-        s["minimum"] = lo
-    if hi is not None:
-        s["maximum"] = hi
-    return s
-
-
 def _want(case, x: int) -> bool:
     mo, negs, lo, hi = case
     return ((mo is None or x % mo == 0) and all(x % m for m in negs)
@@ -131,9 +119,9 @@ def test_masks_equal_every_tokens_advance_hand_vocabulary(case):
     """Inside an object and an array, where a literal ends mid-token (``1234}``, ``34,``) or at a
     token's end, every token's bit is what its advance does, at every position."""
     be = get_backend("native", HAND)
-    obj = be.compile(Constraint.json_schema({"type": "object", "properties": {"n": _schema(*case)},
+    obj = be.compile(Constraint.json_schema({"type": "object", "properties": {"n": integer_schema(*case)},
                                              "required": ["n"]}))
-    arr = be.compile(Constraint.json_schema({"type": "array", "items": _schema(*case)}))
+    arr = be.compile(Constraint.json_schema({"type": "array", "items": integer_schema(*case)}))
     rnd = random.Random(str(case))
     for x in _literals(case, rnd):
         # digits in threes (one character each if a three is no token), the last digit glued to
@@ -196,8 +184,8 @@ def test_masks_equal_the_engines_walk_and_the_eager_automaton_llama3(llama3_voca
     """On Llama 3, at every position of literals inside objects, arrays and alone: the rows equal
     the engine's trie walk of the same states (the automaton's walk switched off on that index),
     and the eager remainder automaton's; accepted literals are exactly the values wanted."""
-    schemas = [_schema(*case), {"type": "array", "items": _schema(*case)},
-               {"type": "object", "properties": {"n": _schema(*case), "m": {"type": "boolean"}}, "required": ["n"]}]
+    schemas = [integer_schema(*case), {"type": "array", "items": integer_schema(*case)},
+               {"type": "object", "properties": {"n": integer_schema(*case), "m": {"type": "boolean"}}, "required": ["n"]}]
     rnd = random.Random(str(case))
     xs = _literals(case, rnd)
     for sch in schemas:
@@ -218,8 +206,8 @@ def test_masks_equal_the_engines_walk_and_the_eager_automaton_llama3(llama3_voca
     mo, negs, lo, hi = case
     if lo is None and hi is None and math.lcm(mo or 1, *negs) <= 3000:
         eager = get_backend("native", llama3_vocab, eager_residue_max=10 ** 6).compile(
-            Constraint.json_schema(_schema(*case)))
-        fast = get_backend("native", llama3_vocab).compile(Constraint.json_schema(_schema(*case)))
+            Constraint.json_schema(integer_schema(*case)))
+        fast = get_backend("native", llama3_vocab).compile(Constraint.json_schema(integer_schema(*case)))
         for x in xs:
             ok_e, rows_e = _walk_rows(eager, llama3_vocab, str(x))
             ok_f, rows_f = _walk_rows(fast, llama3_vocab, str(x))

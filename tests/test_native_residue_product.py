@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 
 from _matching import accepts, walk_rows
+from _residue import integer_schema
 from structgate import Constraint, get_backend
 from structgate.errors import CompileLimitError, InvalidConstraintError
 from structgate.native.json_schema import schema_to_regex
@@ -106,23 +107,10 @@ CASES = [
 ]
 
 
-def _schema(mo, negs, lo, hi) -> dict:
-    s: dict = {"type": "integer"}
-    if mo is not None:
-        s["multipleOf"] = mo
-    if negs:
-        s["allOf"] = [{"not": {"multipleOf": m}} for m in negs]
-    if lo is not None:
-        s["minimum"] = lo
-    if hi is not None:
-        s["maximum"] = hi
-    return s
-
-
 @pytest.mark.parametrize("case", CASES, ids=[str(c) for c in CASES])
 def test_lazy_and_eager_remainder_automata_agree_with_arithmetic(llama3_vocab, case):
     mo, negs, lo, hi = case
-    schema = _schema(mo, negs, lo, hi)
+    schema = integer_schema(mo, negs, lo, hi)
 
     def want(x: int) -> bool:
         return ((mo is None or x % mo == 0) and all(x % m for m in negs)
