@@ -3119,6 +3119,8 @@ class PushdownIndex:
         become ``(leaf, U · p)``, ``U`` the union of ``r1, r2, ...`` (:meth:`_union_state`). The
         language is the same. Returns the frames made other than ``p`` itself (a frame
         :meth:`_push` leaves out), ``{stack: (stack below, caller rule)}``."""
+        if not self._may_merge_top(items):
+            return {}
         N = self._N
         ret_of, parent = self._stk_ret, self._stk_parent
         owner = self._owner
@@ -3153,6 +3155,16 @@ class PushdownIndex:
                     if k2 != p:
                         made[k2] = (p, r)
         return made
+
+    def _may_merge_top(self, items) -> bool:
+        """Whether two items of ``items`` off the empty stack share their byte state, which two
+        items that differ only by their top frame do (:meth:`_merge_top_frames` merges nothing
+        otherwise). One pass over the items without the per-item pairs and groups: most targets'
+        items lie on the empty stack or on distinct states (MaskBench: 36,000 calls a sample of
+        213 schemas, nearly all with nothing to merge)."""
+        N = self._N
+        hi = [it % N for it in items if it >= N]
+        return len(hi) > 1 and len(set(hi)) < len(hi)
 
     def _mergeable(self, r: int) -> bool:
         """Whether calls returning into rule ``r`` (``-1``: unknown owner) may share a frame
@@ -3725,7 +3737,7 @@ class PushdownIndex:
                     # (``("b" r?)? ("b" r?)?``: both ``b`` go on to a call of ``r``): together,
                     # merged ones (:meth:`_closure_of`)
                     tgt = self._closure_of(seeds)[0]
-                elif len(tgt) > 1:
+                elif len(tgt) > 1 and self._may_merge_top(tgt):
                     # items of different closures that differ only by their top frame (a tail
                     # call's and its caller's caller's next call of one rule): one item
                     items = set(tgt)
@@ -3769,7 +3781,16 @@ class PushdownIndex:
             ivs = self._leaf_iv.get(it % self._N)
             pairs = [(it, ivs if ivs is not None else self._leaf_classes(it % self._N))]
         else:
-            pairs = list(self._item_intervals(c))
+            # (:meth:`_item_intervals` inline: a row of several items is the common case)
+            N, acc = self._N, self._ACCEPT
+            get_iv = self._leaf_iv.get
+            pairs = []
+            for it in items:
+                leaf = it % N
+                if leaf == acc or it < 0:
+                    continue
+                ivs = get_iv(leaf)
+                pairs.append((it, ivs if ivs is not None else self._leaf_classes(leaf)))
         # the targets first (interning may grow the table), then the row written as slices of
         # the table when it has few runs (a Python list of every class converted to the row
         # costs more than a few slice stores)
