@@ -2400,7 +2400,8 @@ _TRIE_CACHE = 16
 def class_trie(vocab: Vocabulary, byte_classes: np.ndarray, alphabet: np.ndarray | None = None) -> _ClassTrie:
     """The class-quotiented trie of ``vocab`` for ``byte_classes``, its node labels given as
     classes of ``alphabet`` (a refinement of ``byte_classes``; default: ``byte_classes`` itself),
-    cached (LRU of ``_TRIE_CACHE``) by the vocabulary's token-bytes trie and both partitions.
+    cached (LRU of ``_TRIE_CACHE``) by the vocabulary's token-bytes trie, ``byte_classes`` and the
+    labels ``alphabet`` gives its classes (:func:`_class_labels`).
 
     With ``alphabet`` the trie is the one of ``byte_classes`` alone (built once, cached) with its
     labels mapped (:meth:`_ClassTrie.relabeled`, ~1 ms): a rule's coarse trie is the same
@@ -2409,7 +2410,12 @@ def class_trie(vocab: Vocabulary, byte_classes: np.ndarray, alphabet: np.ndarray
     from .token_index import vocab_trie
 
     trie = vocab_trie(vocab)
-    key = (id(trie), byte_classes.tobytes(), None if alphabet is None else alphabet.tobytes())
+    # with ``alphabet``, keyed by the labels it gives the classes, not by the alphabet: grammars
+    # whose alphabets differ (each grammar's own cuts) mostly label a rule's coarse classes alike
+    # (every ASCII byte is a class of its own in each), so they share one relabeled trie, and
+    # its uid, which keys the suffix walks other grammars take (:meth:`PushdownIndex._suffix_walk`)
+    label = None if alphabet is None else _class_labels(byte_classes, alphabet)
+    key = (id(trie), byte_classes.tobytes(), None if label is None else label.tobytes())
     with _tries_lock:
         hit = _tries.get(key)
         if hit is not None and hit[0] is trie:
@@ -2418,7 +2424,6 @@ def class_trie(vocab: Vocabulary, byte_classes: np.ndarray, alphabet: np.ndarray
     if alphabet is None:
         ct = _ClassTrie(trie, byte_classes, vocab.n_tokens)
     else:
-        label = _class_labels(byte_classes, alphabet)
         base = class_trie(vocab, byte_classes)
         ct = base if np.array_equal(label, np.arange(label.shape[0])) else base.relabeled(label)
     with _tries_lock:
@@ -2818,10 +2823,13 @@ class PushdownIndex:
             cache[key] = tok_c
         return tok_c
 
-    def _trie_for(self, cr: int):
+    def _trie_for(self, cr: int, build: bool = True):
         """(trie, token → class node, ends buffer) for walking configuration ``cr`` on the empty
         stack: the trie of the owning rule's partition when every item lies in one call-free rule
-        (the walk cannot leave it but by completing it), else the grammar's."""
+        (the walk cannot leave it but by completing it), else the grammar's. With ``build``
+        False, a rule's trie not made yet for this grammar is not made: ``None`` stands for it
+        (:meth:`_rel_info` looks the walk up in :data:`_shared_walks` first, and a hit needs no
+        trie)."""
         g = self.gnfa
         if self._owner is not None and len(g.rule_names) > 1:
             N = self._N
@@ -2837,11 +2845,12 @@ class PushdownIndex:
                     if ent is None:
                         rc = g.rule_classes[r]
                         if np.array_equal(rc, self.byte_classes):
-                            ent = False
+                            ent = self._rule_tries[r] = False
+                        elif not build:
+                            return None
                         else:
                             t = class_trie(self.vocab, rc, self.byte_classes)
-                            ent = (t, self._tok_c(t))
-                        self._rule_tries[r] = ent
+                            ent = self._rule_tries[r] = (t, self._tok_c(t))
                     if ent:
                         return ent
         return self._trie, self._token_cnode
@@ -4417,15 +4426,19 @@ class PushdownIndex:
         hit = self._rel_cache.get(cr)
         if hit is not None:
             return hit
-        tw = self._trie_for(cr)
+        # (the rule's trie is made only when the walk is not shared: a grammar's first lookup of
+        # a rule's trie relabels the rule's partition into the grammar's alphabet, ~1 ms)
+        tw = self._trie_for(cr, build=False)
         skey = None
-        if tw[0] is not self._trie:  # inside one call-free rule: the same walk in every grammar
+        if tw is None or tw[0] is not self._trie:  # inside one call-free rule: the same walk in every grammar
             skey = self._shared_key(cr)
             if skey is not None:
                 hit = _shared_walks.get(self.vocab, skey)
                 if hit is not None:
                     self._rel_cache[cr] = hit
                     return hit
+            if tw is None:
+                tw = self._trie_for(cr)
         # acc: class nodes whose configuration is complete (the base rule returned) after >= 1 byte
         row, acc, reach = self._walk_summary(cr, tw)
         if tw[0] is self._trie:
