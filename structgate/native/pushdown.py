@@ -2049,7 +2049,11 @@ def _popcount_lut(words: np.ndarray) -> int:
 
 def _popcount(words: np.ndarray) -> int:
     """Set bits of a packed row (int32 ``(width,)``): ``np.bitwise_count`` (numpy >= 2.0; 10×
-    faster than unpacking the bits), else :func:`_popcount_lut`."""
+    faster than unpacking the bits), else :func:`_popcount_lut`. An even width is read as uint64
+    words, and the counts summed by ``add.reduce`` into an intp (half the elements, no upcast
+    pass: ~3 against ~6 µs a Llama 3 row)."""
+    if not words.shape[0] & 1 and words.flags.c_contiguous:
+        return int(np.add.reduce(np.bitwise_count(words.view(np.uint64)), dtype=np.intp))
     return int(np.bitwise_count(words.view(np.uint32)).sum())
 
 
@@ -2930,7 +2934,7 @@ class PushdownIndex:
         leaves = self._lc(v)
         bo = self._byte_only.get(v)
         if bo is None:
-            bo = self._byte_only[v] = all(kind[x] == BYTE for x in leaves)
+            bo = self._byte_only[v] = all(map(BYTE.__eq__, map(kind.__getitem__, leaves)))
         if bo:
             # the common case (84 % of closures on MaskBench): only byte-consuming leaves, no
             # call, return or placeholder to follow: the items are the leaves on stack ``k``
@@ -3484,7 +3488,10 @@ class PushdownIndex:
         self._n_items += len(items)
         if c >= self._table.shape[0]:
             n = self._table.shape[0] * 2
-            t = np.full((n, self.n_classes), -1, dtype=np.int64)
+            # uninitialised: each row is set to -1 (not computed) below when its configuration is
+            # interned, so the pages of the rows no configuration reaches are never written (a
+            # filled table wrote, and faulted in, the whole new half at every doubling)
+            t = np.empty((n, self.n_classes), dtype=np.int64)
             t[:c] = self._table[:c]
             self._table = t
             a = np.zeros(n, dtype=bool)
@@ -3496,6 +3503,7 @@ class PushdownIndex:
             dd = np.zeros(n, dtype=np.int64)
             dd[:c] = self._cfg_depth[:c]
             self._cfg_depth = dd
+        self._table[c] = -1
         self._accepting[c] = self._ACCEPT in items
         # items are >= 0 here (the empty language's marker never goes through _intern)
         if items and max(items) >= N:  # (on the empty stack only: depth 0, already set)
