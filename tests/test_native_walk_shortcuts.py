@@ -152,3 +152,148 @@ def test_key_positions_equal_the_direct_walk(llama3_vocab, monkeypatch):
             pref = [t for t in ids if len(v.token_bytes[t]) <= 3]
             s = pi.next_state(s, rng.choice(pref or ids))
             assert s > 0
+
+
+# -- h29: the top-frame merge's precheck, rule tries made only past the shared walks, the table's
+# uninitialised growth, the uint64 popcount -------------------------------------------------------
+MERGING = ['root ::= "(" (root? root?){2,5} ")" root?',
+           'root ::= "(" (x y)+ ")"\nx ::= root?\ny ::= root?',
+           'root ::= "(" (("b" root?)? ("b" root?)?)* ")"']
+PARENS = ["(()())", "((()()))(())", "(((()))(()()))", "(b(b)b(bb))", "((((((()))))))(()())"]
+
+
+def _grammar_masks(vocab, monkeypatch, text_grammar, **attrs):
+    with monkeypatch.context() as mp:
+        for k, v in attrs.items():
+            mp.setattr(pushdown.PushdownIndex, k, v)
+        g = _backend(vocab).compile(Constraint.grammar(text_grammar, "gbnf"))
+        return [walk_rows(g, vocab, t) for t in PARENS], g.token_index
+
+
+def test_top_frame_precheck_refuses_only_sets_with_nothing_to_merge(llama3_vocab, monkeypatch):
+    """``_may_merge_top`` says no only where the full grouping of ``_merge_top_frames`` merges
+    nothing (checked at every call), and the masks, configurations and table are those of the
+    grouping run at every call (the check forced yes)."""
+    orig_check = pushdown.PushdownIndex._may_merge_top
+    orig_merge = pushdown.PushdownIndex._merge_top_frames
+    seen = {"no": 0, "merged": 0}
+
+    def checked(self, items):
+        r = orig_check(self, items)
+        if not r:
+            seen["no"] += 1
+            cls = type(self)
+            cls._may_merge_top = lambda self, items: True
+            try:
+                copy = set(items)
+                made = orig_merge(self, copy)
+            finally:
+                cls._may_merge_top = checked
+            assert not made and copy == set(items), sorted(items)
+        return r
+
+    def merge(self, items):
+        n = len(items)
+        made = orig_merge(self, items)
+        seen["merged"] += len(items) < n
+        return made
+
+    for gr in MERGING:
+        with monkeypatch.context() as mp:
+            mp.setattr(pushdown.PushdownIndex, "_may_merge_top", checked)
+            mp.setattr(pushdown.PushdownIndex, "_merge_top_frames", merge)
+            got, ia = _grammar_masks(llama3_vocab, monkeypatch, gr)
+        want, ib = _grammar_masks(llama3_vocab, monkeypatch, gr, _may_merge_top=lambda self, items: True)
+        for (oka, ra), (okb, rb) in zip(got, want):
+            assert oka == okb and len(ra) == len(rb)
+            for x, y in zip(ra, rb):
+                np.testing.assert_array_equal(x, y)
+        assert ia._cfg_keys == ib._cfg_keys
+        n = len(ia._cfg_keys)
+        np.testing.assert_array_equal(ia._table[:n], ib._table[:n])
+    assert seen["no"] > 0 and seen["merged"] > 0, seen  # both ways taken
+
+
+def test_shared_walk_hit_makes_no_rule_trie(llama3_vocab, monkeypatch):
+    """A second grammar whose string rule's walks are in the shared cache takes them without
+    making the rule's trie; its masks equal those of a compile with the cache empty and the direct
+    walk of each configuration."""
+    monkeypatch.setattr(pushdown, "_shared_walks", pushdown._SharedWalks())
+    v = llama3_vocab
+    text = '{"name": "Ann Lee", "nickname": "A\\"n", "address": {"street": "Main St"}}'
+    _backend(v).compile(Constraint.json_schema(SCHEMA))  # fills the shared walks
+    walk_rows(_backend(v).compile(Constraint.json_schema(SCHEMA)), v, text)
+    made = {"n": 0}
+    orig = pushdown.class_trie
+
+    def counted(*a, **k):
+        made["n"] += 1
+        return orig(*a, **k)
+
+    other = dict(SCHEMA, properties=dict(SCHEMA["properties"], zeta={"type": "string", "pattern": "^[q-z]+$"}))
+    monkeypatch.setattr(pushdown, "class_trie", counted)
+    g = _backend(v).compile(Constraint.json_schema(other))  # another alphabet (the pattern's cuts)
+    made["n"] = 0
+    ok, rows = walk_rows(g, v, text)
+    assert ok and made["n"] == 0, made
+    pi = g.token_index
+    assert not any(pi._rule_tries.values()), "a rule trie was made though every walk was shared"
+    monkeypatch.setattr(pushdown, "_shared_walks", pushdown._SharedWalks())
+    ok2, rows2 = walk_rows(_backend(v).compile(Constraint.json_schema(other)), v, text)
+    assert ok2 and len(rows) == len(rows2)
+    for x, y in zip(rows, rows2):
+        np.testing.assert_array_equal(x, y)
+    s = pi.step_bytes(1, b'{"name": "A')
+    row = np.empty(pi.width, np.int32)
+    pi.fill_row(s, row)
+    np.testing.assert_array_equal(row, pi.direct_row(s))
+
+
+def test_relabeled_tries_keyed_by_labels(llama3_vocab):
+    """Two alphabets that label a coarse partition's classes alike get one relabeled trie (the
+    same uid); other labels another; each relabeled trie's classes are the labels of its base's."""
+    v = llama3_vocab
+    coarse = pushdown._classes_from_cuts([0, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC2])
+    # (every ASCII byte is a class of each alphabet: the alphabets differ above 0x80; a cut past
+    # the coarse classes' lowest bytes keeps their labels, one below 0xC2 moves that class's)
+    fine_a = pushdown._partition_of([(0x22, 0x22), (0x5C, 0x5C), (0x30, 0x39)])
+    fine_b = pushdown._partition_of([(0x22, 0x22), (0x5C, 0x5C), (0xE4, 0xE4)])
+    fine_c = pushdown._partition_of([(0x22, 0x22), (0x85, 0x85)])
+    la, lb, lc = (pushdown._class_labels(coarse, f) for f in (fine_a, fine_b, fine_c))
+    assert np.array_equal(la, lb) and not np.array_equal(la, lc) and not np.array_equal(fine_a, fine_b)
+    ta, tb, tc = (pushdown.class_trie(v, coarse, f) for f in (fine_a, fine_b, fine_c))
+    assert ta is tb and ta.uid == tb.uid and tc is not ta
+    base = pushdown.class_trie(v, coarse)
+    for t, lab in ((ta, la), (tc, lc)):
+        for (b0, p0, c0, s0), (b1, p1, c1, s1) in zip(base.levels, t.levels):
+            assert b0 == b1 and p0 is p1 and s0 is s1
+            np.testing.assert_array_equal(c1, lab.take(c0))
+
+
+def test_table_rows_set_when_interned(llama3_vocab):
+    """The table grows uninitialised: every configuration's row reads -1 (not computed) or its
+    cells (0 or a configuration), never what the memory held; masks stay those of the direct walk."""
+    pi = _backend(llama3_vocab).compile(Constraint.json_schema(SCHEMA)).token_index
+    row = np.empty(pi.width, np.int32)
+    for t in TEXTS:
+        s = 1
+        for tk in llama3_vocab.encode(t):
+            pi.fill_row(s, row)
+            np.testing.assert_array_equal(row, pi.direct_row(s))
+            s = pi.next_state(s, tk)
+            assert s > 0
+    n = len(pi._cfg_keys)
+    assert pi._table.shape[0] > 64, "the table never grew"
+    t = pi._table[:n]
+    unset = t[:, 0] == -1
+    assert unset.any() and (~unset).any()
+    assert (t[unset] == -1).all()
+    assert ((t[~unset] >= 0) & (t[~unset] < n)).all()
+
+
+def test_popcount_uint64_words():
+    rng = np.random.default_rng(3)
+    for width in (1, 2, 7, 4008, 4009):
+        words = rng.integers(-2**31, 2**31, width, dtype=np.int64).astype(np.int32)
+        assert pushdown._popcount(words) == pushdown._popcount_lut(words)
+        assert pushdown._popcount(words[1:]) == pushdown._popcount_lut(words[1:])  # (an odd offset's view)
