@@ -362,9 +362,10 @@ def test_native_engine_cache_stats_follow_the_caches(llama3_vocab):
 
     be = get_backend("native", llama3_vocab)
     before = be.engine_cache_stats()
-    assert set(before) == {"shared_walks", "class_tries", "regex_nodes"}
+    assert set(before) == {"shared_walks", "class_tries", "regex_nodes", "numeric_automata"}
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array",
-              "items": {"type": "string"}}}, "required": ["name"]}
+              "items": {"type": "string"}}, "n": {"type": "integer", "multipleOf": 7, "minimum": 3}},
+              "required": ["name"]}
     g = be.compile(Constraint("json_schema", schema))
     m = g.matcher()
     bm = np.zeros((1, (llama3_vocab.vocab_size + 31) // 32), np.int32)
@@ -380,6 +381,11 @@ def test_native_engine_cache_stats_follow_the_caches(llama3_vocab):
     assert after["class_tries"]["bytes"] == pd._nbytes_once(tries)  # an array shared by two tries once
     assert all(t.nbytes >= t.tokens_by_node.nbytes + t.token_cnode.nbytes for t in tries)
     assert after["regex_nodes"]["entries"] >= 1
+    from structgate.native.json_schema import _type_number as tn
+
+    na = after["numeric_automata"]
+    assert na["entries"] == len(tn._SHARED_DFAS) >= 1
+    assert na["bytes"] == 8 * sum(len(d.delta) * len(d.atoms) for d in tn._SHARED_DFAS.values() if d is not None) > 0
     from structgate.backends.auto import AutoBackend
 
     auto = AutoBackend.wrap(be).engine_cache_stats()

@@ -507,13 +507,19 @@ class NativeBackend(Backend):
         """Process-wide caches every native grammar shares (:meth:`Backend.engine_cache_stats`):
         ``shared_walks`` (mask walks inside call-free rules, under
         ``$STRUCTGATE_SHARED_WALKS_BYTES``), ``class_tries`` (the vocabulary's class-quotiented
-        tries, an LRU of 16) and ``regex_nodes`` (the hash-consed expression nodes of the regex
-        parser, cleared whole at 2^18 entries; their bytes are not counted)."""
+        tries, an LRU of 16), ``regex_nodes`` (the hash-consed expression nodes of the regex
+        parser, cleared whole at 2^18 entries; their bytes are not counted) and
+        ``numeric_automata`` (the JSON Schema compiler's minimal automata of numeric keywords, by
+        their parameters, cleared whole past 200,000 states; bytes: 8 per transition cell)."""
+        from .json_schema._type_number import _SHARED_DFAS
         from .pushdown import engine_cache_stats
         from .regex.parser import _INTERN
 
         out = engine_cache_stats()
         out["regex_nodes"] = {"entries": len(_INTERN)}
+        dfas = [d for d in list(_SHARED_DFAS.values()) if d is not None]
+        out["numeric_automata"] = {"entries": len(_SHARED_DFAS),
+                                   "bytes": 8 * sum(len(d.delta) * max(1, len(d.atoms)) for d in dfas)}
         return out
 
     def validate(self, constraint: Constraint) -> None:
