@@ -55,12 +55,7 @@ def _walk_hash(S: dict, it) -> tuple[str, int]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", required=True, help="MaskBench folder (*.jsonl)")
-    ap.add_argument("--a", required=True, type=Path, help="tree A (a checkout's root)")
-    ap.add_argument("--b", required=True, type=Path, help="tree B")
-    ap.add_argument("--step", type=int, default=4, help="every STEP-th schema")
-    ap.add_argument("--offset", type=int, default=0, help="first schema of the selection")
-    ap.add_argument("--tokenizer", default="llama3")
+    ab_trees.add_tree_args(ap, 4)
     a = ap.parse_args(argv)
     saved = {k: v for k, v in sys.modules.items() if ab_trees._ours(k)}
     try:

@@ -74,14 +74,20 @@ def _stats(x: np.ndarray) -> str:
             f"p99 {np.percentile(x, 99) / 1e3:.1f} ms  sum {x.sum() / 1e6:.2f} s")
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_tree_args(ap: argparse.ArgumentParser, step: int) -> None:
+    """The arguments every two-tree comparison takes: ``--corpus``, ``--a``, ``--b``, ``--step``
+    (default ``step``), ``--offset``, ``--tokenizer`` (also ``bench/ab_masks.py``)."""
     ap.add_argument("--corpus", required=True, help="MaskBench folder (*.jsonl)")
     ap.add_argument("--a", required=True, type=Path, help="tree A (a checkout's root)")
     ap.add_argument("--b", required=True, type=Path, help="tree B")
-    ap.add_argument("--step", type=int, default=2, help="every STEP-th schema")
+    ap.add_argument("--step", type=int, default=step, help="every STEP-th schema")
     ap.add_argument("--offset", type=int, default=0, help="first schema of the selection")
     ap.add_argument("--tokenizer", default="llama3")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_tree_args(ap, 2)
     ap.add_argument("--walk", action="store_true", help="also walk each schema's instances (TBM)")
     ap.add_argument("--ids", type=Path, help="only these schemas (a file of ids, one a line, or a JSON list); "
                     "--step/--offset then apply to that list")
