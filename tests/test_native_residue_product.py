@@ -104,6 +104,7 @@ CASES = [
     (67, [], 10 ** 5, 10 ** 8),              # bounded on both sides, too many candidates to list
     (59, [4], -10 ** 7, -100),               # negative range
     (71, [], 0, 0),                          # the literal 0 (a multiple of every modulus)
+    (1592, [], None, None),                  # unbounded, 0 allowed: "-0" refused as the eager form does
 ]
 
 
@@ -129,6 +130,7 @@ def test_lazy_and_eager_remainder_automata_agree_with_arithmetic(llama3_vocab, c
     # not other spellings of an integer
     for text in ("-0", "007", "+" + str(mo or 7), str(mo or 7) + ".0"):
         assert not accepts(lazy, llama3_vocab, text), text
+        assert not accepts(eager, llama3_vocab, text), text
 
 
 def test_lazy_masks_say_what_advance_does(llama3_vocab):

@@ -44,8 +44,11 @@ def _non_multiples_dfa(m: int) -> CPDFA:
 
 @lru_cache(maxsize=1)
 def _integer_dfa() -> CPDFA:
-    """Code-point automaton of every JSON integer literal (``JSON_INTEGER``; built once, minimal)."""
-    return minimize(trim(from_ast(parse_regex(JSON_INTEGER), max_states=64, what="integer", where="")))
+    """Code-point automaton of the JSON integer literals but ``-0`` (``0|-?[1-9][0-9]*``; built
+    once, minimal): the unbounded range of a lazily generated remainder automaton, whose strings
+    are those of the eager one (:func:`._automata.remainder_dfa`: no ``-0``) and of a bounded
+    range (:func:`._numeric.integer_range`)."""
+    return minimize(trim(from_ast(parse_regex("0|-?[1-9][0-9]*"), max_states=64, what="integer", where="")))
 
 
 #: minimal automata of the numeric keywords (remainders, ranges, non-integers) by their parameters
