@@ -308,28 +308,8 @@ def expr_leaves(roots, seen: set | None = None):
 
 def expr_references(node: Expr) -> set[str]:
     """The rule names ``node`` references: its :class:`Ref` leaves and the rules its
-    :class:`LazyRule` automata list (:meth:`LazyAutomaton.references`)."""
-    # the walk of :func:`expr_leaves`, inlined: every rule analysis starts here, once per body
-    out: set[str] = set()
-    seen: set[int] = set()
-    stack = [node]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    while stack:
-        n = pop()
-        t = type(n)
-        if t is Concat or t is Alt:
-            if id(n) not in seen:
-                seen.add(id(n))
-                extend(n.items)
-        elif t is Repeat:
-            if id(n) not in seen:
-                seen.add(id(n))
-                push(n.item)
-        elif t is Ref:
-            out.add(n.name)
-        elif t is LazyRule:
-            out.update(n.auto.references())
-    return out
+    :class:`LazyRule` automata list (:meth:`LazyAutomaton.references`); :func:`expr_uses`' walk."""
+    return expr_uses(node)[1]
 
 
 def expr_uses(node: Expr) -> tuple[dict[str, int], set[str]]:

@@ -2019,6 +2019,14 @@ if not hasattr(np, "bitwise_count"):
     _popcount = _popcount_lut  # noqa: F811
 
 
+def _row_of_ids(ids: np.ndarray, width: int) -> np.ndarray:
+    """The packed row (int32 ``(width,)``) of the distinct token ids ``ids`` (int64): the bits of
+    one word are distinct, so their OR is their sum, one ``bincount`` over the words (float64
+    sums below 2**32 are exact)."""
+    w = np.left_shift(1, ids & 31, dtype=np.int64).astype(np.float64)
+    return np.bincount(ids >> 5, weights=w, minlength=width).astype(np.uint32).view(np.int32)
+
+
 def _pack(allowed: np.ndarray) -> np.ndarray:
     pad = (-allowed.shape[0]) % 32
     if pad:
@@ -4276,16 +4284,14 @@ class PushdownIndex:
     def _allowed_row(self, trie: _ClassTrie, nodes: np.ndarray, tok_c: np.ndarray | None = None) -> np.ndarray:
         """Packed row (int32 ``(width,)``) of the tokens ending on ``nodes`` (EOS never set).
 
-        Few tokens (most walks of a schema's own rules: a few dozen) are packed from their ids:
-        the ids are distinct, so the bits of one word are distinct and their OR is their sum, one
-        ``bincount`` over the words (float64 sums below 2**32 are exact). Many go through
-        :meth:`_allowed_bool` and ``packbits`` over the vocabulary."""
+        Few tokens (most walks of a schema's own rules: a few dozen) are packed from their ids
+        (:func:`_row_of_ids`); many go through :meth:`_allowed_bool` and ``packbits`` over the
+        vocabulary."""
         if tok_c is None or nodes.size * 8 <= trie.n_nodes:
             toks = _tokens_ending(trie, nodes, self.DIRECT_ROW_MAX)
             if toks is not None:
                 toks = toks[toks < self.vocab.vocab_size]  # (ids past the vocabulary: none in a row)
-                w = np.left_shift(1, toks & 31, dtype=np.int64).astype(np.float64)
-                row = np.bincount(toks >> 5, weights=w, minlength=self.width).astype(np.uint32).view(np.int32)
+                row = _row_of_ids(toks, self.width)
                 self._clear_eos(row)
                 return row
         return _pack(self._allowed_bool(trie, nodes, tok_c))
@@ -4457,8 +4463,7 @@ class PushdownIndex:
         before any byte, deepest stack)`` as the walk, since the walk from ``cr`` on the empty
         stack reads only those rules and the states they tail-call (call-free: no frame, so the
         stack reached is ``cr``'s own), and the walk of several items is the union of each one's.
-        The row is packed from the ids (distinct, so a word's bits sum to their OR; float64
-        sums below 2**32 are exact)."""
+        The row is packed from the ids (:func:`_row_of_ids`)."""
         g = self.gnfa
         N, acc = self._N, self._ACCEPT
         items = self._cfg_keys[cr]
@@ -4513,9 +4518,7 @@ class PushdownIndex:
             full = np.unique(np.concatenate(fulls))
             pairs = np.unique(np.stack([np.concatenate(toks), np.concatenate(offs)]), axis=1)
             toks, offs = pairs[0].copy(), pairs[1].copy()
-        w = np.left_shift(1, full & 31, dtype=np.int64).astype(np.float64)
-        row = np.bincount(full >> 5, weights=w, minlength=self.width).astype(np.uint32).view(np.int32)
-        return row, toks, offs, bool(self._accepting[cr]), int(self._cfg_depth[cr])
+        return _row_of_ids(full, self.width), toks, offs, bool(self._accepting[cr]), int(self._cfg_depth[cr])
 
     def _automaton_ends(self, ends: list, p: int) -> np.ndarray:
         """int64 ids of the tokens that complete a configuration of :meth:`_automaton_walk`
@@ -4857,19 +4860,17 @@ class PushdownIndex:
                         sl = self._slot_of(p)
                         row |= self._rows[sl]
                         self._clear_eos(row)
+                    good = None
                     if ends is not None:
                         good = self._automaton_ends(ends, p)
-                        if good.size:
-                            u = row.view(np.uint32)
-                            np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
                     elif toks.size and p:
                         if offs is None:  # accepting nodes of the grammar's trie
                             good = self._walk_below(toks, p)
                         else:
                             good = toks[self._suffix_ok(p, toks, offs)]
-                        if good.size:
-                            u = row.view(np.uint32)
-                            np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
+                    if good is not None and good.size:
+                        u = row.view(np.uint32)
+                        np.bitwise_or.at(u, good >> 5, (np.uint32(1) << (good & 31).astype(np.uint32)))
         # EOS is allowed by acceptance alone: an EOS id that spells bytes (a vocabulary may keep
         # them) can end on a walked node, or among the tokens checked against the stack above
         self._clear_eos(row)
